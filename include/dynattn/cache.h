@@ -1,0 +1,83 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The KV-cache descriptor: what the kernels see of any cache, whatever its layout.
+//
+// A cache stores, per token slot and KV head, `head_dim` keys and `head_dim` values, each either
+// plain (fp32, fp16) or quantized (int8, int4) with one scale per group of `quant_group`
+// consecutive elements. Every layout (PMX `cache_layout` 0-3, per-layer block pools, engines'
+// paged caches) reduces to a base pointer and two strides (slot, head) per plane; the element
+// index inside a row is always contiguous. Build one from PMX attributes with `MakePmxCacheDesc`,
+// or fill the struct directly for any other layout.
+
+#ifndef DYNATTN_CACHE_H_
+#define DYNATTN_CACHE_H_
+
+#include <cstdint>
+
+#include "dynattn/status.h"
+#include "dynattn/types.h"
+
+namespace dynattn {
+
+/// How cached elements are stored.
+enum class CacheElem : uint8_t {
+  kF32,   ///< fp32 values (quant_bit 0).
+  kF16,   ///< fp16 values (quant_bit 0).
+  kInt8,  ///< int8 in [-127, 127], one scale per group (quant_bit 8).
+  kInt4,  ///< two's-complement nibbles, element 2k in the low nibble (quant_bit 4).
+};
+
+/// Element type of the group scales (ignored for unquantized caches).
+enum class ScaleType : uint8_t { kF16, kF32 };
+
+/// One plane (keys or values) of a cache, already offset to the layer in use.
+///
+/// Element `d` of (slot `s`, KV head `h`) lives at element offset
+/// `s * slot_stride + h * head_stride + d` from `data`; its scale at
+/// `s * scale_slot_stride + h * scale_head_stride + d / quant_group` from `scale`.
+/// Offsets count elements of the storage type; for int4 they count nibbles (byte = offset / 2),
+/// so both int4 strides must be even.
+struct CachePlane {
+  void* data = nullptr;           ///< Element (0,0,0) of this plane.
+  int64_t slot_stride = 0;        ///< Elements (nibbles for int4) between consecutive slots.
+  int64_t head_stride = 0;        ///< Elements (nibbles for int4) between consecutive KV heads.
+  void* scale = nullptr;          ///< Scale of group 0 of (0,0); null when unquantized.
+  int64_t scale_slot_stride = 0;  ///< Scales between consecutive slots.
+  int64_t scale_head_stride = 0;  ///< Scales between consecutive KV heads.
+};
+
+/// Everything the kernels need to read and write one layer of a KV cache.
+struct CacheDesc {
+  CacheElem elem = CacheElem::kF16;        ///< Storage of cached elements.
+  ScaleType scale_type = ScaleType::kF16;  ///< Storage of group scales (quantized caches only).
+  int quant_group = 8;                     ///< Elements per scale group (quantized caches only).
+  int num_kv_heads = 0;                    ///< KV heads per slot.
+  int head_dim = 0;                        ///< Elements per (slot, head) row.
+  int64_t num_slots = 0;         ///< Token capacity `MaxT`; valid slots are [0, num_slots).
+  CachePlane key;                ///< Key plane.
+  CachePlane value;              ///< Value plane.
+  Device device = Device::kCpu;  ///< Memory space of all four buffers.
+};
+
+/// PMX cache attributes (spec: `num_layer`, `layer_idx`, `quant_bit`, `quant_group`,
+/// `cache_mode`, `cache_layout`, `page_size`), with the PPLNN parser's defaults.
+struct CacheAttrs {
+  int num_layer = 1;     ///< Layers sharing the cache tensor (L).
+  int layer_idx = 0;     ///< Layer this call reads and writes, in [0, num_layer).
+  int quant_bit = 0;     ///< 0 (plain fp32/fp16), 8 (int8) or 4 (packed int4).
+  int quant_group = 8;   ///< Elements per scale group; divides head_dim (even for int4).
+  int cache_mode = 0;    ///< 0: slot = cachestarts[b] + p. 1: paged, see `page_size`.
+  int cache_layout = 0;  ///< 0-3, the current PMX layouts (spec pmx-ops §3.2).
+  int page_size = 128;   ///< Mode 1: slot = cachestarts[b][p / page_size] + p % page_size.
+};
+
+/// Builds the descriptor of layer `attrs.layer_idx` of a PMX cache tensor (rank 5, shape as
+/// `attrs.cache_layout` says, last dim `head_dim`, or `head_dim / 2` bytes for int4) and its
+/// optional scale tensor (same shape, last dim `head_dim / quant_group`). Checks every shape
+/// rule and names the offending input on failure.
+Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const CacheAttrs& attrs,
+                        int num_kv_heads, int head_dim, CacheDesc* desc);
+
+}  // namespace dynattn
+
+#endif  // DYNATTN_CACHE_H_

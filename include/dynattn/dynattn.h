@@ -1,0 +1,20 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Umbrella header: everything a caller of libdynattn needs.
+
+#ifndef DYNATTN_DYNATTN_H_
+#define DYNATTN_DYNATTN_H_
+
+#include "dynattn/cache.h"
+#include "dynattn/ops.h"
+#include "dynattn/status.h"
+#include "dynattn/types.h"
+
+namespace dynattn {
+
+/// Name of the SIMD target the CPU kernels dispatch to on this machine (e.g. "AVX3").
+const char* CpuTargetName();
+
+}  // namespace dynattn
+
+#endif  // DYNATTN_DYNATTN_H_

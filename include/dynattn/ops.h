@@ -1,0 +1,112 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The three OpenPPL PMX dynamic-batching ops (spec: shared/spec/pmx-ops.md).
+//
+// Inputs are packed: request b owns query rows [seqstarts[b], seqstarts[b+1]) and context rows
+// [kvstarts[b], kvstarts[b+1]). Every call validates all of its inputs before it writes anything;
+// on error it returns a Status naming the input and the rule, and leaves the cache, the scales and
+// every output byte-for-byte untouched.
+
+#ifndef DYNATTN_OPS_H_
+#define DYNATTN_OPS_H_
+
+#include "dynattn/cache.h"
+#include "dynattn/status.h"
+#include "dynattn/types.h"
+
+namespace dynattn {
+
+/// Execution options shared by every op. Results never depend on them.
+struct RunOptions {
+  int num_threads = 0;  ///< Worker threads; 0 = all the machine's cores.
+};
+
+/// Attention attributes (spec §5, §6), with the PPLNN parser's defaults.
+struct AttentionAttrs {
+  int num_heads = 0;      ///< Query heads Hq.
+  int head_dim = 0;       ///< D, any value >= 1.
+  bool is_causal = true;  ///< Bottom-right causal mask for requests b >= decoding_batches.
+  bool is_alibi = false;  ///< ALiBi bias with its built-in causal -inf (spec §5.5 [REC]).
+  int num_kv_heads = 0;   ///< Hkv; 0 means Hq. Hq must be a multiple of Hkv (GQA).
+};
+
+/// `KeyValueCache` attributes (spec §4).
+struct KeyValueCacheAttrs {
+  CacheAttrs cache;    ///< Cache format, addressing and layout.
+  int num_repeat = 1;  ///< GQA expansion of the gathered heads: output head o = kv head o / R.
+};
+
+/// `MultiHeadCacheAttention` attributes (spec §6).
+struct MultiHeadCacheAttentionAttrs {
+  AttentionAttrs attention;  ///< Heads, causal, ALiBi.
+  CacheAttrs cache;          ///< Cache format, addressing and layout.
+};
+
+/// `KeyValueCache` tensors. Index tensors are int64; scalars are 0-d (or one-element) int64.
+struct KeyValueCacheArgs {
+  TensorView current_key;    ///< (Tq, Hkv, D), fp32 or fp16: the new tokens' keys.
+  TensorView current_value;  ///< (Tq, Hkv, D), same dtype.
+  TensorView seqstarts;      ///< (B+1): query-row offsets.
+  TensorView kvstarts;       ///< (B+1): context-row offsets; kvlen_b = start_pos_b + seqlen_b.
+  TensorView cachestarts;    ///< Mode 0: (B) slot of p = 0. Mode 1: (B, MaxP) page starts.
+  TensorView start_pos;      ///< (B): logical position of each request's first new token.
+  TensorView max_seqlen;     ///< Scalar hint (checked >= the true maximum).
+  TensorView max_kvlen;      ///< Scalar hint (checked >= the true maximum).
+  TensorView cache;          ///< In/out PMX cache (rank 5); ignored when `cache_desc` is set.
+  TensorView scale;          ///< In/out group scales; required iff quant_bit != 0.
+  const CacheDesc* cache_desc = nullptr;  ///< Optional raw descriptor replacing cache/scale.
+  TensorView key;    ///< Out (kvstarts[B], Hkv * num_repeat, D), dtype of current_key.
+  TensorView value;  ///< Out, same shape and dtype.
+};
+
+/// `MultiHeadAttention` tensors.
+struct MultiHeadAttentionArgs {
+  TensorView query;             ///< (Tq, Hq, D), fp32 or fp16.
+  TensorView key;               ///< (kvstarts[B], Hkv, D), dtype of query.
+  TensorView value;             ///< (kvstarts[B], Hkv, D), dtype of query.
+  TensorView seqstarts;         ///< (B+1).
+  TensorView kvstarts;          ///< (B+1); kvlen_b >= seqlen_b.
+  TensorView decoding_batches;  ///< Scalar: the first requests, never causally masked.
+  TensorView max_seqlen;        ///< Scalar hint.
+  TensorView max_kvlen;         ///< Scalar hint.
+  TensorView attn_mask;         ///< Optional additive mask (Tq, >=kvstarts[B]) or (Hq, Tq, ...).
+  TensorView attn_output;       ///< Out (Tq, Hq, D), dtype of query.
+};
+
+/// `MultiHeadCacheAttention` tensors: KeyValueCache, then attention over the dequantized cache.
+struct MultiHeadCacheAttentionArgs {
+  TensorView query;                       ///< (Tq, Hq, D), fp32 or fp16.
+  TensorView current_key;                 ///< (Tq, Hkv, D), dtype of query.
+  TensorView current_value;               ///< (Tq, Hkv, D), dtype of query.
+  TensorView seqstarts;                   ///< (B+1).
+  TensorView kvstarts;                    ///< (B+1); kvlen_b = start_pos_b + seqlen_b.
+  TensorView cachestarts;                 ///< Mode 0: (B). Mode 1: (B, MaxP).
+  TensorView start_pos;                   ///< (B).
+  TensorView decoding_batches;            ///< Scalar.
+  TensorView max_seqlen;                  ///< Scalar hint.
+  TensorView max_kvlen;                   ///< Scalar hint.
+  TensorView cache;                       ///< In/out PMX cache; ignored when `cache_desc` is set.
+  TensorView scale;                       ///< In/out scales; required iff quant_bit != 0.
+  TensorView attn_mask;                   ///< Optional additive mask.
+  const CacheDesc* cache_desc = nullptr;  ///< Optional raw descriptor replacing cache/scale.
+  TensorView attn_output;                 ///< Out (Tq, Hq, D), dtype of query.
+};
+
+/// Writes the new tokens into the cache (quantizing them), then gathers every request's whole
+/// context, dequantized, into `key` and `value`.
+Status KeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
+                     const RunOptions& options = {});
+
+/// Attention of packed queries over packed keys and values.
+Status MultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
+                          const RunOptions& options = {});
+
+/// KeyValueCache and MultiHeadAttention fused: writes the new tokens, then attends over each
+/// request's dequantized context read straight from the cache.
+Status MultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
+                               const MultiHeadCacheAttentionArgs& args,
+                               const RunOptions& options = {});
+
+}  // namespace dynattn
+
+#endif  // DYNATTN_OPS_H_

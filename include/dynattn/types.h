@@ -1,0 +1,72 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Element types and the borrowed tensor view that every public entry point takes.
+
+#ifndef DYNATTN_TYPES_H_
+#define DYNATTN_TYPES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+
+namespace dynattn {
+
+/// Element type of a tensor. Packed int4 caches are passed as `kI8` tensors whose last dimension
+/// is `head_dim / 2` bytes (two two's-complement nibbles per byte, element 2k in the low nibble).
+enum class DType : uint8_t {
+  kF32,  ///< IEEE binary32.
+  kF16,  ///< IEEE binary16, stored as its 16-bit pattern.
+  kI8,   ///< int8 (quantized caches; packed int4 caches).
+  kI64,  ///< int64 (index tensors and scalars).
+};
+
+/// Bytes per element of `dtype`.
+size_t DTypeSize(DType dtype);
+/// "float32", "float16", "int8" or "int64".
+const char* DTypeName(DType dtype);
+
+/// Where a tensor's memory lives; the backend of a call follows its tensors.
+enum class Device : uint8_t { kCpu, kCuda };
+
+/// Largest rank a `TensorView` holds (PMX caches are rank 5).
+inline constexpr int kMaxRank = 6;
+
+/// A borrowed, typed view of memory: pointer, element type, shape and strides in elements.
+///
+/// Never owns its memory. A default-constructed view is *absent* (`rank == -1`), which is how an
+/// optional input is left out. A present view may have zero elements (and a null `data`).
+/// Every op input must currently be dense row-major (`strides` as `Dense` makes them); the
+/// validator says so by name when it is not.
+struct TensorView {
+  void* data = nullptr;            ///< First element; may be null when `NumElements() == 0`.
+  DType dtype = DType::kF32;       ///< Element type.
+  int rank = -1;                   ///< Number of dimensions; -1 = absent, 0 = scalar.
+  int64_t shape[kMaxRank] = {};    ///< Extent of each dimension, outermost first.
+  int64_t strides[kMaxRank] = {};  ///< Distance in elements between neighbours in each dimension.
+  Device device = Device::kCpu;    ///< Memory space of `data`.
+
+  /// A dense row-major view of `data` with the given shape.
+  static TensorView Dense(const void* data, DType dtype, std::initializer_list<int64_t> shape,
+                          Device device = Device::kCpu);
+  /// A dense row-major view from a shape array of `rank` entries.
+  static TensorView Dense(const void* data, DType dtype, int rank, const int64_t* shape,
+                          Device device = Device::kCpu);
+
+  /// True unless this view was left absent.
+  bool present() const { return rank >= 0; }
+  /// Product of the extents (1 for a scalar, 0 when absent).
+  int64_t NumElements() const;
+  /// True when the strides are those of a dense row-major array of this shape.
+  bool IsDense() const;
+  /// Size in bytes of the dense array (`NumElements() * DTypeSize(dtype)`).
+  size_t NumBytes() const { return static_cast<size_t>(NumElements()) * DTypeSize(dtype); }
+  /// Typed pointer to the first element.
+  template <typename T>
+  T* As() const {
+    return static_cast<T*>(data);
+  }
+};
+
+}  // namespace dynattn
+
+#endif  // DYNATTN_TYPES_H_

@@ -1,0 +1,322 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Kernel family: the cache codec. Turns cached rows (fp32, fp16, int8, packed int4 with group
+// scales) into the exact fp32 values the spec defines, and new tokens into cache bytes.
+//
+// Why it looks like this: the numerics contract fixes these bits. A dequantized element is
+// T1(T3(q) * s): the product rounded to the scale type T3, then to the activation type T1.
+// q * s is exact in fp32 whenever s is fp16 (8 + 11 significant bits), so each rounding is one
+// "round to fp16" step applied (or not) to an fp32 product; that step is done with integer
+// operations, identical on every target, because Highway 1.0.3 truncates when it converts to
+// fp16 without F16C. Quantization runs once per new token and follows the spec's double rounding
+// literally, in scalar code, so there is exactly one definition of the cache format.
+
+// Per-target include guard (the file is re-included once per Highway target).
+#if defined(DYNATTN_SIMD_CODEC_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_SIMD_CODEC_INL_H_
+#undef DYNATTN_SIMD_CODEC_INL_H_
+#else
+#define DYNATTN_SIMD_CODEC_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "hwy/highway.h"
+#include "simd/f16.h"
+#include "simd/kernel_abi.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dynattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+/// Float vectors of at most kVirtualLanes lanes: 16 on AVX-512, 8 on AVX2, 4 on SSE4, 1 scalar.
+using DF = hn::CappedTag<float, internal::kVirtualLanes>;
+
+/// Rounds each lane to the nearest binary16 value (ties to even), kept as float. Bit-identical to
+/// internal::RoundToF16 on every target.
+template <class V>
+HWY_INLINE V RoundToF16(V v) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const auto bits = hn::BitCast(du, v);
+  const auto sign = hn::And(bits, hn::Set(du, 0x80000000u));
+  const auto abs = hn::AndNot(sign, bits);
+  // Normal range: round the mantissa to 10 bits (carry may bump the exponent).
+  const auto lsb = hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 1));
+  auto normal = hn::And(hn::Add(abs, hn::Add(hn::Set(du, 0xFFF), lsb)), hn::Set(du, ~0x1FFFu));
+  const hn::RebindToSigned<DF> di;
+  const auto overflow = hn::Gt(hn::BitCast(di, normal), hn::Set(di, 0x477FFFFF));
+  normal = hn::IfThenElse(hn::RebindMask(du, overflow), hn::Set(du, 0x7F800000u), normal);
+  // Subnormal range: adding 0.5 rounds to a multiple of 2^-24; the subtraction is exact.
+  const auto half = hn::Set(df, 0.5f);
+  const auto tiny = hn::BitCast(du, hn::Sub(hn::Add(hn::BitCast(df, abs), half), half));
+  const auto is_tiny = hn::Lt(hn::BitCast(di, abs), hn::Set(di, 0x38800000));
+  const auto is_special = hn::Gt(hn::BitCast(di, abs), hn::Set(di, 0x7F7FFFFF));
+  auto magnitude = hn::IfThenElse(hn::RebindMask(du, is_tiny), tiny, normal);
+  magnitude = hn::IfThenElse(hn::RebindMask(du, is_special), abs, magnitude);
+  return hn::BitCast(df, hn::Or(sign, magnitude));
+}
+
+/// The scalar twin of one dequantization rounding chain.
+HWY_INLINE float RoundChainScalar(float x, bool round_scale_type, bool round_io_type) {
+  if (round_scale_type) x = internal::RoundToF16(x);
+  if (round_io_type) x = internal::RoundToF16(x);
+  return x;
+}
+
+template <class V>
+HWY_INLINE V RoundChain(V v, bool round_scale_type, bool round_io_type) {
+  if (round_scale_type) v = RoundToF16(v);
+  if (round_io_type) v = RoundToF16(v);
+  return v;
+}
+
+/// How to decode one row of a cache plane into fp32.
+struct RowCodec {
+  int head_dim = 0;
+  int quant_group = 1;
+  bool scale_is_f16 = false;  ///< T3 = fp16 (quantized caches).
+  bool io_is_f16 = false;     ///< T1 = fp16: every value read is rounded to fp16.
+
+  static RowCodec For(const CacheDesc& cache, DType io_type) {
+    RowCodec codec;
+    codec.head_dim = cache.head_dim;
+    codec.quant_group = cache.quant_group;
+    codec.scale_is_f16 = cache.scale_type == ScaleType::kF16;
+    codec.io_is_f16 = io_type == DType::kF16;
+    return codec;
+  }
+};
+
+/// Loads the row's group scales as floats into `out` (head_dim / quant_group values).
+HWY_INLINE void LoadScales(const RowCodec& c, const void* scale, float* out) {
+  const int groups = c.head_dim / c.quant_group;
+  for (int g = 0; g < groups; ++g) {
+    out[g] = c.scale_is_f16 ? internal::F16ToF32(static_cast<const uint16_t*>(scale)[g])
+                            : static_cast<const float*>(scale)[g];
+  }
+}
+
+/// Writes zeros to dst[from, to): the padding of a scratch row, so padded lanes add exact zeros.
+HWY_INLINE void ZeroPad(float* dst, int from, int to) { std::fill(dst + from, dst + to, 0.0f); }
+
+/// fp32 row -> fp32 values as T1 sees them.
+HWY_INLINE void DecodeRowF32(const RowCodec& c, const float* src, float* dst) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int d = 0;
+  for (; d + n <= c.head_dim; d += n) {
+    hn::StoreU(RoundChain(hn::LoadU(df, src + d), false, c.io_is_f16), df, dst + d);
+  }
+  for (; d < c.head_dim; ++d) dst[d] = RoundChainScalar(src[d], false, c.io_is_f16);
+}
+
+/// fp16 row -> fp32 (exact).
+HWY_INLINE void DecodeRowF16(const RowCodec& c, const uint16_t* src, float* dst) {
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int d = 0;
+  for (; d + n <= c.head_dim; d += n) {
+    const auto half = hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(src + d));
+    hn::StoreU(hn::PromoteTo(df, half), df, dst + d);
+  }
+  for (; d < c.head_dim; ++d) dst[d] = internal::F16ToF32(src[d]);
+}
+
+/// Scales integer codes already converted to float in dst[0, head_dim) by their group scales and
+/// applies the rounding chain.
+HWY_INLINE void ApplyScales(const RowCodec& c, const float* scales, float* dst) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const bool uniform = c.quant_group % n == 0;
+  HWY_ALIGN float lane_scales[internal::kVirtualLanes];
+  int d = 0;
+  for (; d + n <= c.head_dim; d += n) {
+    hn::Vec<DF> s;
+    if (uniform) {
+      s = hn::Set(df, scales[d / c.quant_group]);
+    } else {
+      for (int i = 0; i < n; ++i) lane_scales[i] = scales[(d + i) / c.quant_group];
+      s = hn::Load(df, lane_scales);
+    }
+    const auto product = hn::Mul(hn::LoadU(df, dst + d), s);
+    hn::StoreU(RoundChain(product, c.scale_is_f16, c.io_is_f16), df, dst + d);
+  }
+  for (; d < c.head_dim; ++d) {
+    dst[d] = RoundChainScalar(dst[d] * scales[d / c.quant_group], c.scale_is_f16, c.io_is_f16);
+  }
+}
+
+/// int8 codes -> float codes in dst[0, n).
+HWY_INLINE void Int8ToFloat(const int8_t* src, int count, float* dst) {
+  const DF df;
+  const hn::Rebind<int8_t, DF> d8;
+  const hn::Rebind<int32_t, DF> d32;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int d = 0;
+  for (; d + n <= count; d += n) {
+    hn::StoreU(hn::ConvertTo(df, hn::PromoteTo(d32, hn::LoadU(d8, src + d))), df, dst + d);
+  }
+  for (; d < count; ++d) dst[d] = static_cast<float>(src[d]);
+}
+
+/// Sign-extends nibble k of a packed int4 row (element 2k in the low nibble).
+HWY_INLINE int8_t Int4At(const uint8_t* packed, int k) {
+  const uint8_t byte = packed[k >> 1];
+  const int nibble = (k & 1) ? (byte >> 4) : (byte & 0xF);
+  return static_cast<int8_t>(nibble >= 8 ? nibble - 16 : nibble);
+}
+
+/// int8 row with group scales -> fp32.
+HWY_INLINE void DecodeRowInt8(const RowCodec& c, const int8_t* src, const void* scale, float* dst,
+                              float* scales_tmp) {
+  LoadScales(c, scale, scales_tmp);
+  Int8ToFloat(src, c.head_dim, dst);
+  ApplyScales(c, scales_tmp, dst);
+}
+
+/// Packed int4 row with group scales -> fp32.
+HWY_INLINE void DecodeRowInt4(const RowCodec& c, const uint8_t* src, const void* scale, float* dst,
+                              float* scales_tmp) {
+  LoadScales(c, scale, scales_tmp);
+  int8_t codes[64];
+  for (int d0 = 0; d0 < c.head_dim; d0 += 64) {
+    const int count = std::min(64, c.head_dim - d0);
+    for (int i = 0; i < count; ++i) codes[i] = Int4At(src, d0 + i);
+    Int8ToFloat(codes, count, dst + d0);
+  }
+  ApplyScales(c, scales_tmp, dst);
+}
+
+/// Element offset of (slot, head) in a plane -> pointer to the row's first byte.
+template <CacheElem kElem>
+HWY_INLINE const void* RowPointer(const CachePlane& plane, int64_t slot, int head) {
+  const int64_t offset = slot * plane.slot_stride + head * plane.head_stride;
+  const char* base = static_cast<const char*>(plane.data);
+  switch (kElem) {
+    case CacheElem::kF32:
+      return base + offset * 4;
+    case CacheElem::kF16:
+      return base + offset * 2;
+    case CacheElem::kInt8:
+      return base + offset;
+    case CacheElem::kInt4:
+      return base + offset / 2;
+  }
+  return base;
+}
+
+/// Pointer to the first scale of (slot, head), with the scale type's size.
+HWY_INLINE const void* ScalePointer(const CacheDesc& cache, const CachePlane& plane, int64_t slot,
+                                    int head) {
+  const int64_t offset = slot * plane.scale_slot_stride + head * plane.scale_head_stride;
+  const size_t size = cache.scale_type == ScaleType::kF16 ? 2 : 4;
+  return static_cast<const char*>(plane.scale) + offset * size;
+}
+
+/// Decodes row (slot, head) of `plane` into dst[0, head_dim). `scales_tmp` holds
+/// head_dim / quant_group floats.
+template <CacheElem kElem>
+HWY_INLINE void DecodeRow(const CacheDesc& cache, const RowCodec& c, const CachePlane& plane,
+                          int64_t slot, int head, float* dst, float* scales_tmp) {
+  const void* row = RowPointer<kElem>(plane, slot, head);
+  if constexpr (kElem == CacheElem::kF32) {
+    DecodeRowF32(c, static_cast<const float*>(row), dst);
+  } else if constexpr (kElem == CacheElem::kF16) {
+    DecodeRowF16(c, static_cast<const uint16_t*>(row), dst);
+  } else if constexpr (kElem == CacheElem::kInt8) {
+    DecodeRowInt8(c, static_cast<const int8_t*>(row), ScalePointer(cache, plane, slot, head), dst,
+                  scales_tmp);
+  } else {
+    DecodeRowInt4(c, static_cast<const uint8_t*>(row), ScalePointer(cache, plane, slot, head), dst,
+                  scales_tmp);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Quantization of new tokens (spec pmx-ops §2.1, §2.2): scalar and literal.
+
+/// The spec's quantization of one group of `count` values (already in T1, held as floats).
+/// Returns the scale s (in T1) and writes codes in [-qmax, qmax].
+HWY_INLINE float QuantizeGroup(const float* x, int count, int qmax, bool io_is_f16, int8_t* q) {
+  float m = 0.0f;
+  for (int i = 0; i < count; ++i) m = std::max(m, std::fabs(x[i]));
+  float s = m / static_cast<float>(qmax);
+  if (io_is_f16) s = internal::RoundToF16(s);
+  const float eps = io_is_f16 ? internal::RoundToF16(1e-5f) : 1e-5f;
+  if (!(s >= eps)) s = eps;  // also maps a NaN scale (NaN input) to eps
+  for (int i = 0; i < count; ++i) {
+    float quotient = x[i] / s;
+    if (io_is_f16) quotient = internal::RoundToF16(quotient);
+    const float r = std::nearbyint(quotient);  // ties to even (default rounding mode)
+    const float clamped =
+        std::min(std::max(r, -static_cast<float>(qmax)), static_cast<float>(qmax));
+    q[i] = (clamped == clamped) ? static_cast<int8_t>(clamped) : 0;  // NaN input -> 0
+  }
+  return s;
+}
+
+/// Stores one new row (D values in T1, held as floats) into (slot, head) of `plane`.
+template <CacheElem kElem>
+HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePlane& plane,
+                          int64_t slot, int head, const float* x, int8_t* codes_tmp) {
+  const int dim = cache.head_dim;
+  void* row = const_cast<void*>(RowPointer<kElem>(plane, slot, head));
+  if constexpr (kElem == CacheElem::kF32) {
+    std::copy(x, x + dim, static_cast<float*>(row));
+  } else if constexpr (kElem == CacheElem::kF16) {
+    uint16_t* out = static_cast<uint16_t*>(row);
+    for (int d = 0; d < dim; ++d) out[d] = internal::F32ToF16(x[d]);
+  } else {
+    const int qmax = kElem == CacheElem::kInt8 ? 127 : 7;
+    const int group = cache.quant_group;
+    void* scale = const_cast<void*>(ScalePointer(cache, plane, slot, head));
+    for (int g = 0; g < dim / group; ++g) {
+      const float s = QuantizeGroup(x + g * group, group, qmax, io_is_f16, codes_tmp + g * group);
+      if (cache.scale_type == ScaleType::kF16) {
+        static_cast<uint16_t*>(scale)[g] = internal::F32ToF16(s);
+      } else {
+        static_cast<float*>(scale)[g] = s;
+      }
+    }
+    if constexpr (kElem == CacheElem::kInt8) {
+      std::copy(codes_tmp, codes_tmp + dim, static_cast<int8_t*>(row));
+    } else {
+      uint8_t* packed = static_cast<uint8_t*>(row);
+      for (int k = 0; k < dim; k += 2) {
+        packed[k / 2] =
+            static_cast<uint8_t>((codes_tmp[k] & 0xF) | ((codes_tmp[k + 1] & 0xF) << 4));
+      }
+    }
+  }
+}
+
+/// Loads `count` activations of type `io` (fp32 or fp16) as floats.
+HWY_INLINE void LoadActivations(const void* src, DType io, int count, float* dst) {
+  if (io == DType::kF32) {
+    std::copy(static_cast<const float*>(src), static_cast<const float*>(src) + count, dst);
+  } else {
+    const uint16_t* half = static_cast<const uint16_t*>(src);
+    for (int i = 0; i < count; ++i) dst[i] = internal::F16ToF32(half[i]);
+  }
+}
+
+/// Stores `count` floats as activations of type `io`, rounding to nearest even for fp16.
+HWY_INLINE void StoreActivations(const float* src, DType io, int count, void* dst) {
+  if (io == DType::kF32) {
+    std::copy(src, src + count, static_cast<float*>(dst));
+  } else {
+    uint16_t* half = static_cast<uint16_t*>(dst);
+    for (int i = 0; i < count; ++i) half[i] = internal::F32ToF16(src[i]);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace dynattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // DYNATTN_SIMD_CODEC_INL_H_

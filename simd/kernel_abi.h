@@ -1,0 +1,158 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The plain structs that cross from src/ (validation, planning, dispatch) into the per-target
+// kernels of simd/. Everything here is target-independent and already validated: kernels trust
+// every index they are given.
+
+#ifndef DYNATTN_SIMD_KERNEL_ABI_H_
+#define DYNATTN_SIMD_KERNEL_ABI_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "dynattn/cache.h"
+#include "dynattn/types.h"
+
+namespace dynattn::internal {
+
+/// Floats per "virtual vector": dot products keep this many partial sums whatever the hardware
+/// width, and reduce them in one fixed order, so AVX2 and AVX-512 give the same bits.
+inline constexpr int kVirtualLanes = 16;
+/// Keys per online-softmax step. Fixed (never derived from the target) for the same reason.
+inline constexpr int kKeyTile = 64;
+
+/// Rounds `n` up to a multiple of `kVirtualLanes`.
+inline int64_t PadToLanes(int64_t n) {
+  return (n + kVirtualLanes - 1) / kVirtualLanes * kVirtualLanes;
+}
+
+/// Logical position p of request b -> physical slot.
+struct SlotMap {
+  enum class Mode : uint8_t {
+    kOffset,  ///< starts[b] + p (PMX cache_mode 0; also MHA's packed key rows).
+    kPaged,   ///< starts[b * table_stride + p / page_size] + p % page_size (cache_mode 1).
+  };
+  Mode mode = Mode::kOffset;
+  const int64_t* starts = nullptr;  ///< Offsets (B) or page table (B, table_stride).
+  int64_t table_stride = 0;         ///< Paged: entries per request.
+  int64_t page_size = 1;            ///< Paged: tokens per page.
+
+  int64_t Slot(int64_t b, int64_t p) const {
+    if (mode == Mode::kOffset) return starts[b] + p;
+    return starts[b * table_stride + p / page_size] + p % page_size;
+  }
+};
+
+/// Packed request boundaries (all arrays validated).
+struct Batch {
+  int64_t size = 0;                    ///< B.
+  const int64_t* seqstarts = nullptr;  ///< (B+1) query-row offsets.
+  const int64_t* kvstarts = nullptr;   ///< (B+1) context-row offsets.
+  const int64_t* start_pos = nullptr;  ///< (B) first write position, or null (MHA).
+  int64_t decoding_batches = 0;        ///< The first requests, never causally masked.
+
+  int64_t SeqLen(int64_t b) const { return seqstarts[b + 1] - seqstarts[b]; }
+  int64_t KvLen(int64_t b) const { return kvstarts[b + 1] - kvstarts[b]; }
+};
+
+/// Where one request's context keys and values come from: a cache (or MHA's packed K/V tensors
+/// seen as an unquantized cache) and the slot map that addresses it.
+struct KvSource {
+  CacheDesc cache;
+  SlotMap slots;
+};
+
+/// One validated attention call, as the kernels see it.
+struct AttentionProblem {
+  Batch batch;
+  DType io_type = DType::kF32;  ///< dtype of query, output and mask.
+  int num_heads = 0;            ///< Hq.
+  int num_kv_heads = 0;         ///< Hkv.
+  int group_size = 1;           ///< R = Hq / Hkv query heads per KV head.
+  int head_dim = 0;             ///< D.
+  int padded_dim = 0;           ///< D rounded up to kVirtualLanes (scratch row length).
+  float score_scale = 1.0f;     ///< 1 / sqrt(D).
+  bool is_causal = false;
+  const float* alibi_slopes = nullptr;  ///< (Hq) slopes when ALiBi is on, else null.
+  const void* query = nullptr;          ///< (Tq, Hq, D).
+  void* output = nullptr;               ///< (Tq, Hq, D).
+  const void* mask = nullptr;           ///< Additive mask or null.
+  int64_t mask_head_stride = 0;         ///< 0 for a 2-D mask.
+  int64_t mask_row_stride = 0;          ///< Padded last dim of the mask.
+  KvSource kv;
+
+  /// True when request b's query row i may only see keys j <= kvlen - seqlen + i.
+  bool BottomRightLimited(int64_t b) const {
+    return alibi_slopes != nullptr ||
+           (is_causal && batch.SeqLen(b) > 1 && b >= batch.decoding_batches);
+  }
+};
+
+/// One unit of parallel work: a request's KV head with all its GQA query heads, a tile of its
+/// query rows, and a contiguous range of its keys (one split of the context).
+struct WorkItem {
+  int64_t request = 0;
+  int32_t kv_head = 0;
+  int32_t row_begin = 0, row_end = 0;  ///< Query rows [row_begin, row_end) of the request.
+  int64_t key_begin = 0, key_end = 0;  ///< Keys [key_begin, key_end) of the request's context.
+  int32_t num_splits = 1;              ///< 1: write the output directly; else write a state.
+  int64_t state_index = 0;             ///< First partial state (one per query vector) to write.
+};
+
+/// A tile whose context was split: its `num_splits` partial states are merged in split order.
+struct MergeTask {
+  int64_t request = 0;
+  int32_t kv_head = 0;
+  int32_t row_begin = 0, row_end = 0;
+  int32_t num_splits = 0;
+  int64_t state_index = 0;  ///< States of split s start at state_index + s * query vectors.
+};
+
+/// Floats in one partial softmax state: running max, sum, then the padded accumulator.
+inline int64_t StateFloats(int padded_dim) { return 2 + padded_dim; }
+
+/// Per-worker scratch, grown on demand; never shared between threads.
+struct Scratch {
+  std::vector<float> floats;
+  float* Reserve(size_t n) {
+    if (floats.size() < n) floats.resize(n);
+    return floats.data();
+  }
+};
+
+/// One validated cache write (KeyValueCache step 1): new token t of request b goes to
+/// position start_pos[b] + t.
+struct WriteProblem {
+  Batch batch;
+  DType io_type = DType::kF32;
+  const void* current_key = nullptr;    ///< (Tq, Hkv, D).
+  const void* current_value = nullptr;  ///< (Tq, Hkv, D).
+  KvSource kv;
+};
+
+/// One validated gather (KeyValueCache step 2).
+struct GatherProblem {
+  Batch batch;
+  DType io_type = DType::kF32;
+  int num_repeat = 1;
+  void* key = nullptr;    ///< (kvstarts[B], Hkv * num_repeat, D).
+  void* value = nullptr;  ///< Same shape.
+  KvSource kv;
+};
+
+/// The per-target kernels for one cache element type.
+struct CpuKernels {
+  /// Quantizes and stores new tokens [token_begin, token_end) (packed query-row indices).
+  void (*write_tokens)(const WriteProblem&, int64_t token_begin, int64_t token_end);
+  /// Gathers context rows [row_begin, row_end) (packed kvstarts rows) of request b.
+  void (*gather_rows)(const GatherProblem&, int64_t b, int64_t row_begin, int64_t row_end,
+                      Scratch*);
+  /// Runs one work item; writes output rows or partial states.
+  void (*attend)(const AttentionProblem&, const WorkItem&, float* states, Scratch*);
+  /// Merges the partial states of one split tile and writes its output rows.
+  void (*merge)(const AttentionProblem&, const MergeTask&, const float* states, Scratch*);
+};
+
+}  // namespace dynattn::internal
+
+#endif  // DYNATTN_SIMD_KERNEL_ABI_H_

@@ -1,0 +1,12 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The CPU kernels for caches of F16 elements, compiled for every Highway target.
+
+#define DYNATTN_KERNEL_ELEM kF16
+#define DYNATTN_KERNEL_TABLE KernelTableF16
+#define DYNATTN_KERNEL_GETTER CpuKernelsF16
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/kernels_f16.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "simd/kernel_table-inl.h"

@@ -1,0 +1,192 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// PMX cache tensors -> CacheDesc. The four layouts of spec pmx-ops §3.2 differ only in where the
+// slot and head dimensions sit, so each becomes the strides (slot, layer, kv, head) of a row of
+// `row` elements; the scale tensor gets the same strides with row = head_dim / quant_group.
+
+#include <string>
+
+#include "dynattn/cache.h"
+
+namespace dynattn {
+namespace {
+
+struct LayoutStrides {
+  int64_t slot, layer, kv, head;
+};
+
+/// Strides of layout 0-3 for rows of `row` elements (spec pmx-ops §3.2, stride form).
+LayoutStrides StridesOf(int layout, int64_t layers, int64_t heads, int64_t slots, int64_t row) {
+  switch (layout) {
+    case 0:
+      return {layers * 2 * heads * row, 2 * heads * row, heads * row, row};
+    case 1:
+      return {2 * heads * row, slots * 2 * heads * row, heads * row, row};
+    case 2:
+      return {heads * row, 2 * slots * heads * row, slots * heads * row, row};
+    default:
+      return {row, 2 * heads * slots * row, heads * slots * row, slots * row};
+  }
+}
+
+/// Expected rank-5 shape of layout 0-3.
+void ShapeOf(int layout, int64_t layers, int64_t heads, int64_t slots, int64_t row,
+             int64_t shape[5]) {
+  const int64_t shapes[4][5] = {{slots, layers, 2, heads, row},
+                                {layers, slots, 2, heads, row},
+                                {layers, 2, slots, heads, row},
+                                {layers, 2, heads, slots, row}};
+  for (int i = 0; i < 5; ++i) shape[i] = shapes[layout][i];
+}
+
+/// Index of the MaxT dimension in layout 0-3.
+int SlotDim(int layout) { return layout; }
+
+std::string ShapeString(const int64_t* shape, int rank) {
+  std::string s = "(";
+  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + ")";
+}
+
+Status CheckLayoutShape(const char* name, const TensorView& t, int layout, int64_t layers,
+                        int64_t heads, int64_t row) {
+  if (t.rank != 5) {
+    return Status::Invalid(
+        name, "must have rank 5 for a PMX cache layout, got rank " + std::to_string(t.rank));
+  }
+  int64_t want[5];
+  ShapeOf(layout, layers, heads, t.shape[SlotDim(layout)], row, want);
+  for (int i = 0; i < 5; ++i) {
+    if (t.shape[i] != want[i]) {
+      return Status::Invalid(name, "shape " + ShapeString(t.shape, 5) + " does not match layout " +
+                                       std::to_string(layout) + ", which needs " +
+                                       ShapeString(want, 5) +
+                                       " (num_layer, 2, num_kv_heads, MaxT, last dim)");
+    }
+  }
+  if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major");
+  if (t.device != Device::kCpu) return Status::Unsupported(name, "must be in CPU memory");
+  if (t.NumElements() > 0 && t.data == nullptr) return Status::Invalid(name, "data is null");
+  return Status::Ok();
+}
+
+Status CheckQuantAttrs(const CacheAttrs& a, int head_dim) {
+  if (a.quant_bit != 0 && a.quant_bit != 4 && a.quant_bit != 8) {
+    return Status::Invalid("quant_bit", "must be 0, 4 or 8, got " + std::to_string(a.quant_bit));
+  }
+  if (a.quant_bit == 0) return Status::Ok();
+  if (a.quant_group < 1 || head_dim % a.quant_group != 0) {
+    return Status::Invalid("quant_group", "must divide head_dim " + std::to_string(head_dim) +
+                                              ", got " + std::to_string(a.quant_group));
+  }
+  if (a.quant_bit == 4 && (head_dim % 2 != 0 || a.quant_group % 2 != 0)) {
+    return Status::Invalid("quant_group",
+                           "int4 caches need an even head_dim and quant_group, got " +
+                               std::to_string(head_dim) + " and " + std::to_string(a.quant_group));
+  }
+  return Status::Ok();
+}
+
+CacheElem ElemOf(int quant_bit, DType dtype) {
+  if (quant_bit == 8) return CacheElem::kInt8;
+  if (quant_bit == 4) return CacheElem::kInt4;
+  return dtype == DType::kF32 ? CacheElem::kF32 : CacheElem::kF16;
+}
+
+Status CheckCacheDType(const TensorView& cache, int quant_bit) {
+  if (quant_bit == 0 && cache.dtype != DType::kF32 && cache.dtype != DType::kF16) {
+    return Status::Invalid("cache",
+                           std::string("must be float32 or float16 when quant_bit is 0, got ") +
+                               DTypeName(cache.dtype));
+  }
+  if (quant_bit != 0 && cache.dtype != DType::kI8) {
+    return Status::Invalid("cache", std::string("must be int8 when quant_bit is ") +
+                                        std::to_string(quant_bit) + ", got " +
+                                        DTypeName(cache.dtype));
+  }
+  return Status::Ok();
+}
+
+/// Fills key/value planes (data and strides) of layer `layer` from the tensor base pointers.
+void FillPlanes(const CacheAttrs& a, int heads, int64_t slots, int64_t row, void* data,
+                size_t elem_bits, CacheDesc* desc) {
+  const LayoutStrides s = StridesOf(a.cache_layout, a.num_layer, heads, slots, row);
+  for (int kv = 0; kv < 2; ++kv) {
+    CachePlane& plane = kv == 0 ? desc->key : desc->value;
+    const int64_t offset = a.layer_idx * s.layer + kv * s.kv;
+    plane.data = static_cast<char*>(data) + offset * static_cast<int64_t>(elem_bits) / 8;
+    plane.slot_stride = s.slot;
+    plane.head_stride = s.head;
+  }
+}
+
+void FillScalePlanes(const CacheAttrs& a, int heads, int64_t slots, int64_t row, void* data,
+                     size_t elem_size, CacheDesc* desc) {
+  const LayoutStrides s = StridesOf(a.cache_layout, a.num_layer, heads, slots, row);
+  for (int kv = 0; kv < 2; ++kv) {
+    CachePlane& plane = kv == 0 ? desc->key : desc->value;
+    plane.scale = static_cast<char*>(data) + (a.layer_idx * s.layer + kv * s.kv) * elem_size;
+    plane.scale_slot_stride = s.slot;
+    plane.scale_head_stride = s.head;
+  }
+}
+
+}  // namespace
+
+Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const CacheAttrs& a,
+                        int num_kv_heads, int head_dim, CacheDesc* desc) {
+  if (a.num_layer < 1) {
+    return Status::Invalid("num_layer", "must be >= 1, got " + std::to_string(a.num_layer));
+  }
+  if (a.layer_idx < 0 || a.layer_idx >= a.num_layer) {
+    return Status::Invalid("layer_idx",
+                           "must be in [0, num_layer = " + std::to_string(a.num_layer) + "), got " +
+                               std::to_string(a.layer_idx));
+  }
+  if (a.cache_layout < 0 || a.cache_layout > 3) {
+    return Status::Invalid("cache_layout",
+                           "must be 0, 1, 2 or 3, got " + std::to_string(a.cache_layout));
+  }
+  DYNATTN_RETURN_IF_ERROR(CheckQuantAttrs(a, head_dim));
+  if (!cache.present()) return Status::Invalid("cache", "is required");
+  DYNATTN_RETURN_IF_ERROR(CheckCacheDType(cache, a.quant_bit));
+  const int64_t row = a.quant_bit == 4 ? head_dim / 2 : head_dim;
+  DYNATTN_RETURN_IF_ERROR(
+      CheckLayoutShape("cache", cache, a.cache_layout, a.num_layer, num_kv_heads, row));
+  const int64_t slots = cache.shape[SlotDim(a.cache_layout)];
+
+  CacheDesc d;
+  d.elem = ElemOf(a.quant_bit, cache.dtype);
+  d.quant_group = a.quant_bit == 0 ? head_dim : a.quant_group;
+  d.num_kv_heads = num_kv_heads;
+  d.head_dim = head_dim;
+  d.num_slots = slots;
+  // int4 strides count nibbles: the layout formula with head_dim instead of head_dim / 2 bytes.
+  const size_t elem_bits = a.quant_bit == 4 ? 4 : DTypeSize(cache.dtype) * 8;
+  FillPlanes(a, num_kv_heads, slots, head_dim, cache.data, elem_bits, &d);
+  if (a.quant_bit != 0) {
+    if (!scale.present() || scale.NumElements() == 0) {
+      return Status::Invalid("scale",
+                             "is required when quant_bit is " + std::to_string(a.quant_bit));
+    }
+    if (scale.dtype != DType::kF16 && scale.dtype != DType::kF32) {
+      return Status::Invalid(
+          "scale", std::string("must be float16 or float32, got ") + DTypeName(scale.dtype));
+    }
+    const int64_t groups = head_dim / a.quant_group;
+    DYNATTN_RETURN_IF_ERROR(
+        CheckLayoutShape("scale", scale, a.cache_layout, a.num_layer, num_kv_heads, groups));
+    if (scale.shape[SlotDim(a.cache_layout)] != slots) {
+      return Status::Invalid("scale", "must have the cache's MaxT = " + std::to_string(slots) +
+                                          " slots, got " +
+                                          std::to_string(scale.shape[SlotDim(a.cache_layout)]));
+    }
+    d.scale_type = scale.dtype == DType::kF16 ? ScaleType::kF16 : ScaleType::kF32;
+    FillScalePlanes(a, num_kv_heads, slots, groups, scale.data, DTypeSize(scale.dtype), &d);
+  }
+  d.device = cache.device;
+  *desc = d;
+  return Status::Ok();
+}
+
+}  // namespace dynattn

@@ -1,0 +1,90 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "src/execute.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "simd/kernels.h"
+#include "src/plan.h"
+
+namespace dynattn::internal {
+namespace {
+
+/// Calls body(i, scratch) for i in [0, n) on `options.num_threads` workers.
+template <typename Body>
+void ParallelFor(const RunOptions& options, int64_t n, const Body& body) {
+  if (n <= 0) return;
+  tbb::enumerable_thread_specific<Scratch> scratch;
+  const int threads =
+      options.num_threads > 0 ? options.num_threads : tbb::this_task_arena::max_concurrency();
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1),
+                      [&](const tbb::blocked_range<int64_t>& r) {
+                        Scratch& local = scratch.local();
+                        for (int64_t i = r.begin(); i < r.end(); ++i) body(i, &local);
+                      });
+  });
+}
+
+}  // namespace
+
+CpuKernels CpuKernelsFor(CacheElem elem) {
+  switch (elem) {
+    case CacheElem::kF32:
+      return CpuKernelsF32();
+    case CacheElem::kF16:
+      return CpuKernelsF16();
+    case CacheElem::kInt8:
+      return CpuKernelsInt8();
+    case CacheElem::kInt4:
+      return CpuKernelsInt4();
+  }
+  return CpuKernelsF32();
+}
+
+void WriteNewTokens(const WriteProblem& problem, const RunOptions& options) {
+  const CpuKernels kernels = CpuKernelsFor(problem.kv.cache.elem);
+  const int64_t tokens = problem.batch.seqstarts[problem.batch.size];
+  constexpr int64_t kChunk = 16;
+  ParallelFor(options, (tokens + kChunk - 1) / kChunk, [&](int64_t chunk, Scratch*) {
+    kernels.write_tokens(problem, chunk * kChunk, std::min(tokens, (chunk + 1) * kChunk));
+  });
+}
+
+void GatherContext(const GatherProblem& problem, const RunOptions& options) {
+  const CpuKernels kernels = CpuKernelsFor(problem.kv.cache.elem);
+  constexpr int64_t kChunk = 64;
+  struct Piece {
+    int64_t request, begin, end;
+  };
+  std::vector<Piece> pieces;
+  for (int64_t b = 0; b < problem.batch.size; ++b) {
+    const int64_t kvlen = problem.batch.KvLen(b);
+    for (int64_t p = 0; p < kvlen; p += kChunk)
+      pieces.push_back({b, p, std::min(kvlen, p + kChunk)});
+  }
+  ParallelFor(options, static_cast<int64_t>(pieces.size()), [&](int64_t i, Scratch* scratch) {
+    kernels.gather_rows(problem, pieces[i].request, pieces[i].begin, pieces[i].end, scratch);
+  });
+}
+
+void RunAttention(const AttentionProblem& problem, const RunOptions& options) {
+  const CpuKernels kernels = CpuKernelsFor(problem.kv.cache.elem);
+  const AttentionPlan plan = PlanAttention(problem);
+  std::vector<float> states(static_cast<size_t>(plan.num_states * StateFloats(problem.padded_dim)));
+  ParallelFor(options, static_cast<int64_t>(plan.items.size()), [&](int64_t i, Scratch* scratch) {
+    kernels.attend(problem, plan.items[i], states.data(), scratch);
+  });
+  ParallelFor(options, static_cast<int64_t>(plan.merges.size()), [&](int64_t i, Scratch* scratch) {
+    kernels.merge(problem, plan.merges[i], states.data(), scratch);
+  });
+}
+
+}  // namespace dynattn::internal

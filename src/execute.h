@@ -1,0 +1,27 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Running validated calls: dispatch to the kernel table of the cache's element type (for the
+// Highway target chosen at the time of the call) and oneTBB parallelism over independent pieces
+// of work, each with per-worker scratch.
+
+#ifndef DYNATTN_SRC_EXECUTE_H_
+#define DYNATTN_SRC_EXECUTE_H_
+
+#include "dynattn/ops.h"
+#include "simd/kernel_abi.h"
+
+namespace dynattn::internal {
+
+/// The CPU kernel table for caches of `elem` (the dispatch table's CPU row).
+CpuKernels CpuKernelsFor(CacheElem elem);
+
+/// KeyValueCache step 1: quantize and store every new token.
+void WriteNewTokens(const WriteProblem& problem, const RunOptions& options);
+/// KeyValueCache step 2: dequantize every request's context into the key/value outputs.
+void GatherContext(const GatherProblem& problem, const RunOptions& options);
+/// Attention over the plan's work items, then the merge of split contexts.
+void RunAttention(const AttentionProblem& problem, const RunOptions& options);
+
+}  // namespace dynattn::internal
+
+#endif  // DYNATTN_SRC_EXECUTE_H_

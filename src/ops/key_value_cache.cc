@@ -1,0 +1,20 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// dynamic_batching.KeyValueCache (spec pmx-ops §4): validate, write all new tokens, then gather.
+
+#include "dynattn/ops.h"
+#include "src/execute.h"
+#include "src/validate.h"
+
+namespace dynattn {
+
+Status KeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
+                     const RunOptions& options) {
+  internal::KeyValueCacheCall call;
+  DYNATTN_RETURN_IF_ERROR(internal::ValidateKeyValueCache(attrs, args, &call));
+  internal::WriteNewTokens(call.write, options);
+  internal::GatherContext(call.gather, options);
+  return Status::Ok();
+}
+
+}  // namespace dynattn

@@ -1,0 +1,63 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "src/plan.h"
+
+#include <algorithm>
+
+namespace dynattn::internal {
+namespace {
+
+/// Keys [0, n) that some row of the tile [row_begin, row_end) of request b may see.
+int64_t VisibleKeys(const AttentionProblem& p, int64_t b, int64_t row_end) {
+  const int64_t kvlen = p.batch.KvLen(b);
+  if (!p.BottomRightLimited(b)) return kvlen;
+  return std::clamp<int64_t>(kvlen - p.batch.SeqLen(b) + row_end, 0, kvlen);
+}
+
+void PlanTile(const AttentionProblem& p, int64_t b, int32_t row_begin, int32_t row_end,
+              AttentionPlan* plan) {
+  const int64_t visible = VisibleKeys(p, b, row_end);
+  const int32_t splits =
+      static_cast<int32_t>(std::max<int64_t>(1, (visible + kSplitKeys - 1) / kSplitKeys));
+  const int64_t vectors = int64_t{p.group_size} * (row_end - row_begin);
+  for (int32_t g = 0; g < p.num_kv_heads; ++g) {
+    const int64_t state_index = plan->num_states;
+    for (int32_t s = 0; s < splits; ++s) {
+      WorkItem item;
+      item.request = b;
+      item.kv_head = g;
+      item.row_begin = row_begin;
+      item.row_end = row_end;
+      item.key_begin = s * kSplitKeys;
+      item.key_end = std::min(visible, (s + 1) * kSplitKeys);
+      item.num_splits = splits;
+      item.state_index = state_index + s * vectors;
+      plan->items.push_back(item);
+    }
+    if (splits > 1) {
+      plan->merges.push_back(MergeTask{b, g, row_begin, row_end, splits, state_index});
+      plan->num_states += splits * vectors;
+    }
+  }
+}
+
+}  // namespace
+
+AttentionPlan PlanAttention(const AttentionProblem& p) {
+  AttentionPlan plan;
+  for (int64_t b = 0; b < p.batch.size; ++b) {
+    const int64_t seqlen = p.batch.SeqLen(b);
+    for (int64_t row = 0; row < seqlen; row += kRowTile) {
+      PlanTile(p, b, static_cast<int32_t>(row),
+               static_cast<int32_t>(std::min(seqlen, row + kRowTile)), &plan);
+    }
+  }
+  // Longest items first, so the tail of the parallel loop is made of short ones.
+  std::stable_sort(plan.items.begin(), plan.items.end(), [](const WorkItem& x, const WorkItem& y) {
+    return (x.key_end - x.key_begin) * (x.row_end - x.row_begin) >
+           (y.key_end - y.key_begin) * (y.row_end - y.row_begin);
+  });
+  return plan;
+}
+
+}  // namespace dynattn::internal

@@ -1,0 +1,72 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "dynattn/types.h"
+
+namespace dynattn {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+      return 2;
+    case DType::kI8:
+      return 1;
+    case DType::kI64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "float32";
+    case DType::kF16:
+      return "float16";
+    case DType::kI8:
+      return "int8";
+    case DType::kI64:
+      return "int64";
+  }
+  return "?";
+}
+
+TensorView TensorView::Dense(const void* data, DType dtype, int rank, const int64_t* shape,
+                             Device device) {
+  TensorView view;
+  view.data = const_cast<void*>(data);
+  view.dtype = dtype;
+  view.rank = rank;
+  view.device = device;
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    view.shape[i] = shape[i];
+    view.strides[i] = stride;
+    stride *= shape[i];
+  }
+  return view;
+}
+
+TensorView TensorView::Dense(const void* data, DType dtype, std::initializer_list<int64_t> shape,
+                             Device device) {
+  return Dense(data, dtype, static_cast<int>(shape.size()), shape.begin(), device);
+}
+
+int64_t TensorView::NumElements() const {
+  if (rank < 0) return 0;
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= shape[i];
+  return n;
+}
+
+bool TensorView::IsDense() const {
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    if (shape[i] > 1 && strides[i] != stride) return false;
+    stride *= shape[i];
+  }
+  return true;
+}
+
+}  // namespace dynattn

@@ -1,0 +1,557 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Every rule of spec pmx-ops §7.3 and §12, in the order a caller would fix them: attributes,
+// then each tensor's dtype and shape, then the batch arithmetic, then every slot the call will
+// touch. Nothing here writes to a caller's buffer.
+
+#include "src/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dynattn::internal {
+namespace {
+
+using std::to_string;
+
+std::string ShapeString(const TensorView& t) {
+  std::string s = "(";
+  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + to_string(t.shape[i]);
+  return s + (t.rank == 1 ? ",)" : ")");
+}
+
+/// Largest element count a view may have (keeps every offset product far from int64 overflow).
+constexpr int64_t kMaxElements = int64_t{1} << 46;
+
+/// Common checks of a present tensor: rank range, device, extents, density, data pointer.
+Status CheckStorage(const char* name, const TensorView& t) {
+  if (t.rank > kMaxRank) return Status::Invalid(name, "rank must be <= 6");
+  if (t.device != Device::kCpu) return Status::Unsupported(name, "must be in CPU memory");
+  int64_t count = 1;
+  for (int i = 0; i < t.rank; ++i) {
+    if (t.shape[i] < 0) return Status::Invalid(name, "has a negative extent " + ShapeString(t));
+    if (t.shape[i] > 0 && count > kMaxElements / t.shape[i]) {
+      return Status::Invalid(name, "is too large " + ShapeString(t));
+    }
+    count *= t.shape[i];
+  }
+  if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major (C order)");
+  if (count > 0 && t.data == nullptr) return Status::Invalid(name, "data is null");
+  return Status::Ok();
+}
+
+Status CheckRequired(const char* name, const TensorView& t) {
+  if (!t.present()) return Status::Invalid(name, "is required but absent");
+  return CheckStorage(name, t);
+}
+
+Status CheckActivation(const char* name, const TensorView& t) {
+  DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t));
+  if (t.dtype != DType::kF32 && t.dtype != DType::kF16) {
+    return Status::Invalid(name,
+                           std::string("must be float32 or float16, got ") + DTypeName(t.dtype));
+  }
+  if (t.rank != 3) return Status::Invalid(name, "must have rank 3, got shape " + ShapeString(t));
+  return Status::Ok();
+}
+
+/// `t` must have exactly `dtype` and the shape (a, b, c).
+Status CheckExact(const char* name, const TensorView& t, DType dtype, int64_t a, int64_t b,
+                  int64_t c, const char* shape_rule) {
+  DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t));
+  if (t.dtype != dtype) {
+    return Status::Invalid(name, std::string("must be ") + DTypeName(dtype) + " like query, got " +
+                                     DTypeName(t.dtype));
+  }
+  if (t.rank != 3 || t.shape[0] != a || t.shape[1] != b || t.shape[2] != c) {
+    return Status::Invalid(name, std::string("must have shape ") + shape_rule + " = (" +
+                                     to_string(a) + ", " + to_string(b) + ", " + to_string(c) +
+                                     "), got " + ShapeString(t));
+  }
+  return Status::Ok();
+}
+
+Status CheckInt64Vector(const char* name, const TensorView& t, int64_t length) {
+  DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t));
+  if (t.dtype != DType::kI64) {
+    return Status::Invalid(name, std::string("must be int64, got ") + DTypeName(t.dtype));
+  }
+  if (t.rank != 1) return Status::Invalid(name, "must have rank 1, got shape " + ShapeString(t));
+  if (length >= 0 && t.shape[0] != length) {
+    return Status::Invalid(name, "must have " + to_string(length) + " entries (B or B+1), got " +
+                                     to_string(t.shape[0]));
+  }
+  return Status::Ok();
+}
+
+/// A scalar input: int64, rank 0 (or one element of rank 1).
+Status ReadScalar(const char* name, const TensorView& t, int64_t* value) {
+  DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t));
+  if (t.dtype != DType::kI64) {
+    return Status::Invalid(name, std::string("must be an int64 scalar, got ") + DTypeName(t.dtype));
+  }
+  if (t.NumElements() != 1 || t.rank > 1) {
+    return Status::Invalid(name, "must be a scalar (0-d int64), got shape " + ShapeString(t));
+  }
+  *value = *t.As<const int64_t>();
+  return Status::Ok();
+}
+
+/// seqstarts/kvstarts: B+1 int64 entries, starting at 0, non-decreasing.
+Status CheckStarts(const char* name, const TensorView& t, int64_t length) {
+  DYNATTN_RETURN_IF_ERROR(CheckInt64Vector(name, t, length));
+  if (t.shape[0] < 1) return Status::Invalid(name, "must have B+1 >= 1 entries, got 0");
+  const int64_t* v = t.As<const int64_t>();
+  if (v[0] != 0) return Status::Invalid(name, "must start at 0, got " + to_string(v[0]));
+  for (int64_t i = 1; i < t.shape[0]; ++i) {
+    if (v[i] < v[i - 1]) {
+      return Status::Invalid(name, "must be non-decreasing (" + std::string(name) + "[" +
+                                       to_string(i) + "] = " + to_string(v[i]) + " < " + name +
+                                       "[" + to_string(i - 1) + "] = " + to_string(v[i - 1]) + ")");
+    }
+    if (v[i] > kMaxElements) return Status::Invalid(name, "entry too large");
+  }
+  return Status::Ok();
+}
+
+/// The hints max_seqlen / max_kvlen: present scalars >= the true maxima.
+Status CheckHint(const char* name, const TensorView& t, int64_t true_max) {
+  int64_t hint = 0;
+  DYNATTN_RETURN_IF_ERROR(ReadScalar(name, t, &hint));
+  if (hint < true_max) {
+    return Status::Invalid(name, "must be >= the largest length in the batch, " +
+                                     to_string(true_max) + ", got " + to_string(hint));
+  }
+  return Status::Ok();
+}
+
+struct BatchShape {
+  Batch batch;
+  int64_t max_seqlen = 0;
+  int64_t max_kvlen = 0;
+};
+
+/// seqstarts, kvstarts (and their hints) for `query_rows` packed query rows.
+Status CheckBatch(const TensorView& seqstarts, const TensorView& kvstarts, int64_t query_rows,
+                  const TensorView& max_seqlen, const TensorView& max_kvlen, BatchShape* out) {
+  DYNATTN_RETURN_IF_ERROR(CheckStarts("seqstarts", seqstarts, -1));
+  const int64_t size = seqstarts.shape[0] - 1;
+  DYNATTN_RETURN_IF_ERROR(CheckStarts("kvstarts", kvstarts, size + 1));
+  Batch batch;
+  batch.size = size;
+  batch.seqstarts = seqstarts.As<const int64_t>();
+  batch.kvstarts = kvstarts.As<const int64_t>();
+  if (batch.seqstarts[size] != query_rows) {
+    return Status::Invalid("seqstarts", "last entry must equal the query rows " +
+                                            to_string(query_rows) + ", got " +
+                                            to_string(batch.seqstarts[size]));
+  }
+  for (int64_t b = 0; b < size; ++b) {
+    out->max_seqlen = std::max(out->max_seqlen, batch.SeqLen(b));
+    out->max_kvlen = std::max(out->max_kvlen, batch.KvLen(b));
+  }
+  DYNATTN_RETURN_IF_ERROR(CheckHint("max_seqlen", max_seqlen, out->max_seqlen));
+  DYNATTN_RETURN_IF_ERROR(CheckHint("max_kvlen", max_kvlen, out->max_kvlen));
+  out->batch = batch;
+  return Status::Ok();
+}
+
+/// MHA: every request needs kvlen >= seqlen.
+Status CheckContextCoversQueries(const Batch& batch) {
+  for (int64_t b = 0; b < batch.size; ++b) {
+    if (batch.KvLen(b) < batch.SeqLen(b)) {
+      return Status::Invalid("kvstarts", "request " + to_string(b) + " has kvlen " +
+                                             to_string(batch.KvLen(b)) + " < seqlen " +
+                                             to_string(batch.SeqLen(b)) +
+                                             " (rule: kvlen_b >= seqlen_b)");
+    }
+  }
+  return Status::Ok();
+}
+
+/// KVC/MHCA: start_pos (B) int64 >= 0 with kvlen_b == start_pos_b + seqlen_b.
+Status CheckStartPos(const TensorView& t, Batch* batch) {
+  DYNATTN_RETURN_IF_ERROR(CheckInt64Vector("start_pos", t, batch->size));
+  const int64_t* sp = t.As<const int64_t>();
+  for (int64_t b = 0; b < batch->size; ++b) {
+    if (sp[b] < 0) {
+      return Status::Invalid("start_pos",
+                             "entry " + to_string(b) + " is negative (" + to_string(sp[b]) + ")");
+    }
+    if (batch->KvLen(b) != sp[b] + batch->SeqLen(b)) {
+      return Status::Invalid(
+          "kvstarts", "request " + to_string(b) + " has kvlen " + to_string(batch->KvLen(b)) +
+                          " but start_pos + seqlen = " + to_string(sp[b] + batch->SeqLen(b)) +
+                          " (rule: kvlen_b == start_pos_b + seqlen_b)");
+    }
+  }
+  batch->start_pos = sp;
+  return Status::Ok();
+}
+
+Status CheckDecodingBatches(const TensorView& t, Batch* batch) {
+  int64_t value = 0;
+  DYNATTN_RETURN_IF_ERROR(ReadScalar("decoding_batches", t, &value));
+  if (value < 0 || value > batch->size) {
+    return Status::Invalid("decoding_batches", "must be in [0, B = " + to_string(batch->size) +
+                                                   "], got " + to_string(value));
+  }
+  batch->decoding_batches = value;
+  return Status::Ok();
+}
+
+Status CheckHeads(const AttentionAttrs& a, int* kv_heads) {
+  if (a.num_heads < 1)
+    return Status::Invalid("num_heads", "must be >= 1, got " + to_string(a.num_heads));
+  if (a.head_dim < 1)
+    return Status::Invalid("head_dim", "must be >= 1, got " + to_string(a.head_dim));
+  if (a.num_kv_heads < 0) {
+    return Status::Invalid("num_kv_heads",
+                           "must be >= 0 (0 means num_heads), got " + to_string(a.num_kv_heads));
+  }
+  *kv_heads = a.num_kv_heads == 0 ? a.num_heads : a.num_kv_heads;
+  if (a.num_heads % *kv_heads != 0) {
+    return Status::Invalid("num_kv_heads", "must divide num_heads = " + to_string(a.num_heads) +
+                                               ", got " + to_string(*kv_heads));
+  }
+  return Status::Ok();
+}
+
+/// The optional additive mask: rank 2 (Tq, >= kvstarts[B]) or rank 3 (Hq, Tq, >= kvstarts[B]).
+Status CheckMask(const TensorView& m, DType io, int num_heads, const Batch& batch,
+                 AttentionProblem* p) {
+  p->mask = nullptr;
+  if (!m.present() || m.NumElements() == 0) return Status::Ok();  // empty = absent (spec §5.4)
+  DYNATTN_RETURN_IF_ERROR(CheckStorage("attn_mask", m));
+  if (m.dtype != io) {
+    return Status::Invalid("attn_mask", std::string("must have the query's dtype ") +
+                                            DTypeName(io) + ", got " + DTypeName(m.dtype));
+  }
+  if (m.rank != 2 && m.rank != 3) {
+    return Status::Invalid("attn_mask", "must have rank 2 or 3, got shape " + ShapeString(m));
+  }
+  const int64_t rows = m.shape[m.rank - 2];
+  const int64_t cols = m.shape[m.rank - 1];
+  const int64_t tq = batch.seqstarts[batch.size];
+  const int64_t kv = batch.kvstarts[batch.size];
+  if (m.rank == 3 && m.shape[0] != num_heads) {
+    return Status::Invalid("attn_mask", "rank-3 mask needs first dim num_heads = " +
+                                            to_string(num_heads) + ", got " + ShapeString(m));
+  }
+  if (rows != tq) {
+    return Status::Invalid(
+        "attn_mask", "needs " + to_string(tq) + " rows (seqstarts[B]), got " + ShapeString(m));
+  }
+  if (cols < kv) {
+    return Status::Invalid(
+        "attn_mask", "needs >= " + to_string(kv) + " columns (kvstarts[B]), got " + ShapeString(m));
+  }
+  p->mask = m.data;
+  p->mask_row_stride = cols;
+  p->mask_head_stride = m.rank == 3 ? rows * cols : 0;
+  return Status::Ok();
+}
+
+Status CheckOutput(const char* name, const TensorView& t, DType dtype, int64_t a, int64_t b,
+                   int64_t c, const char* rule) {
+  return CheckExact(name, t, dtype, a, b, c, rule);
+}
+
+/// Cache attributes that do not depend on the cache tensor.
+Status CheckAddressingAttrs(const CacheAttrs& a) {
+  if (a.cache_mode != 0 && a.cache_mode != 1) {
+    return Status::Invalid("cache_mode",
+                           "must be 0 (offset) or 1 (paged), got " + to_string(a.cache_mode));
+  }
+  if (a.cache_mode == 1 && a.page_size < 1) {
+    return Status::Invalid("page_size", "must be >= 1, got " + to_string(a.page_size));
+  }
+  return Status::Ok();
+}
+
+/// A caller-built CacheDesc: consistent with the call and with itself.
+Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int head_dim) {
+  if (d.device != Device::kCpu) return Status::Unsupported("cache_desc", "must be in CPU memory");
+  if (d.num_kv_heads != kv_heads || d.head_dim != head_dim) {
+    return Status::Invalid("cache_desc", "num_kv_heads/head_dim " + to_string(d.num_kv_heads) +
+                                             "/" + to_string(d.head_dim) + " must be " +
+                                             to_string(kv_heads) + "/" + to_string(head_dim));
+  }
+  if (d.num_slots < 0) return Status::Invalid("cache_desc", "num_slots must be >= 0");
+  if (d.key.data == nullptr || d.value.data == nullptr) {
+    return Status::Invalid("cache_desc", "key and value planes need data pointers");
+  }
+  const bool quantized = d.elem == CacheElem::kInt8 || d.elem == CacheElem::kInt4;
+  const int bits = d.elem == CacheElem::kInt8 ? 8 : d.elem == CacheElem::kInt4 ? 4 : 0;
+  if (bits != a.quant_bit) {
+    return Status::Invalid("cache_desc",
+                           "element type does not match quant_bit " + to_string(a.quant_bit));
+  }
+  if (quantized) {
+    if (d.quant_group < 1 || head_dim % d.quant_group != 0 ||
+        (d.elem == CacheElem::kInt4 && (d.quant_group % 2 || head_dim % 2))) {
+      return Status::Invalid("cache_desc", "quant_group must divide head_dim (both even for int4)");
+    }
+    if (d.key.scale == nullptr || d.value.scale == nullptr) {
+      return Status::Invalid("cache_desc", "quantized planes need scale pointers");
+    }
+  }
+  if (d.elem == CacheElem::kInt4 && (d.key.slot_stride % 2 || d.key.head_stride % 2 ||
+                                     d.value.slot_stride % 2 || d.value.head_stride % 2)) {
+    return Status::Invalid("cache_desc", "int4 strides count nibbles and must be even");
+  }
+  return Status::Ok();
+}
+
+/// Resolves the cache (raw descriptor or PMX tensors) for `kv_heads` x `head_dim` rows.
+Status ResolveCache(const CacheAttrs& a, const TensorView& cache, const TensorView& scale,
+                    const CacheDesc* raw, int kv_heads, int head_dim, CacheDesc* desc) {
+  DYNATTN_RETURN_IF_ERROR(CheckAddressingAttrs(a));
+  if (raw != nullptr) {
+    DYNATTN_RETURN_IF_ERROR(CheckRawDesc(*raw, a, kv_heads, head_dim));
+    *desc = *raw;
+    return Status::Ok();
+  }
+  if (cache.present()) DYNATTN_RETURN_IF_ERROR(CheckStorage("cache", cache));
+  if (scale.present() && a.quant_bit != 0) DYNATTN_RETURN_IF_ERROR(CheckStorage("scale", scale));
+  return MakePmxCacheDesc(cache, scale, a, kv_heads, head_dim, desc);
+}
+
+/// The slot map of `cachestarts` and the proof that every slot the call touches is in range.
+Status CheckSlots(const CacheAttrs& a, const TensorView& cachestarts, const Batch& batch,
+                  int64_t num_slots, SlotMap* map) {
+  const int64_t size = batch.size;
+  if (a.cache_mode == 0) {
+    DYNATTN_RETURN_IF_ERROR(CheckInt64Vector("cachestarts", cachestarts, size));
+    map->mode = SlotMap::Mode::kOffset;
+  } else {
+    DYNATTN_RETURN_IF_ERROR(CheckRequired("cachestarts", cachestarts));
+    if (cachestarts.dtype != DType::kI64 || cachestarts.rank != 2 || cachestarts.shape[0] != size) {
+      return Status::Invalid(
+          "cachestarts", "paged mode needs an int64 page table of shape (B = " + to_string(size) +
+                             ", MaxP), got " + std::string(DTypeName(cachestarts.dtype)) + " " +
+                             ShapeString(cachestarts));
+    }
+    map->mode = SlotMap::Mode::kPaged;
+    map->table_stride = cachestarts.shape[1];
+    map->page_size = a.page_size;
+  }
+  map->starts = cachestarts.As<const int64_t>();
+  for (int64_t b = 0; b < size; ++b) {
+    const int64_t kvlen = batch.KvLen(b);
+    if (kvlen == 0) continue;
+    if (a.cache_mode == 0) {
+      const int64_t start = map->starts[b];
+      if (start < 0 || start > num_slots - kvlen) {
+        return Status::Invalid(
+            "cachestarts", "request " + to_string(b) + " uses slots [" + to_string(start) + ", " +
+                               to_string(start) + " + " + to_string(kvlen) +
+                               "), outside [0, MaxT = " + to_string(num_slots) + ")");
+      }
+      continue;
+    }
+    const int64_t pages = (kvlen + a.page_size - 1) / a.page_size;
+    if (pages > map->table_stride) {
+      return Status::Invalid("cachestarts", "request " + to_string(b) + " needs " +
+                                                to_string(pages) + " pages for kvlen " +
+                                                to_string(kvlen) + ", the table has " +
+                                                to_string(map->table_stride) + " columns");
+    }
+    for (int64_t k = 0; k < pages; ++k) {
+      const int64_t entry = map->starts[b * map->table_stride + k];
+      const int64_t used = std::min<int64_t>(a.page_size, kvlen - k * a.page_size);
+      if (entry < 0 || entry > num_slots - used) {
+        return Status::Invalid("cachestarts",
+                               "page entry [" + to_string(b) + ", " + to_string(k) +
+                                   "] = " + to_string(entry) +
+                                   " gives slots outside [0, MaxT = " + to_string(num_slots) + ")");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+/// No two new tokens may write the same slot (spec §12).
+Status CheckDistinctWrites(const Batch& batch, const SlotMap& map) {
+  std::vector<std::pair<int64_t, int64_t>> writes;  // (slot, packed query row)
+  writes.reserve(static_cast<size_t>(batch.seqstarts[batch.size]));
+  for (int64_t b = 0; b < batch.size; ++b) {
+    for (int64_t t = 0; t < batch.SeqLen(b); ++t) {
+      writes.emplace_back(map.Slot(b, batch.start_pos[b] + t), batch.seqstarts[b] + t);
+    }
+  }
+  std::sort(writes.begin(), writes.end());
+  for (size_t i = 1; i < writes.size(); ++i) {
+    if (writes[i].first == writes[i - 1].first) {
+      return Status::Invalid(
+          "cachestarts", "new tokens at query rows " + to_string(writes[i - 1].second) + " and " +
+                             to_string(writes[i].second) + " both write slot " +
+                             to_string(writes[i].first) + " (rule: write slots must be distinct)");
+    }
+  }
+  return Status::Ok();
+}
+
+/// Everything about the cache side of KVC and MHCA: attributes, tensors, slots, writes.
+Status CheckCacheSide(const CacheAttrs& attrs, const TensorView& cache, const TensorView& scale,
+                      const CacheDesc* raw, const TensorView& cachestarts, int kv_heads,
+                      int head_dim, const Batch& batch, KvSource* source) {
+  DYNATTN_RETURN_IF_ERROR(
+      ResolveCache(attrs, cache, scale, raw, kv_heads, head_dim, &source->cache));
+  DYNATTN_RETURN_IF_ERROR(
+      CheckSlots(attrs, cachestarts, batch, source->cache.num_slots, &source->slots));
+  return CheckDistinctWrites(batch, source->slots);
+}
+
+void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionProblem* p) {
+  p->io_type = io;
+  p->num_heads = a.num_heads;
+  p->num_kv_heads = kv_heads;
+  p->group_size = a.num_heads / kv_heads;
+  p->head_dim = a.head_dim;
+  p->padded_dim = static_cast<int>(PadToLanes(a.head_dim));
+  p->score_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
+  p->is_causal = a.is_causal;
+}
+
+}  // namespace
+
+std::vector<float> AlibiSlopes(int num_heads) {
+  std::vector<float> slopes(num_heads);
+  int closest = 1;
+  while (closest * 2 <= num_heads) closest *= 2;
+  for (int h = 0; h < num_heads; ++h) {
+    const double exponent =
+        h < closest ? -8.0 * (h + 1) / closest : -4.0 * (2 * (h - closest) + 1) / closest;
+    slopes[h] = static_cast<float>(std::exp2(exponent));
+  }
+  return slopes;
+}
+
+Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
+                             KeyValueCacheCall* call) {
+  if (attrs.num_repeat < 1) {
+    return Status::Invalid("num_repeat", "must be >= 1, got " + to_string(attrs.num_repeat));
+  }
+  DYNATTN_RETURN_IF_ERROR(CheckActivation("current_key", args.current_key));
+  const TensorView& ck = args.current_key;
+  const DType io = ck.dtype;
+  const int64_t tq = ck.shape[0], kv_heads = ck.shape[1], dim = ck.shape[2];
+  if (kv_heads < 1 || dim < 1 || kv_heads > (1 << 20) || dim > (1 << 20)) {
+    return Status::Invalid("current_key",
+                           "needs >= 1 heads and head_dim >= 1, got shape " + ShapeString(ck));
+  }
+  DYNATTN_RETURN_IF_ERROR(
+      CheckExact("current_value", args.current_value, io, tq, kv_heads, dim, "of current_key"));
+  BatchShape shape;
+  DYNATTN_RETURN_IF_ERROR(
+      CheckBatch(args.seqstarts, args.kvstarts, tq, args.max_seqlen, args.max_kvlen, &shape));
+  DYNATTN_RETURN_IF_ERROR(CheckStartPos(args.start_pos, &shape.batch));
+  KvSource source;
+  DYNATTN_RETURN_IF_ERROR(CheckCacheSide(attrs.cache, args.cache, args.scale, args.cache_desc,
+                                         args.cachestarts, static_cast<int>(kv_heads),
+                                         static_cast<int>(dim), shape.batch, &source));
+  const int64_t rows = shape.batch.kvstarts[shape.batch.size];
+  const int64_t out_heads = kv_heads * attrs.num_repeat;
+  DYNATTN_RETURN_IF_ERROR(CheckOutput("key", args.key, io, rows, out_heads, dim,
+                                      "(kvstarts[B], num_kv_heads * num_repeat, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckOutput("value", args.value, io, rows, out_heads, dim,
+                                      "(kvstarts[B], num_kv_heads * num_repeat, head_dim)"));
+  call->write = WriteProblem{shape.batch, io, ck.data, args.current_value.data, source};
+  call->gather =
+      GatherProblem{shape.batch, io, attrs.num_repeat, args.key.data, args.value.data, source};
+  return Status::Ok();
+}
+
+Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
+                                  MultiHeadAttentionCall* call) {
+  int kv_heads = 0;
+  DYNATTN_RETURN_IF_ERROR(CheckHeads(attrs, &kv_heads));
+  DYNATTN_RETURN_IF_ERROR(CheckActivation("query", args.query));
+  const DType io = args.query.dtype;
+  const int64_t tq = args.query.shape[0];
+  DYNATTN_RETURN_IF_ERROR(CheckExact("query", args.query, io, tq, attrs.num_heads, attrs.head_dim,
+                                     "(Tq, num_heads, head_dim)"));
+  BatchShape shape;
+  DYNATTN_RETURN_IF_ERROR(
+      CheckBatch(args.seqstarts, args.kvstarts, tq, args.max_seqlen, args.max_kvlen, &shape));
+  DYNATTN_RETURN_IF_ERROR(CheckContextCoversQueries(shape.batch));
+  DYNATTN_RETURN_IF_ERROR(CheckDecodingBatches(args.decoding_batches, &shape.batch));
+  const int64_t rows = shape.batch.kvstarts[shape.batch.size];
+  DYNATTN_RETURN_IF_ERROR(CheckExact("key", args.key, io, rows, kv_heads, attrs.head_dim,
+                                     "(kvstarts[B], num_kv_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("value", args.value, io, rows, kv_heads, attrs.head_dim,
+                                     "(kvstarts[B], num_kv_heads, head_dim)"));
+  AttentionProblem& p = call->attention;
+  p = AttentionProblem{};
+  DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, attrs.num_heads, shape.batch, &p));
+  DYNATTN_RETURN_IF_ERROR(CheckOutput("attn_output", args.attn_output, io, tq, attrs.num_heads,
+                                      attrs.head_dim, "(Tq, num_heads, head_dim)"));
+  FillAttention(attrs, kv_heads, io, &p);
+  p.batch = shape.batch;
+  p.query = args.query.data;
+  p.output = args.attn_output.data;
+  // The packed K/V tensors are an unquantized cache addressed by kvstarts.
+  CacheDesc& c = p.kv.cache;
+  c.elem = io == DType::kF32 ? CacheElem::kF32 : CacheElem::kF16;
+  c.quant_group = attrs.head_dim;
+  c.num_kv_heads = kv_heads;
+  c.head_dim = attrs.head_dim;
+  c.num_slots = rows;
+  c.key = CachePlane{args.key.data, int64_t{kv_heads} * attrs.head_dim, attrs.head_dim};
+  c.value = CachePlane{args.value.data, int64_t{kv_heads} * attrs.head_dim, attrs.head_dim};
+  p.kv.slots = SlotMap{SlotMap::Mode::kOffset, shape.batch.kvstarts, 0, 1};
+  if (attrs.is_alibi) {
+    call->alibi_slopes = AlibiSlopes(attrs.num_heads);
+    p.alibi_slopes = call->alibi_slopes.data();
+  }
+  return Status::Ok();
+}
+
+Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
+                                       const MultiHeadCacheAttentionArgs& args,
+                                       MultiHeadCacheAttentionCall* call) {
+  const AttentionAttrs& a = attrs.attention;
+  int kv_heads = 0;
+  DYNATTN_RETURN_IF_ERROR(CheckHeads(a, &kv_heads));
+  DYNATTN_RETURN_IF_ERROR(CheckActivation("query", args.query));
+  const DType io = args.query.dtype;
+  const int64_t tq = args.query.shape[0];
+  DYNATTN_RETURN_IF_ERROR(CheckExact("query", args.query, io, tq, a.num_heads, a.head_dim,
+                                     "(Tq, num_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("current_key", args.current_key, io, tq, kv_heads, a.head_dim,
+                                     "(Tq, num_kv_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("current_value", args.current_value, io, tq, kv_heads,
+                                     a.head_dim, "(Tq, num_kv_heads, head_dim)"));
+  BatchShape shape;
+  DYNATTN_RETURN_IF_ERROR(
+      CheckBatch(args.seqstarts, args.kvstarts, tq, args.max_seqlen, args.max_kvlen, &shape));
+  DYNATTN_RETURN_IF_ERROR(CheckStartPos(args.start_pos, &shape.batch));
+  DYNATTN_RETURN_IF_ERROR(CheckDecodingBatches(args.decoding_batches, &shape.batch));
+  KvSource source;
+  DYNATTN_RETURN_IF_ERROR(CheckCacheSide(attrs.cache, args.cache, args.scale, args.cache_desc,
+                                         args.cachestarts, kv_heads, a.head_dim, shape.batch,
+                                         &source));
+  AttentionProblem& p = call->attention;
+  p = AttentionProblem{};
+  DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, a.num_heads, shape.batch, &p));
+  DYNATTN_RETURN_IF_ERROR(CheckOutput("attn_output", args.attn_output, io, tq, a.num_heads,
+                                      a.head_dim, "(Tq, num_heads, head_dim)"));
+  FillAttention(a, kv_heads, io, &p);
+  p.batch = shape.batch;
+  p.query = args.query.data;
+  p.output = args.attn_output.data;
+  p.kv = source;
+  if (a.is_alibi) {
+    call->alibi_slopes = AlibiSlopes(a.num_heads);
+    p.alibi_slopes = call->alibi_slopes.data();
+  }
+  call->write =
+      WriteProblem{shape.batch, io, args.current_key.data, args.current_value.data, source};
+  return Status::Ok();
+}
+
+}  // namespace dynattn::internal

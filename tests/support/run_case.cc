@@ -1,0 +1,218 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "tests/support/run_case.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "hwy/highway.h"
+#include "hwy/targets.h"
+
+namespace dynattn_test {
+namespace {
+
+using dynattn_ref::Dt;
+
+dynattn::DType DTypeOf(Dt dt) {
+  switch (dt) {
+    case Dt::kF32:
+      return dynattn::DType::kF32;
+    case Dt::kF16:
+      return dynattn::DType::kF16;
+    case Dt::kI8:
+      return dynattn::DType::kI8;
+    case Dt::kI64:
+      return dynattn::DType::kI64;
+  }
+  return dynattn::DType::kF32;
+}
+
+/// A copy of the named input, or an empty array (absent) when the case has none.
+Array InputOrAbsent(const Case& c, const char* name, bool* present) {
+  auto it = c.inputs.find(name);
+  *present = it != c.inputs.end();
+  return *present ? it->second : Array{};
+}
+
+/// Output array of the given dtype/shape, filled with 0xFF bytes (NaN for floats).
+Array Poisoned(Dt dt, const std::vector<int64_t>& shape) {
+  Array a = dynattn_ref::MakeArray(dt, shape);
+  std::memset(a.bytes.data(), 0xFF, a.bytes.size());
+  return a;
+}
+
+/// Holds the case's inputs as owned arrays and presence flags, and produces views of them.
+struct Inputs {
+  const Case& c;
+  std::vector<std::pair<std::string, Array>> arrays;
+
+  dynattn::TensorView operator()(const char* name) {
+    bool present = false;
+    Array a = InputOrAbsent(c, name, &present);
+    if (!present) return dynattn::TensorView{};
+    arrays.emplace_back(name, std::move(a));
+    return ViewOf(arrays.back().second);
+  }
+};
+
+dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& a) {
+  dynattn::CacheAttrs c;
+  c.num_layer = a.num_layer;
+  c.layer_idx = a.layer_idx;
+  c.quant_bit = a.quant_bit;
+  c.quant_group = a.quant_group;
+  c.cache_mode = a.cache_mode;
+  c.cache_layout = a.cache_layout;
+  c.page_size = a.page_size;
+  return c;
+}
+
+dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
+  dynattn::AttentionAttrs attn;
+  attn.num_heads = a.num_heads;
+  attn.head_dim = a.head_dim;
+  attn.is_causal = a.is_causal != 0;
+  attn.is_alibi = a.is_alibi != 0;
+  attn.num_kv_heads = a.num_kv_heads;
+  return attn;
+}
+
+const Array& Input(const Case& c, const char* name) { return c.inputs.at(name); }
+
+/// In/out cache and scale copies for KVC and MHCA.
+void CopyCache(const Case& c, LibResult* r, dynattn::TensorView* cache,
+               dynattn::TensorView* scale) {
+  r->cache = Input(c, "cache");
+  *cache = ViewOf(r->cache);
+  auto it = c.inputs.find("scale");
+  if (it != c.inputs.end()) {
+    r->scale = it->second;
+    *scale = ViewOf(r->scale);
+  }
+}
+
+void RunKvc(const Case& c, const dynattn::RunOptions& options, LibResult* r) {
+  Inputs in{c, {}};
+  in.arrays.reserve(16);
+  dynattn::KeyValueCacheArgs args;
+  args.current_key = in("current_key");
+  args.current_value = in("current_value");
+  args.seqstarts = in("seqstarts");
+  args.kvstarts = in("kvstarts");
+  args.cachestarts = in("cachestarts");
+  args.start_pos = in("start_pos");
+  args.max_seqlen = in("max_seqlen");
+  args.max_kvlen = in("max_kvlen");
+  CopyCache(c, r, &args.cache, &args.scale);
+  const Array& ck = Input(c, "current_key");
+  const int64_t rows = Input(c, "kvstarts").data<int64_t>()[Input(c, "kvstarts").numel() - 1];
+  const std::vector<int64_t> shape = {rows, ck.shape[1] * c.attrs.num_repeat, ck.shape[2]};
+  r->key = Poisoned(ck.dt, shape);
+  r->value = Poisoned(ck.dt, shape);
+  args.key = ViewOf(r->key);
+  args.value = ViewOf(r->value);
+  dynattn::KeyValueCacheAttrs attrs;
+  attrs.cache = CacheAttrsOf(c.attrs);
+  attrs.num_repeat = c.attrs.num_repeat;
+  r->status = dynattn::KeyValueCache(attrs, args, options);
+}
+
+void RunMha(const Case& c, const dynattn::RunOptions& options, LibResult* r) {
+  Inputs in{c, {}};
+  in.arrays.reserve(16);
+  dynattn::MultiHeadAttentionArgs args;
+  args.query = in("query");
+  args.key = in("key");
+  args.value = in("value");
+  args.seqstarts = in("seqstarts");
+  args.kvstarts = in("kvstarts");
+  args.decoding_batches = in("decoding_batches");
+  args.max_seqlen = in("max_seqlen");
+  args.max_kvlen = in("max_kvlen");
+  args.attn_mask = in("attn_mask");
+  const Array& q = Input(c, "query");
+  r->attn_output = Poisoned(q.dt, q.shape);
+  args.attn_output = ViewOf(r->attn_output);
+  r->status = dynattn::MultiHeadAttention(AttentionAttrsOf(c.attrs), args, options);
+}
+
+void RunMhca(const Case& c, const dynattn::RunOptions& options, LibResult* r) {
+  Inputs in{c, {}};
+  in.arrays.reserve(16);
+  dynattn::MultiHeadCacheAttentionArgs args;
+  args.query = in("query");
+  args.current_key = in("current_key");
+  args.current_value = in("current_value");
+  args.seqstarts = in("seqstarts");
+  args.kvstarts = in("kvstarts");
+  args.cachestarts = in("cachestarts");
+  args.start_pos = in("start_pos");
+  args.decoding_batches = in("decoding_batches");
+  args.max_seqlen = in("max_seqlen");
+  args.max_kvlen = in("max_kvlen");
+  args.attn_mask = in("attn_mask");
+  CopyCache(c, r, &args.cache, &args.scale);
+  const Array& q = Input(c, "query");
+  r->attn_output = Poisoned(q.dt, q.shape);
+  args.attn_output = ViewOf(r->attn_output);
+  dynattn::MultiHeadCacheAttentionAttrs attrs;
+  attrs.attention = AttentionAttrsOf(c.attrs);
+  attrs.cache = CacheAttrsOf(c.attrs);
+  r->status = dynattn::MultiHeadCacheAttention(attrs, args, options);
+}
+
+}  // namespace
+
+dynattn::TensorView ViewOf(Array& array) {
+  return dynattn::TensorView::Dense(array.bytes.data(), DTypeOf(array.dt),
+                                    static_cast<int>(array.shape.size()), array.shape.data());
+}
+
+LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options) {
+  LibResult r;
+  if (c.op == "key_value_cache") {
+    RunKvc(c, options, &r);
+  } else if (c.op == "multi_head_attention") {
+    RunMha(c, options, &r);
+  } else {
+    RunMhca(c, options, &r);
+  }
+  return r;
+}
+
+void ForEachTarget(const std::function<void(const std::string&)>& body) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    body(hwy::TargetName(target));
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+bool SameBytes(const Array& a, const Array& b, std::string* why) {
+  if (a.dt != b.dt || a.shape != b.shape || a.bytes.size() != b.bytes.size()) {
+    *why = "dtype/shape differ: " + dynattn_ref::ShapeString(a.shape) + " vs " +
+           dynattn_ref::ShapeString(b.shape);
+    return false;
+  }
+  for (size_t i = 0; i < a.bytes.size(); ++i) {
+    if (a.bytes[i] != b.bytes[i]) {
+      *why = "byte " + std::to_string(i) + " of " + std::to_string(a.bytes.size()) + ": " +
+             std::to_string(a.bytes[i]) + " vs " + std::to_string(b.bytes[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+uint64_t BaseSeed() {
+  static const uint64_t seed = [] {
+    if (const char* env = std::getenv("DYNATTN_TEST_SEED")) {
+      return static_cast<uint64_t>(std::strtoull(env, nullptr, 0));
+    }
+    return static_cast<uint64_t>(std::random_device{}()) << 20;
+  }();
+  return seed;
+}
+
+}  // namespace dynattn_test
