@@ -4,10 +4,12 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
+#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "simd/kernels.h"
@@ -23,6 +25,13 @@ void ParallelFor(const RunOptions& options, int64_t n, const Body& body) {
   tbb::enumerable_thread_specific<Scratch> scratch;
   const int threads =
       options.num_threads > 0 ? options.num_threads : tbb::this_task_arena::max_concurrency();
+  // TBB lends an arena at most cores - 1 workers unless told otherwise; a caller asking for more
+  // threads than cores (tests do, to prove determinism) gets them for the duration of the call.
+  std::unique_ptr<tbb::global_control> allow;
+  if (threads > tbb::this_task_arena::max_concurrency()) {
+    allow = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                  threads);
+  }
   tbb::task_arena arena(threads);
   arena.execute([&] {
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1),

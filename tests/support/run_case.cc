@@ -105,11 +105,15 @@ void RunKvc(const Case& c, const dynattn::RunOptions& options, LibResult* r) {
   args.max_seqlen = in("max_seqlen");
   args.max_kvlen = in("max_kvlen");
   CopyCache(c, r, &args.cache, &args.scale);
-  const Array& ck = Input(c, "current_key");
-  const int64_t rows = Input(c, "kvstarts").data<int64_t>()[Input(c, "kvstarts").numel() - 1];
-  const std::vector<int64_t> shape = {rows, ck.shape[1] * c.attrs.num_repeat, ck.shape[2]};
-  r->key = Poisoned(ck.dt, shape);
-  r->value = Poisoned(ck.dt, shape);
+  // Outputs sized from the inputs when they are well-formed (malformed cases still get buffers).
+  bool has_key = false;
+  const Array ck = InputOrAbsent(c, "current_key", &has_key);
+  const Array& kvstarts = Input(c, "kvstarts");
+  const int64_t rows = kvstarts.numel() > 0 ? kvstarts.data<int64_t>()[kvstarts.numel() - 1] : 0;
+  const std::vector<int64_t> shape = {
+      rows, has_key ? ck.shape[1] * c.attrs.num_repeat : 1, has_key ? ck.shape[2] : 1};
+  r->key = Poisoned(has_key ? ck.dt : Dt::kF32, shape);
+  r->value = Poisoned(has_key ? ck.dt : Dt::kF32, shape);
   args.key = ViewOf(r->key);
   args.value = ViewOf(r->value);
   dynattn::KeyValueCacheAttrs attrs;

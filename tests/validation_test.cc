@@ -1,0 +1,231 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Malformed inputs: each must be rejected with a Status that names the input, and leave the
+// cache, the scales and every output byte-for-byte as they were.
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/reference/reference.h"
+#include "tests/support/run_case.h"
+
+namespace dynattn_test {
+namespace {
+
+using dynattn_ref::Array;
+using dynattn_ref::Dt;
+using dynattn_ref::MakeArray;
+using dynattn_ref::MakeI64;
+using dynattn_ref::ScalarI64;
+using dynattn_ref::Tensors;
+
+/// Random values in an fp32/fp16 array.
+Array RandomActivations(Dt dt, const std::vector<int64_t>& shape, uint64_t seed) {
+  Array a = MakeArray(dt, shape);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  for (int64_t i = 0; i < a.numel(); ++i) dynattn_ref::StoreRounded(&a, i, normal(rng));
+  return a;
+}
+
+/// A valid MHCA step: request 0 decodes (4 cached tokens + 1), request 1 is a 3-token prompt.
+/// Hq = 4, Hkv = 2, D = 8, int8 with groups of 4, fp16 scales, L = 2, layer 1, layout 0.
+Case BaseCase(const std::string& op, int cache_mode) {
+  Case c;
+  c.op = op;
+  c.attrs.num_heads = 4;
+  c.attrs.head_dim = 8;
+  c.attrs.num_kv_heads = 2;
+  c.attrs.num_layer = 2;
+  c.attrs.layer_idx = 1;
+  c.attrs.quant_bit = 8;
+  c.attrs.quant_group = 4;
+  c.attrs.cache_mode = cache_mode;
+  c.attrs.page_size = 4;
+  const int64_t max_t = 16;
+  Tensors& in = c.inputs;
+  in["query"] = RandomActivations(Dt::kF16, {4, 4, 8}, 1);
+  in["current_key"] = RandomActivations(Dt::kF16, {4, 2, 8}, 2);
+  in["current_value"] = RandomActivations(Dt::kF16, {4, 2, 8}, 3);
+  in["seqstarts"] = MakeI64({3}, {0, 1, 4});
+  in["kvstarts"] = MakeI64({3}, {0, 5, 8});
+  in["start_pos"] = MakeI64({2}, {4, 0});
+  in["cachestarts"] = cache_mode == 0 ? MakeI64({2}, {0, 8}) : MakeI64({2, 2}, {0, 4, 8, -1});
+  in["decoding_batches"] = ScalarI64(1);
+  in["max_seqlen"] = ScalarI64(3);
+  in["max_kvlen"] = ScalarI64(5);
+  in["cache"] = RandomActivations(Dt::kF16, {max_t, 2, 2, 2, 8}, 4);  // bytes reinterpreted below
+  in["cache"].dt = Dt::kI8;
+  in["cache"].shape = {max_t, 2, 2, 2, 8};
+  in["cache"].bytes.resize(max_t * 2 * 2 * 2 * 8);
+  in["scale"] = RandomActivations(Dt::kF16, {max_t, 2, 2, 2, 2}, 5);
+  in["attn_mask"] = RandomActivations(Dt::kF16, {4, 12}, 6);
+  if (op == "multi_head_attention") {
+    in["key"] = RandomActivations(Dt::kF16, {8, 2, 8}, 7);
+    in["value"] = RandomActivations(Dt::kF16, {8, 2, 8}, 8);
+    for (const char* unused : {"current_key", "current_value", "start_pos", "cachestarts", "cache", "scale"}) {
+      in.erase(unused);
+    }
+  }
+  if (op == "key_value_cache") {
+    for (const char* unused : {"query", "decoding_batches", "attn_mask"}) in.erase(unused);
+  }
+  return c;
+}
+
+/// Runs the mutated case and checks rejection, the message, and that nothing was written.
+void ExpectRejected(const std::string& op, int mode, const std::string& input,
+                    const std::function<void(Case*)>& mutate) {
+  Case c = BaseCase(op, mode);
+  REQUIRE(RunLibrary(c).status.ok());
+  mutate(&c);
+  const LibResult r = RunLibrary(c);
+  INFO(op << " mode " << mode << ", expected an error about " << input);
+  REQUIRE_FALSE(r.status.ok());
+  CHECK_MESSAGE(r.status.message().find(input) != std::string::npos, r.status.message());
+  std::string why;
+  if (c.inputs.count("cache")) CHECK_MESSAGE(SameBytes(r.cache, c.inputs.at("cache"), &why), why);
+  if (c.inputs.count("scale")) CHECK_MESSAGE(SameBytes(r.scale, c.inputs.at("scale"), &why), why);
+  for (const Array* out : {&r.attn_output, &r.key, &r.value}) {
+    for (uint8_t byte : out->bytes) REQUIRE_MESSAGE(byte == 0xFF, "an output was written");
+  }
+}
+
+void SetI64(Case* c, const char* name, std::vector<int64_t> values) {
+  Array& a = c->inputs[name];
+  for (size_t i = 0; i < values.size(); ++i) a.data<int64_t>()[i] = values[i];
+}
+
+const char* kMhca = "multi_head_cache_attention";
+
+TEST_SUITE("validation") {
+  TEST_CASE("malformed batches are rejected") {
+    ExpectRejected(kMhca, 0, "seqstarts", [](Case* c) { c->inputs["seqstarts"].dt = Dt::kF32; });
+    ExpectRejected(kMhca, 0, "seqstarts", [](Case* c) { SetI64(c, "seqstarts", {1, 1, 4}); });
+    ExpectRejected(kMhca, 0, "seqstarts", [](Case* c) { SetI64(c, "seqstarts", {0, 3, 1}); });
+    ExpectRejected(kMhca, 0, "seqstarts", [](Case* c) { SetI64(c, "seqstarts", {0, 1, 3}); });
+    ExpectRejected(kMhca, 0, "kvstarts", [](Case* c) { c->inputs["kvstarts"] = MakeI64({2}, {0, 5}); });
+    ExpectRejected(kMhca, 0, "kvstarts", [](Case* c) {
+      SetI64(c, "kvstarts", {0, 6, 9});
+      c->inputs["max_kvlen"] = ScalarI64(9);
+    });
+    ExpectRejected(kMhca, 0, "start_pos", [](Case* c) { SetI64(c, "start_pos", {-1, 0}); });
+    ExpectRejected(kMhca, 0, "decoding_batches", [](Case* c) { c->inputs["decoding_batches"] = ScalarI64(3); });
+    ExpectRejected(kMhca, 0, "decoding_batches", [](Case* c) { c->inputs["decoding_batches"] = ScalarI64(-1); });
+    ExpectRejected(kMhca, 0, "max_seqlen", [](Case* c) { c->inputs["max_seqlen"] = ScalarI64(2); });
+    ExpectRejected(kMhca, 0, "max_kvlen", [](Case* c) { c->inputs["max_kvlen"] = ScalarI64(4); });
+    ExpectRejected(kMhca, 0, "max_kvlen", [](Case* c) { c->inputs["max_kvlen"] = MakeI64({2}, {9, 9}); });
+    ExpectRejected(kMhca, 0, "max_seqlen", [](Case* c) { c->inputs.erase("max_seqlen"); });
+    ExpectRejected("multi_head_attention", 0, "kvstarts", [](Case* c) { SetI64(c, "kvstarts", {0, 1, 3}); });
+  }
+
+  TEST_CASE("malformed heads and activations are rejected") {
+    ExpectRejected(kMhca, 0, "num_kv_heads", [](Case* c) { c->attrs.num_kv_heads = 3; });
+    ExpectRejected(kMhca, 0, "num_heads", [](Case* c) { c->attrs.num_heads = 0; });
+    ExpectRejected(kMhca, 0, "query", [](Case* c) { c->attrs.head_dim = 16; });
+    ExpectRejected(kMhca, 0, "query", [](Case* c) { c->inputs["query"].dt = Dt::kI8; });
+    ExpectRejected(kMhca, 0, "current_key", [](Case* c) {
+      c->inputs["current_key"] = RandomActivations(Dt::kF32, {4, 2, 8}, 9);
+    });
+    ExpectRejected(kMhca, 0, "current_value", [](Case* c) { c->inputs["current_value"].shape = {4, 1, 16}; });
+    ExpectRejected("multi_head_attention", 0, "key", [](Case* c) { c->inputs["key"].shape = {7, 2, 8}; });
+    ExpectRejected("key_value_cache", 0, "current_key", [](Case* c) { c->inputs.erase("current_key"); });
+    ExpectRejected("key_value_cache", 0, "num_repeat", [](Case* c) { c->attrs.num_repeat = 0; });
+  }
+
+  TEST_CASE("malformed caches and quantization attributes are rejected") {
+    ExpectRejected(kMhca, 0, "quant_bit", [](Case* c) { c->attrs.quant_bit = 3; });
+    ExpectRejected(kMhca, 0, "quant_group", [](Case* c) { c->attrs.quant_group = 3; });
+    ExpectRejected(kMhca, 0, "quant_group", [](Case* c) {
+      c->attrs.quant_bit = 4;
+      c->attrs.quant_group = 1;
+      c->inputs["cache"].shape.back() = 4;
+      c->inputs["cache"].bytes.resize(c->inputs["cache"].bytes.size() / 2);
+      c->inputs["scale"].shape.back() = 8;
+      c->inputs["scale"].bytes.resize(c->inputs["scale"].bytes.size() * 4);
+    });
+    ExpectRejected(kMhca, 0, "scale", [](Case* c) { c->inputs.erase("scale"); });
+    ExpectRejected(kMhca, 0, "scale", [](Case* c) { c->inputs["scale"].shape = {16, 2, 2, 2, 1}; });
+    ExpectRejected(kMhca, 0, "scale", [](Case* c) { c->inputs["scale"].dt = Dt::kI8; });
+    ExpectRejected(kMhca, 0, "cache", [](Case* c) { c->inputs["cache"].dt = Dt::kF16; });
+    ExpectRejected(kMhca, 0, "cache", [](Case* c) { c->attrs.num_layer = 3; c->attrs.layer_idx = 0; });
+    ExpectRejected(kMhca, 0, "cache", [](Case* c) { c->attrs.cache_layout = 3; });
+    ExpectRejected(kMhca, 0, "layer_idx", [](Case* c) { c->attrs.layer_idx = 2; });
+    ExpectRejected(kMhca, 0, "cache_layout", [](Case* c) { c->attrs.cache_layout = 4; });
+    ExpectRejected(kMhca, 0, "cache_mode", [](Case* c) { c->attrs.cache_mode = 2; });
+    ExpectRejected(kMhca, 1, "page_size", [](Case* c) { c->attrs.page_size = 0; });
+  }
+
+  TEST_CASE("slots out of range, unusable pages and clashing writes are rejected") {
+    ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, 14}); });
+    ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {-1, 8}); });
+    ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, 2}); });
+    ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) { c->inputs["cachestarts"] = MakeI64({2, 1}, {0, 8}); });
+    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, -1, 8, -1}); });
+    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, 4, 14, -1}); });
+    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) { c->inputs["cachestarts"] = MakeI64({2, 1}, {0, 8}); });
+    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, 8, 8, -1}); });
+    ExpectRejected("key_value_cache", 1, "cachestarts", [](Case* c) { c->inputs["cachestarts"] = MakeI64({2}, {0, 8}); });
+  }
+
+  TEST_CASE("malformed masks and outputs are rejected") {
+    ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].shape = {4, 6}; });
+    ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].shape = {2, 4, 6}; });
+    ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].shape = {3, 16}; });
+    ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].shape = {48}; });
+    ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].dt = Dt::kI8; });
+    ExpectRejected("multi_head_attention", 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].shape = {4, 2, 6}; });
+  }
+
+  TEST_CASE("views that are not dense, on a device, or null are rejected without writes") {
+    Case c = BaseCase("multi_head_attention", 0);
+    Array out = MakeArray(Dt::kF16, {4, 4, 8});
+    std::memset(out.bytes.data(), 0xFF, out.bytes.size());
+    dynattn::MultiHeadAttentionArgs args;
+    args.query = ViewOf(c.inputs["query"]);
+    args.key = ViewOf(c.inputs["key"]);
+    args.value = ViewOf(c.inputs["value"]);
+    args.seqstarts = ViewOf(c.inputs["seqstarts"]);
+    args.kvstarts = ViewOf(c.inputs["kvstarts"]);
+    args.decoding_batches = ViewOf(c.inputs["decoding_batches"]);
+    args.max_seqlen = ViewOf(c.inputs["max_seqlen"]);
+    args.max_kvlen = ViewOf(c.inputs["max_kvlen"]);
+    args.attn_output = ViewOf(out);
+    dynattn::AttentionAttrs attrs;
+    attrs.num_heads = 4;
+    attrs.head_dim = 8;
+    attrs.num_kv_heads = 2;
+    REQUIRE(dynattn::MultiHeadAttention(attrs, args).ok());
+    std::memset(out.bytes.data(), 0xFF, out.bytes.size());
+    const auto expect_error = [&](dynattn::MultiHeadAttentionArgs bad, const char* input,
+                                  dynattn::StatusCode code) {
+      const dynattn::Status s = dynattn::MultiHeadAttention(attrs, bad);
+      CHECK(s.code() == code);
+      CHECK_MESSAGE(s.message().find(input) != std::string::npos, s.message());
+      for (uint8_t byte : out.bytes) REQUIRE(byte == 0xFF);
+    };
+    dynattn::MultiHeadAttentionArgs bad = args;
+    bad.query.strides[0] = 64;
+    expect_error(bad, "query", dynattn::StatusCode::kInvalidArgument);
+    bad = args;
+    bad.key.device = dynattn::Device::kCuda;
+    expect_error(bad, "key", dynattn::StatusCode::kUnsupported);
+    bad = args;
+    bad.value.data = nullptr;
+    expect_error(bad, "value", dynattn::StatusCode::kInvalidArgument);
+    bad = args;
+    bad.attn_output = dynattn::TensorView{};
+    expect_error(bad, "attn_output", dynattn::StatusCode::kInvalidArgument);
+    bad = args;
+    bad.attn_output.shape[1] = 2;
+    expect_error(bad, "attn_output", dynattn::StatusCode::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace dynattn_test
