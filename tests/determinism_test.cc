@@ -54,7 +54,8 @@ void CopyRows(const Array& src, int64_t from, int64_t count, Array* dst, int64_t
 }
 
 /// The permuted packing of per-request segments given old starts and the order.
-std::vector<int64_t> PermutedStarts(const std::vector<int64_t>& starts, const std::vector<int>& order) {
+std::vector<int64_t> PermutedStarts(const std::vector<int64_t>& starts,
+                                    const std::vector<int>& order) {
   std::vector<int64_t> out(1, 0);
   for (int b : order) out.push_back(out.back() + starts[b + 1] - starts[b]);
   return out;
@@ -89,7 +90,8 @@ void PermuteMask(Case* c, const std::vector<int64_t>& qs, const std::vector<int6
       for (int64_t i = 0; i < qs[b + 1] - qs[b]; ++i) {
         const int64_t src = ((h * rows + qs[b] + i) * cols + ks[b]) * size;
         const int64_t dst = ((h * rows + nqs[nb] + i) * cols + nks[nb]) * size;
-        std::memcpy(it->second.bytes.data() + dst, old.bytes.data() + src, (ks[b + 1] - ks[b]) * size);
+        std::memcpy(it->second.bytes.data() + dst, old.bytes.data() + src,
+                    (ks[b + 1] - ks[b]) * size);
       }
     }
   }
@@ -102,11 +104,13 @@ Case PermuteRequests(const Case& c, const std::vector<int>& order) {
   const std::vector<int64_t> nqs = PermutedStarts(qs, order), nks = PermutedStarts(ks, order);
   p.inputs["seqstarts"] = dynattn_ref::MakeI64({int64_t(nqs.size())}, nqs);
   p.inputs["kvstarts"] = dynattn_ref::MakeI64({int64_t(nks.size())}, nks);
-  for (const char* name : {"query", "current_key", "current_value"}) PermuteSegments(&p, name, qs, nqs, order);
+  for (const char* name : {"query", "current_key", "current_value"})
+    PermuteSegments(&p, name, qs, nqs, order);
   for (const char* name : {"key", "value"}) PermuteSegments(&p, name, ks, nks, order);
   std::vector<int64_t> unit(order.size() + 1);
   std::iota(unit.begin(), unit.end(), 0);
-  for (const char* name : {"start_pos", "cachestarts"}) PermuteSegments(&p, name, unit, unit, order);
+  for (const char* name : {"start_pos", "cachestarts"})
+    PermuteSegments(&p, name, unit, unit, order);
   PermuteMask(&p, qs, nqs, ks, nks, order);
   return p;
 }
@@ -145,9 +149,10 @@ TEST_SUITE("determinism") {
         one.num_threads = 1;
         const LibResult base = RunLibrary(c, one);
         REQUIRE_MESSAGE(base.status.ok(), base.status.message());
-        const dynattn_ref::AttnResult ref = std::string(op) == "multi_head_attention"
-                                                ? dynattn_ref::MultiHeadAttention(c.attrs, c.inputs)
-                                                : dynattn_ref::MultiHeadCacheAttention(c.attrs, c.inputs);
+        const dynattn_ref::AttnResult ref =
+            std::string(op) == "multi_head_attention"
+                ? dynattn_ref::MultiHeadAttention(c.attrs, c.inputs)
+                : dynattn_ref::MultiHeadCacheAttention(c.attrs, c.inputs);
         const std::string error = dynattn_ref::CheckAttention(ref, base.attn_output);
         CHECK_MESSAGE(error.empty(), error);
         for (int threads : {2, 3, 8}) {
@@ -161,7 +166,8 @@ TEST_SUITE("determinism") {
   }
 
   TEST_CASE("a request's output does not depend on the order of the batch") {
-    for (const char* op : {"multi_head_attention", "multi_head_cache_attention", "key_value_cache"}) {
+    for (const char* op :
+         {"multi_head_attention", "multi_head_cache_attention", "key_value_cache"}) {
       for (int i = 0; i < 16; ++i) {
         const uint64_t seed = BaseSeed() + 400000 + i;
         const Case c = DeterminismCase(op, seed);
@@ -178,7 +184,8 @@ TEST_SUITE("determinism") {
         const char* starts_name = kvc ? "kvstarts" : "seqstarts";
         const std::vector<int64_t> old_starts = Starts(c, starts_name);
         const std::vector<int64_t> new_starts = Starts(permuted, starts_name);
-        for (const Array LibResult::*field : {&LibResult::attn_output, &LibResult::key, &LibResult::value}) {
+        for (const Array LibResult::*field :
+             {&LibResult::attn_output, &LibResult::key, &LibResult::value}) {
           if ((a.*field).bytes.empty()) continue;
           Array restored = a.*field;
           for (size_t nb = 0; nb < order.size(); ++nb) {
@@ -193,7 +200,8 @@ TEST_SUITE("determinism") {
   }
 
   TEST_CASE("AVX2 and AVX-512 give the same bits") {
-    for (const char* op : {"multi_head_attention", "multi_head_cache_attention", "key_value_cache"}) {
+    for (const char* op :
+         {"multi_head_attention", "multi_head_cache_attention", "key_value_cache"}) {
       for (int i = 0; i < 12; ++i) {
         const uint64_t seed = BaseSeed() + 500000 + i;
         const Case c = DeterminismCase(op, seed);

@@ -68,7 +68,8 @@ Case BaseCase(const std::string& op, int cache_mode) {
   if (op == "multi_head_attention") {
     in["key"] = RandomActivations(Dt::kF16, {8, 2, 8}, 7);
     in["value"] = RandomActivations(Dt::kF16, {8, 2, 8}, 8);
-    for (const char* unused : {"current_key", "current_value", "start_pos", "cachestarts", "cache", "scale"}) {
+    for (const char* unused :
+         {"current_key", "current_value", "start_pos", "cachestarts", "cache", "scale"}) {
       in.erase(unused);
     }
   }
@@ -109,19 +110,27 @@ TEST_SUITE("validation") {
     ExpectRejected(kMhca, 0, "seqstarts", [](Case* c) { SetI64(c, "seqstarts", {1, 1, 4}); });
     ExpectRejected(kMhca, 0, "seqstarts", [](Case* c) { SetI64(c, "seqstarts", {0, 3, 1}); });
     ExpectRejected(kMhca, 0, "seqstarts", [](Case* c) { SetI64(c, "seqstarts", {0, 1, 3}); });
-    ExpectRejected(kMhca, 0, "kvstarts", [](Case* c) { c->inputs["kvstarts"] = MakeI64({2}, {0, 5}); });
+    ExpectRejected(kMhca, 0, "kvstarts", [](Case* c) {
+      c->inputs["kvstarts"] = MakeI64({2}, {0, 5});
+    });
     ExpectRejected(kMhca, 0, "kvstarts", [](Case* c) {
       SetI64(c, "kvstarts", {0, 6, 9});
       c->inputs["max_kvlen"] = ScalarI64(9);
     });
     ExpectRejected(kMhca, 0, "start_pos", [](Case* c) { SetI64(c, "start_pos", {-1, 0}); });
-    ExpectRejected(kMhca, 0, "decoding_batches", [](Case* c) { c->inputs["decoding_batches"] = ScalarI64(3); });
-    ExpectRejected(kMhca, 0, "decoding_batches", [](Case* c) { c->inputs["decoding_batches"] = ScalarI64(-1); });
+    ExpectRejected(kMhca, 0, "decoding_batches",
+                   [](Case* c) { c->inputs["decoding_batches"] = ScalarI64(3); });
+    ExpectRejected(kMhca, 0, "decoding_batches",
+                   [](Case* c) { c->inputs["decoding_batches"] = ScalarI64(-1); });
     ExpectRejected(kMhca, 0, "max_seqlen", [](Case* c) { c->inputs["max_seqlen"] = ScalarI64(2); });
     ExpectRejected(kMhca, 0, "max_kvlen", [](Case* c) { c->inputs["max_kvlen"] = ScalarI64(4); });
-    ExpectRejected(kMhca, 0, "max_kvlen", [](Case* c) { c->inputs["max_kvlen"] = MakeI64({2}, {9, 9}); });
+    ExpectRejected(kMhca, 0, "max_kvlen", [](Case* c) {
+      c->inputs["max_kvlen"] = MakeI64({2}, {9, 9});
+    });
     ExpectRejected(kMhca, 0, "max_seqlen", [](Case* c) { c->inputs.erase("max_seqlen"); });
-    ExpectRejected("multi_head_attention", 0, "kvstarts", [](Case* c) { SetI64(c, "kvstarts", {0, 1, 3}); });
+    ExpectRejected("multi_head_attention", 0, "kvstarts", [](Case* c) {
+      SetI64(c, "kvstarts", {0, 1, 3});
+    });
   }
 
   TEST_CASE("malformed heads and activations are rejected") {
@@ -132,9 +141,14 @@ TEST_SUITE("validation") {
     ExpectRejected(kMhca, 0, "current_key", [](Case* c) {
       c->inputs["current_key"] = RandomActivations(Dt::kF32, {4, 2, 8}, 9);
     });
-    ExpectRejected(kMhca, 0, "current_value", [](Case* c) { c->inputs["current_value"].shape = {4, 1, 16}; });
-    ExpectRejected("multi_head_attention", 0, "key", [](Case* c) { c->inputs["key"].shape = {7, 2, 8}; });
-    ExpectRejected("key_value_cache", 0, "current_key", [](Case* c) { c->inputs.erase("current_key"); });
+    ExpectRejected(kMhca, 0, "current_value", [](Case* c) {
+      c->inputs["current_value"].shape = {4, 1, 16};
+    });
+    ExpectRejected("multi_head_attention", 0, "key", [](Case* c) {
+      c->inputs["key"].shape = {7, 2, 8};
+    });
+    ExpectRejected("key_value_cache", 0, "current_key",
+                   [](Case* c) { c->inputs.erase("current_key"); });
     ExpectRejected("key_value_cache", 0, "num_repeat", [](Case* c) { c->attrs.num_repeat = 0; });
   }
 
@@ -153,7 +167,10 @@ TEST_SUITE("validation") {
     ExpectRejected(kMhca, 0, "scale", [](Case* c) { c->inputs["scale"].shape = {16, 2, 2, 2, 1}; });
     ExpectRejected(kMhca, 0, "scale", [](Case* c) { c->inputs["scale"].dt = Dt::kI8; });
     ExpectRejected(kMhca, 0, "cache", [](Case* c) { c->inputs["cache"].dt = Dt::kF16; });
-    ExpectRejected(kMhca, 0, "cache", [](Case* c) { c->attrs.num_layer = 3; c->attrs.layer_idx = 0; });
+    ExpectRejected(kMhca, 0, "cache", [](Case* c) {
+      c->attrs.num_layer = 3;
+      c->attrs.layer_idx = 0;
+    });
     ExpectRejected(kMhca, 0, "cache", [](Case* c) { c->attrs.cache_layout = 3; });
     ExpectRejected(kMhca, 0, "layer_idx", [](Case* c) { c->attrs.layer_idx = 2; });
     ExpectRejected(kMhca, 0, "cache_layout", [](Case* c) { c->attrs.cache_layout = 4; });
@@ -165,21 +182,37 @@ TEST_SUITE("validation") {
     ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, 14}); });
     ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {-1, 8}); });
     ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, 2}); });
-    ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) { c->inputs["cachestarts"] = MakeI64({2, 1}, {0, 8}); });
-    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, -1, 8, -1}); });
-    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, 4, 14, -1}); });
-    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) { c->inputs["cachestarts"] = MakeI64({2, 1}, {0, 8}); });
-    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, 8, 8, -1}); });
-    ExpectRejected("key_value_cache", 1, "cachestarts", [](Case* c) { c->inputs["cachestarts"] = MakeI64({2}, {0, 8}); });
+    ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) {
+      c->inputs["cachestarts"] = MakeI64({2, 1}, {0, 8});
+    });
+    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) {
+      SetI64(c, "cachestarts", {0, -1, 8, -1});
+    });
+    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) {
+      SetI64(c, "cachestarts", {0, 4, 14, -1});
+    });
+    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) {
+      c->inputs["cachestarts"] = MakeI64({2, 1}, {0, 8});
+    });
+    ExpectRejected(kMhca, 1, "cachestarts", [](Case* c) {
+      SetI64(c, "cachestarts", {0, 8, 8, -1});
+    });
+    ExpectRejected("key_value_cache", 1, "cachestarts", [](Case* c) {
+      c->inputs["cachestarts"] = MakeI64({2}, {0, 8});
+    });
   }
 
   TEST_CASE("malformed masks and outputs are rejected") {
     ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].shape = {4, 6}; });
-    ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].shape = {2, 4, 6}; });
+    ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) {
+      c->inputs["attn_mask"].shape = {2, 4, 6};
+    });
     ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].shape = {3, 16}; });
     ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].shape = {48}; });
     ExpectRejected(kMhca, 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].dt = Dt::kI8; });
-    ExpectRejected("multi_head_attention", 0, "attn_mask", [](Case* c) { c->inputs["attn_mask"].shape = {4, 2, 6}; });
+    ExpectRejected("multi_head_attention", 0, "attn_mask", [](Case* c) {
+      c->inputs["attn_mask"].shape = {4, 2, 6};
+    });
   }
 
   TEST_CASE("views that are not dense, on a device, or null are rejected without writes") {

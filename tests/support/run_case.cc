@@ -110,8 +110,8 @@ void RunKvc(const Case& c, const dynattn::RunOptions& options, LibResult* r) {
   const Array ck = InputOrAbsent(c, "current_key", &has_key);
   const Array& kvstarts = Input(c, "kvstarts");
   const int64_t rows = kvstarts.numel() > 0 ? kvstarts.data<int64_t>()[kvstarts.numel() - 1] : 0;
-  const std::vector<int64_t> shape = {
-      rows, has_key ? ck.shape[1] * c.attrs.num_repeat : 1, has_key ? ck.shape[2] : 1};
+  const std::vector<int64_t> shape = {rows, has_key ? ck.shape[1] * c.attrs.num_repeat : 1,
+                                      has_key ? ck.shape[2] : 1};
   r->key = Poisoned(has_key ? ck.dt : Dt::kF32, shape);
   r->value = Poisoned(has_key ? ck.dt : Dt::kF32, shape);
   args.key = ViewOf(r->key);

@@ -1,0 +1,223 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The worked examples of spec pmx-ops (§2.1 int8 table, ties, eps floor, all-zero groups, §2.2
+// int4, §3.1 slot maps, §3.2 addressing, §11 walk-throughs), through the public API, bit-exact.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "dynattn/dynattn.h"
+#include "simd/f16.h"
+
+namespace {
+
+using dynattn::DType;
+using dynattn::TensorView;
+using dynattn::internal::F16ToF32;
+using dynattn::internal::F32ToF16;
+
+/// One token, one KV head, one request: quantizes `x` (as fp16 activations) into a 1-slot cache
+/// and reads it back. Returns cache bytes, scale bits and the dequantized key.
+struct GroupResult {
+  std::vector<int8_t> cache;  // key row (D bytes for int8, D/2 for int4)
+  std::vector<uint16_t> scales;
+  std::vector<float> key;  // dequantized, as fp16 values
+};
+
+GroupResult QuantizeOneRow(const std::vector<float>& x, int quant_bit, int group) {
+  const int64_t dim = static_cast<int64_t>(x.size());
+  const int64_t row = quant_bit == 4 ? dim / 2 : dim;
+  std::vector<uint16_t> current(x.size());
+  for (size_t i = 0; i < x.size(); ++i) current[i] = F32ToF16(x[i]);
+  const int64_t seqstarts[] = {0, 1}, kvstarts[] = {0, 1}, cachestarts[] = {0}, start_pos[] = {0};
+  const int64_t one = 1;
+  std::vector<int8_t> cache(2 * row, 0x55);
+  std::vector<uint16_t> scale(2 * dim / group, 0x7777);
+  std::vector<uint16_t> key(dim), value(dim);
+  dynattn::KeyValueCacheArgs args;
+  args.current_key = TensorView::Dense(current.data(), DType::kF16, {1, 1, dim});
+  args.current_value = args.current_key;
+  args.seqstarts = TensorView::Dense(seqstarts, DType::kI64, {2});
+  args.kvstarts = TensorView::Dense(kvstarts, DType::kI64, {2});
+  args.cachestarts = TensorView::Dense(cachestarts, DType::kI64, {1});
+  args.start_pos = TensorView::Dense(start_pos, DType::kI64, {1});
+  args.max_seqlen = TensorView::Dense(&one, DType::kI64, {});
+  args.max_kvlen = args.max_seqlen;
+  args.cache = TensorView::Dense(cache.data(), DType::kI8, {1, 1, 2, 1, row});
+  args.scale = TensorView::Dense(scale.data(), DType::kF16, {1, 1, 2, 1, dim / group});
+  args.key = TensorView::Dense(key.data(), DType::kF16, {1, 1, dim});
+  args.value = TensorView::Dense(value.data(), DType::kF16, {1, 1, dim});
+  dynattn::KeyValueCacheAttrs attrs;
+  attrs.cache.quant_bit = quant_bit;
+  attrs.cache.quant_group = group;
+  const dynattn::Status status = dynattn::KeyValueCache(attrs, args);
+  REQUIRE_MESSAGE(status.ok(), status.message());
+  GroupResult r;
+  r.cache.assign(cache.begin(), cache.begin() + row);
+  r.scales.assign(scale.begin(), scale.begin() + dim / group);
+  for (uint16_t h : key) r.key.push_back(F16ToF32(h));
+  CHECK(std::memcmp(key.data(), value.data(), key.size() * 2) == 0);
+  return r;
+}
+
+TEST_SUITE("spec_examples") {
+  TEST_CASE("§2.1 int8 worked example, fp16, G = 8") {
+    const GroupResult r =
+        QuantizeOneRow({0.5f, -1.25f, 3.0f, 0.0f, 2.0f, -0.75f, 1.0f, 0.0999755859375f}, 8, 8);
+    CHECK(r.cache == std::vector<int8_t>{21, -53, 127, 0, 85, -32, 42, 4});
+    CHECK(F16ToF32(r.scales[0]) == 0.02362060546875f);
+    CHECK(r.key == std::vector<float>{0.49609375f, -1.251953125f, 3.0f, 0.0f, 2.0078125f,
+                                      -0.755859375f, 0.9921875f, 0.094482421875f});
+  }
+
+  TEST_CASE("§2.1 ties round half to even after the fp16 quotient (s = 0.5)") {
+    const GroupResult r =
+        QuantizeOneRow({63.5f, 0.25f, 0.75f, 1.25f, -0.25f, -0.75f, -1.25f, 0.0f}, 8, 8);
+    CHECK(F16ToF32(r.scales[0]) == 0.5f);
+    CHECK(r.cache == std::vector<int8_t>{127, 0, 2, 2, 0, -2, -2, 0});
+  }
+
+  TEST_CASE("§2.1 eps floor and all-zero groups") {
+    const GroupResult zero = QuantizeOneRow(std::vector<float>(8, 0.0f), 8, 4);
+    CHECK(zero.scales == std::vector<uint16_t>{168, 168});  // fp16(1e-5) = 168 * 2^-24
+    CHECK(zero.cache == std::vector<int8_t>(8, 0));
+    const float tiny = F16ToF32(2);  // 2^-23: m / 127 is far below eps
+    const GroupResult floor = QuantizeOneRow({tiny, -tiny, 0, 0, 0, 0, 0, 0}, 8, 8);
+    CHECK(floor.scales[0] == 168);
+    CHECK(floor.cache == std::vector<int8_t>(8, 0));
+  }
+
+  TEST_CASE("§2.2 int4 worked example: two's complement, element 2k in the low nibble") {
+    const GroupResult r =
+        QuantizeOneRow({0.5f, -1.25f, 3.0f, 0.0f, 2.0f, -0.75f, 1.0f, 0.0999755859375f}, 4, 8);
+    CHECK(F16ToF32(r.scales[0]) == 0.428466796875f);
+    const std::vector<uint8_t> bytes(r.cache.begin(), r.cache.end());
+    CHECK(bytes == std::vector<uint8_t>{0xD1, 0x07, 0xE5, 0x02});
+    CHECK(r.key == std::vector<float>{0.428466796875f, -1.28515625f, 3.0f, 0.0f, 2.142578125f,
+                                      -0.85693359375f, 0.85693359375f, 0.0f});
+  }
+
+  TEST_CASE("§3.2 addressing example: L=3, l=1, Hkv=3, D=4, MaxT=16, G=2") {
+    const int64_t want_cache[] = {407, 527, 647, 727};
+    const int64_t want_scale[] = {203, 263, 323, 363};
+    std::vector<int8_t> cache(16 * 3 * 2 * 3 * 4);
+    std::vector<uint16_t> scale(16 * 3 * 2 * 3 * 2);
+    const int64_t shapes[4][5] = {
+        {16, 3, 2, 3, 4}, {3, 16, 2, 3, 4}, {3, 2, 16, 3, 4}, {3, 2, 3, 16, 4}};
+    for (int layout = 0; layout < 4; ++layout) {
+      int64_t scale_shape[5];
+      std::copy(shapes[layout], shapes[layout] + 5, scale_shape);
+      scale_shape[4] = 2;
+      dynattn::CacheAttrs attrs;
+      attrs.num_layer = 3;
+      attrs.layer_idx = 1;
+      attrs.quant_bit = 8;
+      attrs.quant_group = 2;
+      attrs.cache_layout = layout;
+      dynattn::CacheDesc desc;
+      REQUIRE(dynattn::MakePmxCacheDesc(
+                  TensorView::Dense(cache.data(), DType::kI8, 5, shapes[layout]),
+                  TensorView::Dense(scale.data(), DType::kF16, 5, scale_shape), attrs, 3, 4, &desc)
+                  .ok());
+      const int64_t element = static_cast<int8_t*>(desc.value.data) - cache.data() +
+                              5 * desc.value.slot_stride + 2 * desc.value.head_stride + 3;
+      const int64_t scale_index = static_cast<uint16_t*>(desc.value.scale) - scale.data() +
+                                  5 * desc.value.scale_slot_stride +
+                                  2 * desc.value.scale_head_stride + 3 / 2;
+      CHECK(element == want_cache[layout]);
+      CHECK(scale_index == want_scale[layout]);
+    }
+  }
+
+  /// Runs KVC (fp32, unquantized, one head, D = 1) over a cache whose slot s holds s + 1000 and
+  /// returns the slots written and the gathered key values.
+  void SlotExample(int mode, const std::vector<int64_t>& cachestarts,
+                   const std::vector<int64_t>& table_shape, int64_t max_t,
+                   std::set<int64_t>* written, std::vector<float>* gathered) {
+    std::vector<float> cache(max_t * 2);
+    for (int64_t s = 0; s < max_t; ++s) cache[2 * s] = cache[2 * s + 1] = 1000.0f + s;
+    const std::vector<float> before = cache;
+    const float current[] = {-1.0f, -2.0f, -3.0f};
+    const int64_t seqstarts[] = {0, 3}, kvstarts[] = {0, 9}, start_pos[] = {6};
+    const int64_t max_seqlen = 3, max_kvlen = 9;
+    std::vector<float> key(9), value(9);
+    dynattn::KeyValueCacheArgs args;
+    args.current_key = TensorView::Dense(current, DType::kF32, {3, 1, 1});
+    args.current_value = args.current_key;
+    args.seqstarts = TensorView::Dense(seqstarts, DType::kI64, {2});
+    args.kvstarts = TensorView::Dense(kvstarts, DType::kI64, {2});
+    args.cachestarts = TensorView::Dense(cachestarts.data(), DType::kI64,
+                                         static_cast<int>(table_shape.size()), table_shape.data());
+    args.start_pos = TensorView::Dense(start_pos, DType::kI64, {1});
+    args.max_seqlen = TensorView::Dense(&max_seqlen, DType::kI64, {});
+    args.max_kvlen = TensorView::Dense(&max_kvlen, DType::kI64, {});
+    args.cache = TensorView::Dense(cache.data(), DType::kF32, {max_t, 1, 2, 1, 1});
+    args.key = TensorView::Dense(key.data(), DType::kF32, {9, 1, 1});
+    args.value = TensorView::Dense(value.data(), DType::kF32, {9, 1, 1});
+    dynattn::KeyValueCacheAttrs attrs;
+    attrs.cache.cache_mode = mode;
+    attrs.cache.page_size = 4;
+    REQUIRE(dynattn::KeyValueCache(attrs, args).ok());
+    for (int64_t s = 0; s < max_t; ++s) {
+      if (cache[2 * s] != before[2 * s]) written->insert(s);
+    }
+    *gathered = key;
+  }
+
+  TEST_CASE("§3.1 slot example, offset and paged modes (P = 4)") {
+    std::set<int64_t> written;
+    std::vector<float> key;
+    SlotExample(0, {100}, {1}, 110, &written, &key);
+    CHECK(written == std::set<int64_t>{106, 107, 108});
+    CHECK(key == std::vector<float>{1100, 1101, 1102, 1103, 1104, 1105, -1, -2, -3});
+    written.clear();
+    SlotExample(1, {12, 4, 28, -1}, {1, 4}, 32, &written, &key);
+    CHECK(written == std::set<int64_t>{6, 7, 28});
+    CHECK(key == std::vector<float>{1012, 1013, 1014, 1015, 1004, 1005, -1, -2, -3});
+  }
+
+  /// MHA of one request (seqlen 1, kvlen 2) with `heads` identical heads, D = 2, fp32.
+  std::vector<float> DecodeByHand(int heads, bool alibi) {
+    std::vector<float> query, key, value;
+    for (int h = 0; h < heads; ++h) query.insert(query.end(), {1.0f, 1.0f});
+    for (const std::vector<float>& k : {std::vector<float>{1, 0}, std::vector<float>{0, 2}}) {
+      for (int h = 0; h < heads; ++h) key.insert(key.end(), k.begin(), k.end());
+    }
+    for (const std::vector<float>& v : {std::vector<float>{1, 0}, std::vector<float>{0, 1}}) {
+      for (int h = 0; h < heads; ++h) value.insert(value.end(), v.begin(), v.end());
+    }
+    const int64_t seqstarts[] = {0, 1}, kvstarts[] = {0, 2}, zero = 0, one = 1, two = 2;
+    std::vector<float> out(heads * 2);
+    dynattn::MultiHeadAttentionArgs args;
+    args.query = TensorView::Dense(query.data(), DType::kF32, {1, heads, 2});
+    args.key = TensorView::Dense(key.data(), DType::kF32, {2, heads, 2});
+    args.value = TensorView::Dense(value.data(), DType::kF32, {2, heads, 2});
+    args.seqstarts = TensorView::Dense(seqstarts, DType::kI64, {2});
+    args.kvstarts = TensorView::Dense(kvstarts, DType::kI64, {2});
+    args.decoding_batches = TensorView::Dense(&zero, DType::kI64, {});
+    args.max_seqlen = TensorView::Dense(&one, DType::kI64, {});
+    args.max_kvlen = TensorView::Dense(&two, DType::kI64, {});
+    args.attn_output = TensorView::Dense(out.data(), DType::kF32, {1, heads, 2});
+    dynattn::AttentionAttrs attrs;
+    attrs.num_heads = heads;
+    attrs.head_dim = 2;
+    attrs.is_alibi = alibi;
+    REQUIRE(dynattn::MultiHeadAttention(attrs, args).ok());
+    return out;
+  }
+
+  TEST_CASE("§11.2 decode attention by hand, without and with ALiBi") {
+    const std::vector<float> plain = DecodeByHand(1, false);
+    CHECK(plain[0] == doctest::Approx(0.330238).epsilon(1e-5));
+    CHECK(plain[1] == doctest::Approx(0.669762).epsilon(1e-5));
+    const std::vector<float> alibi = DecodeByHand(8, true);
+    CHECK(alibi[0] == doctest::Approx(0.230213).epsilon(1e-5));
+    CHECK(alibi[1] == doctest::Approx(0.769787).epsilon(1e-5));
+  }
+}
+
+}  // namespace
