@@ -39,6 +39,12 @@ void ShapeOf(int layout, int64_t layers, int64_t heads, int64_t slots, int64_t r
   for (int i = 0; i < 5; ++i) shape[i] = shapes[layout][i];
 }
 
+/// What each dimension of layout 0-3 means, for error messages.
+constexpr const char* kLegend[4] = {"(MaxT, num_layer, 2, num_kv_heads, last dim)",
+                                    "(num_layer, MaxT, 2, num_kv_heads, last dim)",
+                                    "(num_layer, 2, MaxT, num_kv_heads, last dim)",
+                                    "(num_layer, 2, num_kv_heads, MaxT, last dim)"};
+
 /// Index of the MaxT dimension in layout 0-3.
 int SlotDim(int layout) { return layout; }
 
@@ -60,8 +66,7 @@ Status CheckLayoutShape(const char* name, const TensorView& t, int layout, int64
     if (t.shape[i] != want[i]) {
       return Status::Invalid(name, "shape " + ShapeString(t.shape, 5) + " does not match layout " +
                                        std::to_string(layout) + ", which needs " +
-                                       ShapeString(want, 5) +
-                                       " (num_layer, 2, num_kv_heads, MaxT, last dim)");
+                                       ShapeString(want, 5) + " " + kLegend[layout]);
     }
   }
   if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major");

@@ -1,0 +1,34 @@
+# libdynattn: the two commands of the README, and their parts.
+#   make demo   installs what is missing, builds, and runs one realistic serving step
+#   make test   installs what is missing, builds, and runs every test suite
+BUILD ?= build
+SANITIZE_BUILD ?= build-sanitize
+
+.PHONY: setup build demo test test-sanitize format clean
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD) --buildtype=release
+	ninja -C $(BUILD)
+
+demo: build
+	./$(BUILD)/src/cli/dynattn demo
+
+test: build
+	bash scripts/run_tests.sh $(BUILD)
+
+# The same suites under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it too).
+test-sanitize: setup
+	@[ -f $(SANITIZE_BUILD)/build.ninja ] || meson setup $(SANITIZE_BUILD) \
+	  --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false
+	ninja -C $(SANITIZE_BUILD)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  bash scripts/run_tests.sh $(SANITIZE_BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')
+
+clean:
+	rm -rf $(BUILD) $(SANITIZE_BUILD)

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs every meson test suite of build folder $1 and ends with the line "N passed, M failed".
+# The counts are also left in $1/test-counts for .ci/run to add up.
+set -uo pipefail
+build=${1:-build}
+log=$(mktemp)
+meson test -C "$build" --print-errorlogs --num-processes 2 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+count() { sed -n "s/^$1:[[:space:]]*\([0-9]*\).*/\1/p" "$log" | tail -n 1; }
+passed=$(count Ok)
+failed=$(( $(count Fail) + $(count Timeout) + $(count 'Unexpected Pass') ))
+passed=${passed:-0}
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi  # meson itself failed
+rm -f "$log"
+echo "$passed $failed" > "$build/test-counts"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

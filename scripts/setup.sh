@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs libdynattn's build and test dependencies from Debian 12's archive. As root it runs
+# apt-get itself; otherwise it prints the exact apt-get line to run and stops.
+set -euo pipefail
+
+packages=(
+  g++ meson ninja-build pkg-config  # compiler and build
+  libhwy-dev                        # Highway: SIMD kernels with dynamic dispatch
+  libtbb-dev                        # oneTBB: parallelism over work items
+  doctest-dev                       # doctest: the test suites
+  libcli11-dev                      # CLI11: the dynattn command line
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$package")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: missing Debian packages; run this, then retry:" >&2
+  echo "  sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi

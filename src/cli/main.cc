@@ -1,0 +1,52 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Entry point of the `dynattn` tool. Parsing is CLI11's; the one rule kept here is that every
+// failure, parse errors included, ends as a single "dynattn: ..." line on stderr with exit status
+// 2, so that scripts can rely on one format.
+
+#include <CLI/CLI.hpp>
+#include <new>
+#include <string>
+
+#include "src/cli/demo_command.h"
+#include "src/cli/run_command.h"
+
+#ifndef DYNATTN_VERSION
+#define DYNATTN_VERSION "unknown"
+#endif
+
+namespace dynattn::cli {
+namespace {
+
+int Main(int argc, char** argv) {
+  CLI::App app("dynattn: run libdynattn's PMX attention ops on .npy files", "dynattn");
+  app.set_version_flag("--version", std::string("dynattn ") + DYNATTN_VERSION);
+  app.require_subcommand(1);
+  RunRequest run_request;
+  CLI::App* run = AddRunCommand(&app, &run_request);
+  CLI::App* demo = AddDemoCommand(&app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& success) {  // --help or --version.
+    return app.exit(success);
+  } catch (const CLI::ParseError& error) {
+    ReportError(std::string(error.what()) + " (see dynattn --help)");
+    return kExitInvalid;
+  }
+  if (run->parsed()) return RunCommand(run_request);
+  if (demo->parsed()) return RunDemoCommand();
+  ReportError("no command given (see dynattn --help)");
+  return kExitInvalid;
+}
+
+}  // namespace
+}  // namespace dynattn::cli
+
+int main(int argc, char** argv) {
+  try {
+    return dynattn::cli::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    dynattn::cli::ReportError("out of memory");
+    return dynattn::cli::kExitFailure;
+  }
+}

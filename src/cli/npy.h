@@ -1,0 +1,48 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Reader and writer for NumPy .npy files, the exchange format of the `dynattn` tool: every test
+// harness and notebook can produce and check them without a custom decoder. Only the dtypes the
+// ops take are accepted, so a file in any other dtype fails loudly instead of being reinterpreted.
+
+#ifndef DYNATTN_SRC_CLI_NPY_H_
+#define DYNATTN_SRC_CLI_NPY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dynattn/status.h"
+#include "dynattn/types.h"
+
+namespace dynattn::cli {
+
+/// A dense, C-ordered array held in memory, as read from (or to be written to) a .npy file.
+struct NpyArray {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;  ///< Rank 0..kMaxRank; empty for a 0-d scalar.
+  std::vector<uint8_t> bytes;  ///< NumElements() * DTypeSize(dtype) bytes, little-endian.
+
+  /// Product of the extents (1 for a 0-d array).
+  int64_t NumElements() const;
+  /// A dense row-major view of `bytes`; the library may write through it.
+  TensorView View();
+};
+
+/// A zero-filled array of the given dtype and shape.
+NpyArray MakeZeroArray(DType dtype, const std::vector<int64_t>& shape);
+
+/// Reads a .npy file (format 1.0, 2.0 or 3.0; dtypes '<f4', '<f2', '|i1', '<i8'; C order; rank
+/// 0..6). On failure the message reads "<path>: <problem>".
+Status ReadNpy(const std::string& path, NpyArray* out);
+
+/// Writes `data` (dense, C order, NumElements * DTypeSize bytes) as a format 1.0 .npy file with
+/// the header NumPy itself writes. On failure the message reads "<path>: <problem>".
+Status WriteNpy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
+                const void* data);
+
+/// Writes `array` to `path` (see the overload above).
+Status WriteNpy(const std::string& path, const NpyArray& array);
+
+}  // namespace dynattn::cli
+
+#endif  // DYNATTN_SRC_CLI_NPY_H_

@@ -1,0 +1,488 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The `run` command. It is a thin, strict shell around the library: it reads the inputs named
+// as in the spec, allocates the outputs with the shapes ops.h documents, lets the library
+// validate everything, and writes files only after the call succeeded, so that a failed run
+// never leaves a partial or stale output behind that a comparison script could pick up.
+
+#include "src/cli/run_command.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <system_error>
+
+#include "dynattn/ops.h"
+#include "src/cli/npy.h"
+
+namespace dynattn::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+using Arrays = std::map<std::string, NpyArray>;
+using Attributes = std::map<std::string, int>;
+
+enum class OpKind { kKeyValueCache, kMultiHeadAttention, kMultiHeadCacheAttention };
+
+// What the tool needs to know about one op: its file inputs and its attributes (spec §4-§6).
+struct OpSpec {
+  const char* name;
+  OpKind kind;
+  std::vector<std::string> required_inputs;
+  std::vector<std::string> optional_inputs;
+  std::vector<std::string> attributes;
+};
+
+// Attributes with the PPLNN parser's defaults, in the spec's order.
+const std::vector<std::pair<std::string, int>>& AttributeDefaults() {
+  static const std::vector<std::pair<std::string, int>> defaults = {
+      {"num_heads", 0},    {"head_dim", 0},   {"is_causal", 1},  {"is_alibi", 0},
+      {"num_kv_heads", 0}, {"num_layer", 1},  {"layer_idx", 0},  {"quant_bit", 0},
+      {"quant_group", 8},  {"num_repeat", 1}, {"cache_mode", 0}, {"cache_layout", 0},
+      {"page_size", 128}};
+  return defaults;
+}
+
+const std::vector<OpSpec>& OpSpecs() {
+  static const std::vector<OpSpec> specs = {
+      {"key_value_cache",
+       OpKind::kKeyValueCache,
+       {"current_key", "current_value", "seqstarts", "kvstarts", "cachestarts", "start_pos",
+        "max_seqlen", "max_kvlen", "cache"},
+       {"scale"},
+       {"num_layer", "layer_idx", "quant_bit", "quant_group", "num_repeat", "cache_mode",
+        "cache_layout", "page_size"}},
+      {"multi_head_attention",
+       OpKind::kMultiHeadAttention,
+       {"query", "key", "value", "seqstarts", "kvstarts", "decoding_batches", "max_seqlen",
+        "max_kvlen"},
+       {"attn_mask"},
+       {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads"}},
+      {"multi_head_cache_attention",
+       OpKind::kMultiHeadCacheAttention,
+       {"query", "current_key", "current_value", "seqstarts", "kvstarts", "cachestarts",
+        "start_pos", "decoding_batches", "max_seqlen", "max_kvlen", "cache"},
+       {"scale", "attn_mask"},
+       {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "num_layer", "layer_idx",
+        "quant_bit", "quant_group", "cache_mode", "cache_layout", "page_size"}},
+  };
+  return specs;
+}
+
+bool Contains(const std::vector<std::string>& list, const std::string& item) {
+  for (const std::string& entry : list) {
+    if (entry == item) return true;
+  }
+  return false;
+}
+
+std::string JoinNames(const std::vector<std::string>& names, const char* prefix) {
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) text += (i > 0 ? ", " : "") + (prefix + names[i]);
+  return text;
+}
+
+Status FindOp(const std::string& name, const OpSpec** spec) {
+  for (const OpSpec& candidate : OpSpecs()) {
+    if (name == candidate.name) {
+      *spec = &candidate;
+      return Status::Ok();
+    }
+  }
+  return Status::Invalid("OP '" + name + "'",
+                         "unknown op; expected key_value_cache, multi_head_attention or "
+                         "multi_head_cache_attention");
+}
+
+// Parses a whole string as an int in [min, max].
+bool ParseInt(const std::string& text, int64_t min, int64_t max, int* value) {
+  int64_t parsed = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, error] = std::from_chars(text.data(), end, parsed);
+  if (error != std::errc() || ptr != end || parsed < min || parsed > max) return false;
+  *value = static_cast<int>(parsed);
+  return true;
+}
+
+Status ParseAttribute(const std::string& name, const std::string& text, int* value) {
+  const std::string flag = "--" + name;
+  const bool is_bool = name == "is_causal" || name == "is_alibi";
+  if (is_bool) {
+    if (!ParseInt(text, 0, 1, value)) return Status::Invalid(flag, "'" + text + "' is not 0 or 1");
+    return Status::Ok();
+  }
+  if (!ParseInt(text, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), value)) {
+    return Status::Invalid(flag, "'" + text + "' is not an integer in the int32 range");
+  }
+  return Status::Ok();
+}
+
+// Checks every given attribute against the op and fills in the defaults of the others.
+Status ParseAttributes(const OpSpec& spec, const RunRequest& request, Attributes* attributes) {
+  for (const auto& [name, text] : request.attributes) {
+    if (!Contains(spec.attributes, name)) {
+      return Status::Invalid("--" + name, std::string("is not an attribute of ") + spec.name +
+                                              " (it takes " + JoinNames(spec.attributes, "--") +
+                                              ")");
+    }
+    int value = 0;
+    DYNATTN_RETURN_IF_ERROR(ParseAttribute(name, text, &value));
+    (*attributes)[name] = value;
+  }
+  for (const auto& [name, value] : AttributeDefaults()) attributes->emplace(name, value);
+  return Status::Ok();
+}
+
+Status ParseThreads(const std::string& text, RunOptions* options) {
+  if (text.empty()) return Status::Ok();
+  if (!ParseInt(text, 0, 1 << 16, &options->num_threads)) {
+    return Status::Invalid("--threads", "'" + text + "' is not an integer in [0, 65536]");
+  }
+  return Status::Ok();
+}
+
+Status CheckOutputDir(const std::string& dir) {
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) {
+    return Status::Invalid("--outputs " + dir, "is not an existing directory");
+  }
+  fs::directory_iterator entries(dir, error);
+  if (error) return Status::Invalid("--outputs " + dir, "cannot be listed: " + error.message());
+  if (entries != fs::directory_iterator()) {
+    return Status::Invalid("--outputs " + dir,
+                           "must be empty but holds '" + entries->path().filename().string() + "'");
+  }
+  return Status::Ok();
+}
+
+// The input directory must exist, and every .npy in it must be an input of the op, so that a
+// misspelled optional input (which would silently be left out) is caught.
+Status CheckInputDir(const std::string& dir, const OpSpec& spec) {
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) {
+    return Status::Invalid("--inputs " + dir, "is not an existing directory");
+  }
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+    const fs::path& path = entry.path();
+    if (path.extension() != ".npy") continue;
+    const std::string name = path.stem().string();
+    if (!Contains(spec.required_inputs, name) && !Contains(spec.optional_inputs, name)) {
+      return Status::Invalid(path.string(), "'" + name + "' is not an input of " + spec.name +
+                                                " (it takes " +
+                                                JoinNames(spec.required_inputs, "") + ", " +
+                                                JoinNames(spec.optional_inputs, "") + ")");
+    }
+  }
+  if (error) return Status::Invalid("--inputs " + dir, "cannot be listed: " + error.message());
+  return Status::Ok();
+}
+
+std::string InputPath(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / (name + ".npy")).string();
+}
+
+Status LoadInputs(const std::string& dir, const OpSpec& spec, Arrays* arrays) {
+  for (const std::string& name : spec.required_inputs) {
+    const std::string path = InputPath(dir, name);
+    std::error_code error;
+    if (!fs::exists(path, error)) {
+      return Status::Invalid(path, "required input '" + name + "' of " + spec.name + " is missing");
+    }
+    DYNATTN_RETURN_IF_ERROR(ReadNpy(path, &(*arrays)[name]));
+  }
+  for (const std::string& name : spec.optional_inputs) {
+    const std::string path = InputPath(dir, name);
+    std::error_code error;
+    if (fs::exists(path, error)) DYNATTN_RETURN_IF_ERROR(ReadNpy(path, &(*arrays)[name]));
+  }
+  return Status::Ok();
+}
+
+TensorView ViewOf(Arrays& arrays, const std::string& name) {
+  auto it = arrays.find(name);
+  return it == arrays.end() ? TensorView() : it->second.View();
+}
+
+int64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(pages) * page_size;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+  return text + ")";
+}
+
+// Allocates a zeroed output, refusing sizes this machine cannot hold.
+Status AllocateOutput(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                      Arrays* outputs) {
+  int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
+  for (int64_t extent : shape) {
+    if (__builtin_mul_overflow(bytes, extent, &bytes)) bytes = std::numeric_limits<int64_t>::max();
+  }
+  if (bytes > PhysicalMemoryBytes()) {
+    return Status::Invalid(name, "output of shape " + ShapeText(shape) + " needs " +
+                                     std::to_string(bytes) + " bytes, more than this machine has");
+  }
+  (*outputs)[name] = MakeZeroArray(dtype, shape);
+  return Status::Ok();
+}
+
+// kvstarts[B] when kvstarts looks sane, else 0 (the library then reports what is wrong).
+int64_t GatheredRows(const Arrays& inputs) {
+  const NpyArray& kvstarts = inputs.at("kvstarts");
+  if (kvstarts.dtype != DType::kI64 || kvstarts.shape.size() != 1 || kvstarts.shape[0] < 1) {
+    return 0;
+  }
+  int64_t last = 0;
+  std::memcpy(&last, kvstarts.bytes.data() + (kvstarts.bytes.size() - sizeof(last)), sizeof(last));
+  return last >= 0 && last <= (int64_t{1} << 31) ? last : 0;
+}
+
+// (Tq, Hq, D) of the query when it is rank 3, else an empty output the library will reject.
+std::vector<int64_t> AttentionOutputShape(const NpyArray& query) {
+  if (query.shape.size() == 3) return query.shape;
+  return {0, 0, 0};
+}
+
+CacheAttrs MakeCacheAttrs(const Attributes& attributes) {
+  CacheAttrs cache;
+  cache.num_layer = attributes.at("num_layer");
+  cache.layer_idx = attributes.at("layer_idx");
+  cache.quant_bit = attributes.at("quant_bit");
+  cache.quant_group = attributes.at("quant_group");
+  cache.cache_mode = attributes.at("cache_mode");
+  cache.cache_layout = attributes.at("cache_layout");
+  cache.page_size = attributes.at("page_size");
+  return cache;
+}
+
+AttentionAttrs MakeAttentionAttrs(const Attributes& attributes) {
+  AttentionAttrs attention;
+  attention.num_heads = attributes.at("num_heads");
+  attention.head_dim = attributes.at("head_dim");
+  attention.is_causal = attributes.at("is_causal") != 0;
+  attention.is_alibi = attributes.at("is_alibi") != 0;
+  attention.num_kv_heads = attributes.at("num_kv_heads");
+  return attention;
+}
+
+Status CallKeyValueCache(const Attributes& attributes, const RunOptions& options, Arrays& inputs,
+                         Arrays* outputs) {
+  KeyValueCacheAttrs attrs;
+  attrs.cache = MakeCacheAttrs(attributes);
+  attrs.num_repeat = attributes.at("num_repeat");
+  const NpyArray& current_key = inputs.at("current_key");
+  std::vector<int64_t> shape = {GatheredRows(inputs), 0, 0};
+  if (current_key.shape.size() == 3) {
+    shape[1] = current_key.shape[1] * std::max(attrs.num_repeat, 0);
+    shape[2] = current_key.shape[2];
+  }
+  DYNATTN_RETURN_IF_ERROR(AllocateOutput("key", current_key.dtype, shape, outputs));
+  DYNATTN_RETURN_IF_ERROR(AllocateOutput("value", current_key.dtype, shape, outputs));
+  KeyValueCacheArgs args;
+  args.current_key = ViewOf(inputs, "current_key");
+  args.current_value = ViewOf(inputs, "current_value");
+  args.seqstarts = ViewOf(inputs, "seqstarts");
+  args.kvstarts = ViewOf(inputs, "kvstarts");
+  args.cachestarts = ViewOf(inputs, "cachestarts");
+  args.start_pos = ViewOf(inputs, "start_pos");
+  args.max_seqlen = ViewOf(inputs, "max_seqlen");
+  args.max_kvlen = ViewOf(inputs, "max_kvlen");
+  args.cache = ViewOf(inputs, "cache");
+  args.scale = ViewOf(inputs, "scale");
+  args.key = ViewOf(*outputs, "key");
+  args.value = ViewOf(*outputs, "value");
+  return KeyValueCache(attrs, args, options);
+}
+
+Status CallMultiHeadAttention(const Attributes& attributes, const RunOptions& options,
+                              Arrays& inputs, Arrays* outputs) {
+  const NpyArray& query = inputs.at("query");
+  DYNATTN_RETURN_IF_ERROR(
+      AllocateOutput("attn_output", query.dtype, AttentionOutputShape(query), outputs));
+  MultiHeadAttentionArgs args;
+  args.query = ViewOf(inputs, "query");
+  args.key = ViewOf(inputs, "key");
+  args.value = ViewOf(inputs, "value");
+  args.seqstarts = ViewOf(inputs, "seqstarts");
+  args.kvstarts = ViewOf(inputs, "kvstarts");
+  args.decoding_batches = ViewOf(inputs, "decoding_batches");
+  args.max_seqlen = ViewOf(inputs, "max_seqlen");
+  args.max_kvlen = ViewOf(inputs, "max_kvlen");
+  args.attn_mask = ViewOf(inputs, "attn_mask");
+  args.attn_output = ViewOf(*outputs, "attn_output");
+  return MultiHeadAttention(MakeAttentionAttrs(attributes), args, options);
+}
+
+Status CallMultiHeadCacheAttention(const Attributes& attributes, const RunOptions& options,
+                                   Arrays& inputs, Arrays* outputs) {
+  const NpyArray& query = inputs.at("query");
+  DYNATTN_RETURN_IF_ERROR(
+      AllocateOutput("attn_output", query.dtype, AttentionOutputShape(query), outputs));
+  MultiHeadCacheAttentionAttrs attrs;
+  attrs.attention = MakeAttentionAttrs(attributes);
+  attrs.cache = MakeCacheAttrs(attributes);
+  MultiHeadCacheAttentionArgs args;
+  args.query = ViewOf(inputs, "query");
+  args.current_key = ViewOf(inputs, "current_key");
+  args.current_value = ViewOf(inputs, "current_value");
+  args.seqstarts = ViewOf(inputs, "seqstarts");
+  args.kvstarts = ViewOf(inputs, "kvstarts");
+  args.cachestarts = ViewOf(inputs, "cachestarts");
+  args.start_pos = ViewOf(inputs, "start_pos");
+  args.decoding_batches = ViewOf(inputs, "decoding_batches");
+  args.max_seqlen = ViewOf(inputs, "max_seqlen");
+  args.max_kvlen = ViewOf(inputs, "max_kvlen");
+  args.cache = ViewOf(inputs, "cache");
+  args.scale = ViewOf(inputs, "scale");
+  args.attn_mask = ViewOf(inputs, "attn_mask");
+  args.attn_output = ViewOf(*outputs, "attn_output");
+  return MultiHeadCacheAttention(attrs, args, options);
+}
+
+Status CallOp(const OpSpec& spec, const Attributes& attributes, const RunOptions& options,
+              Arrays& inputs, Arrays* outputs) {
+  switch (spec.kind) {
+    case OpKind::kKeyValueCache:
+      return CallKeyValueCache(attributes, options, inputs, outputs);
+    case OpKind::kMultiHeadAttention:
+      return CallMultiHeadAttention(attributes, options, inputs, outputs);
+    case OpKind::kMultiHeadCacheAttention:
+      return CallMultiHeadCacheAttention(attributes, options, inputs, outputs);
+  }
+  return Status::Invalid(spec.name, "unhandled op");
+}
+
+// The files a successful run writes: its outputs, then the in-out cache and scale.
+std::vector<std::pair<std::string, const NpyArray*>> FilesToWrite(const Arrays& inputs,
+                                                                  const Arrays& outputs) {
+  std::vector<std::pair<std::string, const NpyArray*>> files;
+  for (const auto& [name, array] : outputs) files.emplace_back(name, &array);
+  for (const char* in_out : {"cache", "scale"}) {
+    auto it = inputs.find(in_out);
+    if (it != inputs.end()) files.emplace_back(in_out, &it->second);
+  }
+  return files;
+}
+
+void RemoveAll(const std::vector<std::string>& paths) {
+  std::error_code ignored;
+  for (const std::string& path : paths) fs::remove(path, ignored);
+}
+
+// Writes every file under a temporary name, then renames them all; on any failure removes
+// whatever it wrote, so the directory is left as empty as it was found.
+Status WriteOutputFiles(const std::string& dir,
+                        const std::vector<std::pair<std::string, const NpyArray*>>& files) {
+  std::vector<std::string> temporaries;
+  for (const auto& [name, array] : files) {
+    temporaries.push_back((fs::path(dir) / ("." + name + ".npy.partial")).string());
+    Status status = WriteNpy(temporaries.back(), *array);
+    if (!status.ok()) {
+      RemoveAll(temporaries);
+      return status;
+    }
+  }
+  std::vector<std::string> finals;
+  for (size_t i = 0; i < files.size(); ++i) {
+    finals.push_back(InputPath(dir, files[i].first));
+    std::error_code error;
+    fs::rename(temporaries[i], finals.back(), error);
+    if (error) {
+      finals.pop_back();
+      RemoveAll(finals);
+      RemoveAll(temporaries);
+      return Status::Invalid(InputPath(dir, files[i].first), "cannot write: " + error.message());
+    }
+  }
+  return Status::Ok();
+}
+
+// Everything up to and including the library call; any failure here is an invalid input.
+Status PrepareAndCall(const RunRequest& request, Arrays* inputs, Arrays* outputs) {
+  const OpSpec* spec = nullptr;
+  DYNATTN_RETURN_IF_ERROR(FindOp(request.op, &spec));
+  Attributes attributes;
+  DYNATTN_RETURN_IF_ERROR(ParseAttributes(*spec, request, &attributes));
+  RunOptions options;
+  DYNATTN_RETURN_IF_ERROR(ParseThreads(request.threads, &options));
+  DYNATTN_RETURN_IF_ERROR(CheckOutputDir(request.outputs_dir));
+  DYNATTN_RETURN_IF_ERROR(CheckInputDir(request.inputs_dir, *spec));
+  DYNATTN_RETURN_IF_ERROR(LoadInputs(request.inputs_dir, *spec, inputs));
+  return CallOp(*spec, attributes, options, *inputs, outputs);
+}
+
+// "Attribute of key_value_cache, multi_head_cache_attention (default 8)".
+std::string AttributeHelp(const std::string& attribute, int default_value) {
+  std::vector<std::string> ops;
+  for (const OpSpec& spec : OpSpecs()) {
+    if (Contains(spec.attributes, attribute)) ops.push_back(spec.name);
+  }
+  return "Attribute of " + JoinNames(ops, "") + " (default " + std::to_string(default_value) + ")";
+}
+
+}  // namespace
+
+void ReportError(const std::string& message) {
+  std::string line = message;
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  std::fprintf(stderr, "dynattn: %s\n", line.c_str());
+}
+
+CLI::App* AddRunCommand(CLI::App* app, RunRequest* request) {
+  CLI::App* run = app->add_subcommand(
+      "run", "Run one op on the .npy files of a directory and write its outputs as .npy files");
+  run->add_option("OP", request->op,
+                  "key_value_cache, multi_head_attention or multi_head_cache_attention")
+      ->required();
+  run->add_option("--inputs", request->inputs_dir, "Directory with one NAME.npy per input")
+      ->required();
+  run->add_option("--outputs", request->outputs_dir, "Existing empty directory for the outputs")
+      ->required();
+  run->add_option("--threads", request->threads, "Worker threads (0 = all cores)")
+      ->type_name("INT");
+  for (const auto& [name, default_value] : AttributeDefaults()) {
+    const std::string attribute = name;
+    run->add_option_function<std::string>(
+           "--" + attribute,
+           [request, attribute](const std::string& value) {
+             request->attributes.emplace_back(attribute, value);
+           },
+           AttributeHelp(attribute, default_value))
+        ->type_name("INT");
+  }
+  return run;
+}
+
+int RunCommand(const RunRequest& request) {
+  Arrays inputs;
+  Arrays outputs;
+  Status status = PrepareAndCall(request, &inputs, &outputs);
+  if (!status.ok()) {
+    ReportError(status.message());
+    return kExitInvalid;
+  }
+  status = WriteOutputFiles(request.outputs_dir, FilesToWrite(inputs, outputs));
+  if (!status.ok()) {
+    ReportError(status.message());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace dynattn::cli

@@ -1,0 +1,726 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// End-to-end tests of the `dynattn run` command, driving the built binary (path in the
+// DYNATTN_CLI environment variable) the way a comparison script would: valid runs must give the
+// library's bytes at any thread count and leave their inputs alone, and every malformed run must
+// end with exit status 2, one stderr line naming the culprit, and nothing written.
+
+#include <doctest/doctest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dynattn/dynattn.h"
+#include "src/cli/npy.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using dynattn::DType;
+using dynattn::Status;
+using dynattn::cli::MakeZeroArray;
+using dynattn::cli::NpyArray;
+using dynattn::cli::ReadNpy;
+using dynattn::cli::WriteNpy;
+
+using Arrays = std::map<std::string, NpyArray>;
+
+constexpr const char* kKvc = "key_value_cache";
+constexpr const char* kMha = "multi_head_attention";
+constexpr const char* kMhca = "multi_head_cache_attention";
+
+// The binary under test; the suite fails (not skips) without it.
+std::string RequireCli() {
+  const char* path = std::getenv("DYNATTN_CLI");
+  REQUIRE_MESSAGE(path != nullptr,
+                  "DYNATTN_CLI is not set; point it at the built dynattn binary "
+                  "(meson passes dynattn_exe.full_path())");
+  REQUIRE_MESSAGE(fs::exists(path), "DYNATTN_CLI=", path, " does not exist");
+  return path;
+}
+
+// A fresh directory under /tmp, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "cli_test.XXXXXX").string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  std::string Sub(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+// Every file of a directory (name -> bytes).
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    files[entry.path().filename().string()] = ReadBytes(entry.path().string());
+  }
+  return files;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building arrays.
+
+// Deterministic pseudo-random numbers, the same on every platform.
+class Lcg {
+ public:
+  explicit Lcg(uint64_t seed) : state_(seed * 6364136223846793005ull + 1442695040888963407ull) {}
+  uint32_t Next() {
+    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state_ >> 33);
+  }
+  // Uniform in [lo, hi).
+  float Uniform(float lo, float hi) { return lo + (hi - lo) * (Next() % 65536) / 65536.0f; }
+
+ private:
+  uint64_t state_;
+};
+
+template <typename T>
+NpyArray Make(DType dtype, const std::vector<int64_t>& shape, const std::vector<T>& values) {
+  NpyArray array = MakeZeroArray(dtype, shape);
+  REQUIRE(array.bytes.size() == values.size() * sizeof(T));
+  std::memcpy(array.bytes.data(), values.data(), array.bytes.size());
+  return array;
+}
+
+NpyArray I64(const std::vector<int64_t>& shape, const std::vector<int64_t>& values) {
+  return Make(DType::kI64, shape, values);
+}
+
+NpyArray Scalar(int64_t value) { return I64({}, {value}); }
+
+NpyArray RandomF32(const std::vector<int64_t>& shape, uint64_t seed, float lo = -2.0f,
+                   float hi = 2.0f) {
+  NpyArray array = MakeZeroArray(DType::kF32, shape);
+  Lcg rng(seed);
+  std::vector<float> values(array.NumElements());
+  for (float& value : values) value = rng.Uniform(lo, hi);
+  return Make(DType::kF32, shape, values);
+}
+
+// fp16 bit patterns with a random sign and a magnitude in [2^(min_exp-15), 2^(max_exp-14)).
+NpyArray RandomF16(const std::vector<int64_t>& shape, uint64_t seed, int min_exp, int max_exp,
+                   bool positive = false) {
+  NpyArray array = MakeZeroArray(DType::kF16, shape);
+  Lcg rng(seed);
+  std::vector<uint16_t> values(array.NumElements());
+  for (uint16_t& value : values) {
+    const uint32_t sign = positive ? 0 : (rng.Next() & 1);
+    const uint32_t exponent = min_exp + rng.Next() % (max_exp - min_exp + 1);
+    value = static_cast<uint16_t>(sign << 15 | exponent << 10 | (rng.Next() & 0x3FF));
+  }
+  return Make(DType::kF16, shape, values);
+}
+
+NpyArray RandomI8(const std::vector<int64_t>& shape, uint64_t seed) {
+  NpyArray array = MakeZeroArray(DType::kI8, shape);
+  Lcg rng(seed);
+  for (uint8_t& byte : array.bytes) {
+    byte = static_cast<uint8_t>(rng.Next());
+    if (byte == 0x80) byte = 0x81;  // int8 caches hold [-127, 127].
+  }
+  return array;
+}
+
+// Scales in [2^-9, 2^-6): plausible for activations of magnitude about 2.
+NpyArray RandomScales(const std::vector<int64_t>& shape, uint64_t seed) {
+  return RandomF16(shape, seed, 6, 8, /*positive=*/true);
+}
+
+// Rewrites `array` with a new shape (same bytes) or a new dtype (fresh bytes).
+NpyArray Reshaped(NpyArray array, const std::vector<int64_t>& shape) {
+  array.shape = shape;
+  return array;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cases: inputs, flags, and the same call made on the library directly.
+
+enum class OutDir { kEmpty, kNotEmpty, kMissing };
+
+struct CliCase {
+  std::string op;
+  Arrays inputs;
+  std::vector<std::string> flags;                // Attribute flags, e.g. {"--num_heads", "4"}.
+  std::map<std::string, std::string> raw_files;  // Extra files written byte for byte.
+  bool pass_outputs_flag = true;
+  bool pass_inputs_dir = true;
+  OutDir out_dir = OutDir::kEmpty;
+  // Typed attributes matching `flags`, for the direct library call.
+  dynattn::KeyValueCacheAttrs kvc_attrs;
+  dynattn::AttentionAttrs attention_attrs;
+  dynattn::CacheAttrs cache_attrs;
+  std::vector<int64_t> gathered_shape;  // KVC key/value shape.
+};
+
+// KVC: 2 requests (decode + prompt), int8 cache, G = 4, layer 1 of 2, layout 0, GQA repeat 2.
+CliCase KvcCase() {
+  CliCase c;
+  c.op = kKvc;
+  c.inputs["current_key"] = RandomF32({4, 2, 8}, 1);
+  c.inputs["current_value"] = RandomF32({4, 2, 8}, 2);
+  c.inputs["seqstarts"] = I64({3}, {0, 1, 4});
+  c.inputs["kvstarts"] = I64({3}, {0, 5, 8});
+  c.inputs["cachestarts"] = I64({2}, {0, 16});
+  c.inputs["start_pos"] = I64({2}, {4, 0});
+  c.inputs["max_seqlen"] = Scalar(3);
+  c.inputs["max_kvlen"] = Scalar(5);
+  c.inputs["cache"] = RandomI8({32, 2, 2, 2, 8}, 3);
+  c.inputs["scale"] = RandomScales({32, 2, 2, 2, 2}, 4);
+  c.flags = {"--num_layer",   "2", "--layer_idx",  "1", "--quant_bit", "8",
+             "--quant_group", "4", "--num_repeat", "2"};
+  c.kvc_attrs.cache.num_layer = 2;
+  c.kvc_attrs.cache.layer_idx = 1;
+  c.kvc_attrs.cache.quant_bit = 8;
+  c.kvc_attrs.cache.quant_group = 4;
+  c.kvc_attrs.num_repeat = 2;
+  c.gathered_shape = {8, 4, 8};
+  return c;
+}
+
+// MHA: 3 requests (1 decode, 2 prompts with past context), fp32, GQA 4:2, causal, 3-D mask.
+CliCase MhaCase() {
+  CliCase c;
+  c.op = kMha;
+  c.inputs["query"] = RandomF32({6, 4, 8}, 11);
+  c.inputs["key"] = RandomF32({12, 2, 8}, 12);
+  c.inputs["value"] = RandomF32({12, 2, 8}, 13);
+  c.inputs["seqstarts"] = I64({4}, {0, 1, 4, 6});
+  c.inputs["kvstarts"] = I64({4}, {0, 5, 8, 12});
+  c.inputs["decoding_batches"] = Scalar(1);
+  c.inputs["max_seqlen"] = Scalar(3);
+  c.inputs["max_kvlen"] = Scalar(5);
+  c.inputs["attn_mask"] = RandomF32({4, 6, 16}, 14, -1.0f, 1.0f);
+  c.flags = {"--num_heads", "4", "--head_dim", "8", "--num_kv_heads", "2", "--is_causal", "1"};
+  c.attention_attrs.num_heads = 4;
+  c.attention_attrs.head_dim = 8;
+  c.attention_attrs.num_kv_heads = 2;
+  c.attention_attrs.is_causal = true;
+  return c;
+}
+
+// MHCA: fp16, packed int4 cache, paged (page_size 4), layout 3, GQA 4:2, 2-D padded mask.
+// Request 0 (decode, start_pos 5) uses pages at 8 and 0; request 1 (prompt) the page at 16.
+CliCase MhcaCase() {
+  CliCase c;
+  c.op = kMhca;
+  c.inputs["query"] = RandomF16({4, 4, 8}, 21, 12, 15);
+  c.inputs["current_key"] = RandomF16({4, 2, 8}, 22, 12, 15);
+  c.inputs["current_value"] = RandomF16({4, 2, 8}, 23, 12, 15);
+  c.inputs["seqstarts"] = I64({3}, {0, 1, 4});
+  c.inputs["kvstarts"] = I64({3}, {0, 6, 9});
+  c.inputs["cachestarts"] = I64({2, 3}, {8, 0, -1, 16, -1, -1});
+  c.inputs["start_pos"] = I64({2}, {5, 0});
+  c.inputs["decoding_batches"] = Scalar(1);
+  c.inputs["max_seqlen"] = Scalar(3);
+  c.inputs["max_kvlen"] = Scalar(6);
+  c.inputs["cache"] = RandomI8({1, 2, 2, 24, 4}, 24);
+  c.inputs["scale"] = RandomScales({1, 2, 2, 24, 2}, 25);
+  c.inputs["attn_mask"] = RandomF16({4, 16}, 26, 10, 13);
+  c.flags = {"--num_heads",   "4", "--head_dim",   "8", "--num_kv_heads", "2", "--quant_bit", "4",
+             "--quant_group", "4", "--cache_mode", "1", "--cache_layout", "3", "--page_size", "4"};
+  c.attention_attrs.num_heads = 4;
+  c.attention_attrs.head_dim = 8;
+  c.attention_attrs.num_kv_heads = 2;
+  c.cache_attrs.quant_bit = 4;
+  c.cache_attrs.quant_group = 4;
+  c.cache_attrs.cache_mode = 1;
+  c.cache_attrs.cache_layout = 3;
+  c.cache_attrs.page_size = 4;
+  return c;
+}
+
+// MHCA: fp32 with an unquantized fp32 cache (no scale), offset mode, layout 0, ALiBi, defaults
+// for everything else (num_kv_heads 0 = num_heads, is_causal 1).
+CliCase MhcaPlainCase() {
+  CliCase c;
+  c.op = kMhca;
+  c.inputs["query"] = RandomF32({3, 2, 4}, 31);
+  c.inputs["current_key"] = RandomF32({3, 2, 4}, 32);
+  c.inputs["current_value"] = RandomF32({3, 2, 4}, 33);
+  c.inputs["seqstarts"] = I64({3}, {0, 1, 3});
+  c.inputs["kvstarts"] = I64({3}, {0, 3, 5});
+  c.inputs["cachestarts"] = I64({2}, {0, 8});
+  c.inputs["start_pos"] = I64({2}, {2, 0});
+  c.inputs["decoding_batches"] = Scalar(1);
+  c.inputs["max_seqlen"] = Scalar(2);
+  c.inputs["max_kvlen"] = Scalar(3);
+  c.inputs["cache"] = RandomF32({16, 1, 2, 2, 4}, 34);
+  c.flags = {"--num_heads", "2", "--head_dim", "4", "--is_alibi", "1"};
+  c.attention_attrs.num_heads = 2;
+  c.attention_attrs.head_dim = 4;
+  c.attention_attrs.is_alibi = true;
+  return c;
+}
+
+dynattn::TensorView ViewOf(Arrays& arrays, const std::string& name) {
+  auto it = arrays.find(name);
+  return it == arrays.end() ? dynattn::TensorView() : it->second.View();
+}
+
+Status CallKeyValueCache(const CliCase& c, Arrays& in, Arrays* out) {
+  const NpyArray& current_key = in.at("current_key");
+  (*out)["key"] = MakeZeroArray(current_key.dtype, c.gathered_shape);
+  (*out)["value"] = MakeZeroArray(current_key.dtype, c.gathered_shape);
+  dynattn::KeyValueCacheArgs args;
+  args.current_key = ViewOf(in, "current_key");
+  args.current_value = ViewOf(in, "current_value");
+  args.seqstarts = ViewOf(in, "seqstarts");
+  args.kvstarts = ViewOf(in, "kvstarts");
+  args.cachestarts = ViewOf(in, "cachestarts");
+  args.start_pos = ViewOf(in, "start_pos");
+  args.max_seqlen = ViewOf(in, "max_seqlen");
+  args.max_kvlen = ViewOf(in, "max_kvlen");
+  args.cache = ViewOf(in, "cache");
+  args.scale = ViewOf(in, "scale");
+  args.key = ViewOf(*out, "key");
+  args.value = ViewOf(*out, "value");
+  return dynattn::KeyValueCache(c.kvc_attrs, args);
+}
+
+Status CallMultiHeadAttention(const CliCase& c, Arrays& in, Arrays* out) {
+  (*out)["attn_output"] = MakeZeroArray(in.at("query").dtype, in.at("query").shape);
+  dynattn::MultiHeadAttentionArgs args;
+  args.query = ViewOf(in, "query");
+  args.key = ViewOf(in, "key");
+  args.value = ViewOf(in, "value");
+  args.seqstarts = ViewOf(in, "seqstarts");
+  args.kvstarts = ViewOf(in, "kvstarts");
+  args.decoding_batches = ViewOf(in, "decoding_batches");
+  args.max_seqlen = ViewOf(in, "max_seqlen");
+  args.max_kvlen = ViewOf(in, "max_kvlen");
+  args.attn_mask = ViewOf(in, "attn_mask");
+  args.attn_output = ViewOf(*out, "attn_output");
+  return dynattn::MultiHeadAttention(c.attention_attrs, args);
+}
+
+Status CallMultiHeadCacheAttention(const CliCase& c, Arrays& in, Arrays* out) {
+  (*out)["attn_output"] = MakeZeroArray(in.at("query").dtype, in.at("query").shape);
+  dynattn::MultiHeadCacheAttentionAttrs attrs;
+  attrs.attention = c.attention_attrs;
+  attrs.cache = c.cache_attrs;
+  dynattn::MultiHeadCacheAttentionArgs args;
+  args.query = ViewOf(in, "query");
+  args.current_key = ViewOf(in, "current_key");
+  args.current_value = ViewOf(in, "current_value");
+  args.seqstarts = ViewOf(in, "seqstarts");
+  args.kvstarts = ViewOf(in, "kvstarts");
+  args.cachestarts = ViewOf(in, "cachestarts");
+  args.start_pos = ViewOf(in, "start_pos");
+  args.decoding_batches = ViewOf(in, "decoding_batches");
+  args.max_seqlen = ViewOf(in, "max_seqlen");
+  args.max_kvlen = ViewOf(in, "max_kvlen");
+  args.cache = ViewOf(in, "cache");
+  args.scale = ViewOf(in, "scale");
+  args.attn_mask = ViewOf(in, "attn_mask");
+  args.attn_output = ViewOf(*out, "attn_output");
+  return dynattn::MultiHeadCacheAttention(attrs, args);
+}
+
+// The files the CLI should write (stem -> array), computed by calling the library directly.
+Arrays ExpectedFiles(const CliCase& c) {
+  Arrays in = c.inputs;  // The library updates these copies of the cache and scale.
+  Arrays out;
+  Status status;
+  if (c.op == kKvc) status = CallKeyValueCache(c, in, &out);
+  if (c.op == kMha) status = CallMultiHeadAttention(c, in, &out);
+  if (c.op == kMhca) status = CallMultiHeadCacheAttention(c, in, &out);
+  REQUIRE_MESSAGE(status.ok(), "the library rejected a valid case: ", status.message());
+  for (const char* in_out : {"cache", "scale"}) {
+    if (in.count(in_out)) out[in_out] = in[in_out];
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the binary.
+
+std::string Quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char ch : text) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CliResult RunCli(const std::vector<std::string>& args, const TempDir& scratch) {
+  std::string command = Quote(RequireCli());
+  for (const std::string& arg : args) command += " " + Quote(arg);
+  const std::string out_path = scratch.Sub("stdout.txt");
+  const std::string err_path = scratch.Sub("stderr.txt");
+  command += " >" + Quote(out_path) + " 2>" + Quote(err_path) + " </dev/null";
+  const int status = std::system(command.c_str());
+  CliResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = ReadBytes(out_path);
+  result.err = ReadBytes(err_path);
+  return result;
+}
+
+void WriteInputs(const CliCase& c, const std::string& dir) {
+  fs::create_directories(dir);
+  for (const auto& [name, array] : c.inputs) {
+    const Status status = WriteNpy(dir + "/" + name + ".npy", array);
+    REQUIRE_MESSAGE(status.ok(), status.message());
+  }
+  for (const auto& [file_name, bytes] : c.raw_files) WriteBytes(dir + "/" + file_name, bytes);
+}
+
+std::vector<std::string> RunArgs(const CliCase& c, const std::string& in_dir,
+                                 const std::string& out_dir) {
+  std::vector<std::string> args = {"run", c.op, "--inputs", in_dir};
+  if (c.pass_outputs_flag) {
+    args.push_back("--outputs");
+    args.push_back(out_dir);
+  }
+  args.insert(args.end(), c.flags.begin(), c.flags.end());
+  return args;
+}
+
+// A successful run prints nothing of its own. oneTBB itself warns on stderr when --threads asks
+// for more workers than the machine has cores; that line is tolerated, nothing else is.
+bool HasOnlyTbbWarnings(const std::string& err) {
+  size_t start = 0;
+  while (start < err.size()) {
+    size_t end = err.find('\n', start);
+    if (end == std::string::npos) end = err.size();
+    const std::string line = err.substr(start, end - start);
+    if (!line.empty() && line.rfind("TBB Warning", 0) != 0) return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+// Runs a valid case at several thread counts; every run must write exactly the library's bytes
+// and leave the input files as they were.
+void CheckValidCase(const CliCase& c) {
+  const Arrays expected = ExpectedFiles(c);
+  TempDir scratch;
+  const std::string in_dir = scratch.Sub("in");
+  WriteInputs(c, in_dir);
+  const auto inputs_before = Snapshot(in_dir);
+  std::map<std::string, std::string> first_run;
+  for (const char* threads : {"1", "2", "3"}) {
+    CAPTURE(threads);
+    const std::string out_dir = scratch.Sub(std::string("out") + threads);
+    fs::create_directory(out_dir);
+    std::vector<std::string> args = RunArgs(c, in_dir, out_dir);
+    args.insert(args.end(), {"--threads", threads});
+    const CliResult result = RunCli(args, scratch);
+    INFO("stderr: ", result.err);
+    REQUIRE(result.exit_code == 0);
+    CHECK(HasOnlyTbbWarnings(result.err));
+    std::set<std::string> written;
+    for (const auto& [file_name, bytes] : Snapshot(out_dir)) written.insert(file_name);
+    std::set<std::string> wanted;
+    for (const auto& [name, array] : expected) wanted.insert(name + ".npy");
+    CHECK(written == wanted);
+    for (const auto& [name, want] : expected) {
+      CAPTURE(name);
+      NpyArray got;
+      const Status status = ReadNpy(out_dir + "/" + name + ".npy", &got);
+      REQUIRE_MESSAGE(status.ok(), status.message());
+      CHECK(got.dtype == want.dtype);
+      CHECK(got.shape == want.shape);
+      CHECK(got.bytes == want.bytes);
+    }
+    if (first_run.empty()) first_run = Snapshot(out_dir);
+    CHECK(Snapshot(out_dir) == first_run);
+    CHECK(Snapshot(in_dir) == inputs_before);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Malformed runs.
+
+struct BadRun {
+  std::string title;
+  CliCase c;
+  std::vector<std::string> names;  // The error line must contain one of these.
+};
+
+// Runs `bad` and checks the failure contract: exit 2, one "dynattn: " line on stderr naming the
+// input, nothing on stdout, the output directory as it was and the inputs untouched.
+void CheckRejected(const BadRun& bad) {
+  INFO("case: ", bad.title);
+  TempDir scratch;
+  const std::string in_dir = scratch.Sub("in");
+  const std::string out_dir = scratch.Sub("out");
+  WriteInputs(bad.c, in_dir);
+  if (bad.c.out_dir != OutDir::kMissing) fs::create_directory(out_dir);
+  if (bad.c.out_dir == OutDir::kNotEmpty) WriteBytes(out_dir + "/notes.txt", "keep me");
+  const auto inputs_before = Snapshot(in_dir);
+  const auto outputs_before =
+      bad.c.out_dir == OutDir::kMissing ? std::map<std::string, std::string>() : Snapshot(out_dir);
+  const std::string inputs_arg = bad.c.pass_inputs_dir ? in_dir : scratch.Sub("no_such_dir");
+  const CliResult result = RunCli(RunArgs(bad.c, inputs_arg, out_dir), scratch);
+  INFO("stderr: ", result.err);
+  CHECK(result.exit_code == 2);
+  CHECK(result.out.empty());
+  CHECK(result.err.size() > std::strlen("dynattn: \n"));
+  CHECK(result.err.rfind("dynattn: ", 0) == 0);
+  CHECK(result.err.find('\n') == result.err.size() - 1);
+  bool names_input = false;
+  for (const std::string& name : bad.names)
+    names_input |= result.err.find(name) != std::string::npos;
+  CHECK_MESSAGE(names_input, "the line names none of the expected inputs");
+  if (bad.c.out_dir == OutDir::kMissing) {
+    CHECK_FALSE(fs::exists(out_dir));
+  } else {
+    CHECK(Snapshot(out_dir) == outputs_before);
+  }
+  CHECK(Snapshot(in_dir) == inputs_before);
+}
+
+// A copy of `c` changed by `edit`.
+template <typename Edit>
+CliCase With(CliCase c, Edit edit) {
+  edit(c);
+  return c;
+}
+
+CliCase WithFlags(CliCase c, const std::vector<std::string>& flags) {
+  c.flags.insert(c.flags.end(), flags.begin(), flags.end());
+  return c;
+}
+
+// A copy of `c` with attribute `flag` set to `value` (replaced when the case already sets it).
+CliCase WithFlag(CliCase c, const std::string& flag, const std::string& value) {
+  for (size_t i = 0; i + 1 < c.flags.size(); i += 2) {
+    if (c.flags[i] == flag) {
+      c.flags[i + 1] = value;
+      return c;
+    }
+  }
+  c.flags.insert(c.flags.end(), {flag, value});
+  return c;
+}
+
+CliCase WithInput(CliCase c, const std::string& name, NpyArray array) {
+  c.inputs[name] = std::move(array);
+  return c;
+}
+
+CliCase Without(CliCase c, const std::string& name) {
+  c.inputs.erase(name);
+  return c;
+}
+
+// Replaces input `name` by its .npy bytes with `from` replaced by `to` (same length) in the
+// header, or with the last `cut` bytes removed.
+CliCase WithPatchedFile(CliCase c, const std::string& name, const std::string& from,
+                        const std::string& to, size_t cut = 0) {
+  TempDir scratch;
+  const std::string path = scratch.Sub("x.npy");
+  REQUIRE(WriteNpy(path, c.inputs.at(name)).ok());
+  std::string bytes = ReadBytes(path);
+  if (!from.empty()) {
+    const size_t at = bytes.find(from);
+    REQUIRE(at != std::string::npos);
+    bytes.replace(at, from.size(), to);
+  }
+  bytes.resize(bytes.size() - cut);
+  c.inputs.erase(name);
+  c.raw_files[name + ".npy"] = bytes;
+  return c;
+}
+
+std::vector<BadRun> BadRuns() {
+  const CliCase kvc = KvcCase();
+  const CliCase mha = MhaCase();
+  const CliCase mhca = MhcaCase();
+  // KVC with an odd head_dim (5) and a packed int4 cache: there is no valid D/2.
+  CliCase kvc_int4_odd = With(kvc, [](CliCase& c) {
+    c.inputs["current_key"] = RandomF32({4, 2, 5}, 41);
+    c.inputs["current_value"] = RandomF32({4, 2, 5}, 42);
+    c.inputs["cache"] = RandomI8({32, 2, 2, 2, 2}, 43);
+    c.inputs["scale"] = RandomScales({32, 2, 2, 2, 1}, 44);
+    c.flags = {"--num_layer", "2", "--layer_idx", "1", "--quant_bit", "4", "--quant_group", "5"};
+  });
+  // MHA with 3 query heads over 2 KV heads.
+  CliCase mha_gqa_3_2 = With(Without(mha, "attn_mask"), [](CliCase& c) {
+    c.inputs["query"] = RandomF32({6, 3, 8}, 45);
+    c.flags = {"--num_heads", "3", "--head_dim", "8", "--num_kv_heads", "2"};
+  });
+  return {
+      // Files and their format.
+      {"missing required file", Without(kvc, "seqstarts"), {"seqstarts"}},
+      {"missing required scalar", Without(mha, "decoding_batches"), {"decoding_batches"}},
+      {"missing cache", Without(mhca, "cache"), {"cache"}},
+      {"float seqstarts", WithInput(mha, "seqstarts", RandomF32({4}, 46)), {"seqstarts"}},
+      {"2-D seqstarts",
+       WithInput(mha, "seqstarts", Reshaped(mha.inputs.at("seqstarts"), {1, 4})),
+       {"seqstarts"}},
+      {"int32 start_pos", WithPatchedFile(kvc, "start_pos", "'<i8'", "'<i4'"), {"start_pos"}},
+      {"fortran-order query",
+       WithPatchedFile(mha, "query", "'fortran_order': False,", "'fortran_order': True, "),
+       {"query"}},
+      {"truncated key", WithPatchedFile(mha, "key", "", "", 3), {"key"}},
+      {"unknown input file",
+       With(mha, [](CliCase& c) { c.inputs["attn_masks"] = c.inputs.at("attn_mask"); }),
+       {"attn_masks"}},
+      {"key dtype differs from query",
+       WithInput(mha, "key", RandomF16({12, 2, 8}, 47, 12, 15)),
+       {"key"}},
+      // Index tensors.
+      {"seqstarts not non-decreasing",
+       WithInput(mha, "seqstarts", I64({4}, {0, 4, 1, 6})),
+       {"seqstarts"}},
+      {"seqstarts[B] != query rows",
+       WithInput(mha, "seqstarts", I64({4}, {0, 1, 4, 5})),
+       {"seqstarts", "query"}},
+      {"kvlen < seqlen in MHA",
+       WithInput(mha, "kvstarts", I64({4}, {0, 5, 7, 12})),
+       {"kvstarts", "seqstarts"}},
+      {"kvlen != start_pos + seqlen",
+       WithInput(kvc, "start_pos", I64({2}, {3, 0})),
+       {"start_pos", "kvstarts"}},
+      {"decoding_batches > B", WithInput(mha, "decoding_batches", Scalar(4)), {"decoding_batches"}},
+      {"max_seqlen below the true maximum",
+       WithInput(mha, "max_seqlen", Scalar(2)),
+       {"max_seqlen"}},
+      {"max_kvlen below the true maximum", WithInput(mha, "max_kvlen", Scalar(4)), {"max_kvlen"}},
+      // Cache addressing.
+      {"slot out of range", WithInput(kvc, "cachestarts", I64({2}, {0, 30})), {"cachestarts"}},
+      {"duplicate write slots", WithInput(kvc, "cachestarts", I64({2}, {0, 2})), {"cachestarts"}},
+      {"page entry -1 that is read",
+       WithInput(mhca, "cachestarts", I64({2, 3}, {-1, 0, -1, 16, -1, -1})),
+       {"cachestarts"}},
+      {"page table with too few columns",
+       WithInput(mhca, "cachestarts", I64({2, 1}, {8, 16})),
+       {"cachestarts"}},
+      // Cache format.
+      {"quant_group does not divide head_dim",
+       WithFlag(kvc, "--quant_group", "3"),
+       {"quant_group"}},
+      {"int4 with odd head_dim",
+       kvc_int4_odd,
+       {"head_dim", "current_key", "quant_bit", "quant_group"}},
+      {"scale missing with quant_bit 8", Without(kvc, "scale"), {"scale"}},
+      {"scale with the wrong shape",
+       WithInput(kvc, "scale", RandomScales({32, 2, 2, 2, 1}, 48)),
+       {"scale"}},
+      {"cache shape does not match cache_layout", WithFlag(kvc, "--cache_layout", "1"), {"cache"}},
+      {"rank-4 cache",
+       WithInput(kvc, "cache", Reshaped(kvc.inputs.at("cache"), {32, 2, 2, 16})),
+       {"cache"}},
+      {"layer_idx >= num_layer", WithFlag(kvc, "--layer_idx", "2"), {"layer_idx"}},
+      {"quant_bit 3", WithFlag(kvc, "--quant_bit", "3"), {"quant_bit"}},
+      {"cache_mode 2", WithFlag(kvc, "--cache_mode", "2"), {"cache_mode"}},
+      // Attention.
+      {"num_heads not a multiple of num_kv_heads", mha_gqa_3_2, {"num_heads", "num_kv_heads"}},
+      {"head_dim differs from the query", WithFlag(mha, "--head_dim", "4"), {"head_dim", "query"}},
+      {"attn_mask with too few columns",
+       WithInput(mha, "attn_mask", RandomF32({4, 6, 11}, 49)),
+       {"attn_mask"}},
+      {"rank-3 attn_mask whose first dim is not num_heads",
+       WithInput(mha, "attn_mask", RandomF32({2, 6, 16}, 50)),
+       {"attn_mask"}},
+      {"attn_mask rows != query rows",
+       WithInput(mha, "attn_mask", RandomF32({4, 5, 16}, 51)),
+       {"attn_mask"}},
+      // Command line.
+      {"unknown op", With(mha, [](CliCase& c) { c.op = "multi_head_attn"; }), {"multi_head_attn"}},
+      {"unknown attribute", WithFlag(mha, "--num_head", "4"), {"--num_head"}},
+      {"attribute of another op", WithFlag(kvc, "--num_heads", "4"), {"num_heads"}},
+      {"attribute MHCA does not take", WithFlag(mhca, "--num_repeat", "1"), {"num_repeat"}},
+      {"non-numeric attribute", WithFlag(mha, "--head_dim", "eight"), {"head_dim"}},
+      {"boolean attribute not 0 or 1", WithFlag(mha, "--is_causal", "2"), {"is_causal"}},
+      {"attribute given twice", WithFlags(mha, {"--num_heads", "4"}), {"num_heads"}},
+      {"non-numeric --threads", WithFlag(mha, "--threads", "many"), {"threads"}},
+      {"negative --threads", WithFlag(mha, "--threads", "-1"), {"threads"}},
+      {"--outputs not given",
+       With(mha, [](CliCase& c) { c.pass_outputs_flag = false; }),
+       {"--outputs"}},
+      {"OUTDIR not empty",
+       With(mha, [](CliCase& c) { c.out_dir = OutDir::kNotEmpty; }),
+       {"--outputs"}},
+      {"OUTDIR missing",
+       With(mha, [](CliCase& c) { c.out_dir = OutDir::kMissing; }),
+       {"--outputs"}},
+      {"inputs directory missing",
+       With(mha, [](CliCase& c) { c.pass_inputs_dir = false; }),
+       {"--inputs"}},
+  };
+}
+
+TEST_SUITE("cli") {
+  TEST_CASE("key_value_cache writes the library's key, value, cache and scale") {
+    CheckValidCase(KvcCase());
+  }
+
+  TEST_CASE("multi_head_attention writes the library's attn_output") { CheckValidCase(MhaCase()); }
+
+  TEST_CASE("multi_head_cache_attention writes the library's attn_output, cache and scale") {
+    CheckValidCase(MhcaCase());
+  }
+
+  TEST_CASE("multi_head_cache_attention without a scale writes no scale.npy") {
+    CheckValidCase(MhcaPlainCase());
+  }
+
+  TEST_CASE("every malformed run exits 2 with one line naming the input and writes nothing") {
+    const std::vector<BadRun> bad_runs = BadRuns();
+    CHECK(bad_runs.size() >= 25);
+    for (const BadRun& bad : bad_runs) CheckRejected(bad);
+  }
+
+  TEST_CASE("--version and --help succeed") {
+    TempDir scratch;
+    const CliResult version = RunCli({"--version"}, scratch);
+    CHECK(version.exit_code == 0);
+    CHECK(version.out.find("dynattn") != std::string::npos);
+    const CliResult help = RunCli({"run", "--help"}, scratch);
+    CHECK(help.exit_code == 0);
+    CHECK(help.out.find("--inputs") != std::string::npos);
+  }
+
+  TEST_CASE("no command, or an unknown command, exits 2 with one line") {
+    TempDir scratch;
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{}, std::vector<std::string>{"frobnicate"}}) {
+      const CliResult result = RunCli(args, scratch);
+      INFO("stderr: ", result.err);
+      CHECK(result.exit_code == 2);
+      CHECK(result.err.rfind("dynattn: ", 0) == 0);
+      CHECK(result.err.find('\n') == result.err.size() - 1);
+    }
+  }
+}
+
+}  // namespace
