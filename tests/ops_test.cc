@@ -50,11 +50,12 @@ void CheckCase(const Case& c, const LibResult& lib) {
   CheckAttentionOutput(ref, lib);
 }
 
-void RunRandomCases(const std::string& op, uint64_t salt) {
+void RunRandomCases(const std::string& op, uint64_t salt,
+                    const dynattn_ref::GenOptions& options = {}, int cases = CasesPerTarget()) {
   ForEachTarget([&](const std::string& target) {
-    for (int i = 0; i < CasesPerTarget(); ++i) {
+    for (int i = 0; i < cases; ++i) {
       const uint64_t seed = BaseSeed() + salt + static_cast<uint64_t>(i);
-      const Case c = dynattn_ref::RandomCase(op, seed);
+      const Case c = dynattn_ref::RandomCase(op, seed, options);
       INFO("target " << target << ", seed " << seed << " (DYNATTN_TEST_SEED=" << BaseSeed()
                      << "): " << c.description);
       const LibResult lib = RunLibrary(c);
@@ -73,6 +74,15 @@ TEST_SUITE("ops") {
   }
   TEST_CASE("MultiHeadCacheAttention matches the reference on every target") {
     RunRandomCases("multi_head_cache_attention", 200000);
+  }
+  TEST_CASE("long contexts (several context splits, merged) match the reference on every target") {
+    dynattn_ref::GenOptions options;
+    options.max_batch = 3;
+    options.max_seqlen = 24;
+    options.max_context = 3000;
+    RunRandomCases("multi_head_attention", 600000, options, 6);
+    RunRandomCases("multi_head_cache_attention", 700000, options, 6);
+    RunRandomCases("key_value_cache", 800000, options, 3);
   }
 }
 

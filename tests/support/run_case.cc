@@ -38,7 +38,7 @@ Array InputOrAbsent(const Case& c, const char* name, bool* present) {
 /// Output array of the given dtype/shape, filled with 0xFF bytes (NaN for floats).
 Array Poisoned(Dt dt, const std::vector<int64_t>& shape) {
   Array a = dynattn_ref::MakeArray(dt, shape);
-  std::memset(a.bytes.data(), 0xFF, a.bytes.size());
+  if (!a.bytes.empty()) std::memset(a.bytes.data(), 0xFF, a.bytes.size());
   return a;
 }
 

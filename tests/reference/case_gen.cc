@@ -1,0 +1,451 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Random case generator: first draws a Plan (every attribute and per-request length), then builds
+// the tensors from it. Randomness comes only from Rng (std::mt19937_64 plus our own transforms),
+// so a seed gives the same case on every platform with the same libm.
+
+#include "tests/reference/case_gen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+namespace dynattn_ref {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kPi = 3.14159265358979323846;
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : engine_(seed) {}
+
+  uint64_t Bits() { return engine_(); }
+  // Uniform integer in [lo, hi] (lo when hi < lo).
+  int64_t Int(int64_t lo, int64_t hi) {
+    if (hi <= lo) return lo;
+    return lo + static_cast<int64_t>(engine_() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  double Uniform() { return static_cast<double>(engine_() >> 11) * 0x1p-53; }  // [0, 1)
+  bool Chance(double p) { return Uniform() < p; }
+  double Normal() {  // Box-Muller
+    const double radius = std::sqrt(-2.0 * std::log(1.0 - Uniform()));
+    return radius * std::cos(2.0 * kPi * Uniform());
+  }
+  template <class T>
+  T Pick(const std::vector<T>& options) {
+    return options[Int(0, static_cast<int64_t>(options.size()) - 1)];
+  }
+  template <class T>
+  void Shuffle(std::vector<T>* items) {  // Fisher-Yates
+    for (int64_t i = static_cast<int64_t>(items->size()) - 1; i > 0; --i) {
+      std::swap((*items)[i], (*items)[Int(0, i)]);
+    }
+  }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+enum class Op { kKvc, kMha, kMhca };
+
+Op ParseOp(const std::string& op) {
+  if (op == "key_value_cache") return Op::kKvc;
+  if (op == "multi_head_attention") return Op::kMha;
+  if (op == "multi_head_cache_attention") return Op::kMhca;
+  throw std::invalid_argument("RandomCase: unknown op " + op);
+}
+
+// Different ops with the same seed should not share their draws.
+uint64_t MixSeed(const std::string& op, uint64_t seed) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : op) hash = (hash ^ c) * 1099511628211ull;
+  return hash ^ (seed * 0x9E3779B97F4A7C15ull);
+}
+
+// Everything drawn for one case before any tensor is built.
+struct Plan {
+  Op op = Op::kMha;
+  Dt t1 = Dt::kF32;
+  int64_t d = 1, hq = 1, hkv = 1;
+  int num_kv_heads_attr = 0;
+  // Cache ops.
+  int quant_bit = 0, group = 8, cache_mode = 0, layout = 0, num_layer = 1, layer = 0;
+  int page_size = 128;
+  Dt cache_dt = Dt::kF32, scale_dt = Dt::kF16;
+  int64_t max_t = 0;
+  // Requests.
+  std::vector<int64_t> seqlen, start_pos, kvlen;
+  int64_t decoding_batches = 0;
+  // Attention ops.
+  int causal = 1, alibi = 0, mask_rank = 0;
+  int64_t mask_pad = 0;
+  double mask_inf_rate = 0, mask_row_inf_rate = 0;
+  double v_magnitude = 1;
+
+  bool has_cache() const { return op != Op::kMha; }
+  bool has_query() const { return op != Op::kKvc; }
+  int64_t batch_count() const { return static_cast<int64_t>(seqlen.size()); }
+};
+
+// ----------------------------------------------------------------------------------------------
+// Drawing the plan.
+
+int64_t DrawHeadDim(Rng& rng, bool small) {
+  static const std::vector<std::pair<int64_t, int>> kWeighted = {
+      {1, 3},  {2, 3},  {3, 2},  {4, 4},  {5, 2},  {7, 2},  {8, 4},   {16, 4},
+      {24, 2}, {32, 3}, {40, 1}, {64, 2}, {80, 1}, {96, 1}, {128, 2}, {256, 1}};
+  std::vector<int64_t> pool;
+  for (const auto& [d, weight] : kWeighted) {
+    if (small && d > 16) continue;
+    pool.insert(pool.end(), weight, d);
+  }
+  return rng.Pick(pool);
+}
+
+// GQA ratio R in 1..8 and Hkv with Hq = R * Hkv <= 16; wide heads get fewer of them.
+void DrawHeads(Rng& rng, const GenOptions& options, Plan* plan) {
+  plan->d = DrawHeadDim(rng, options.small);
+  const int64_t max_hq = options.small ? 4 : std::clamp<int64_t>(1024 / plan->d, 4, 16);
+  const int64_t ratio = rng.Int(1, std::min<int64_t>(8, max_hq));
+  plan->hkv = rng.Int(1, max_hq / ratio);
+  plan->hq = ratio * plan->hkv;
+  plan->num_kv_heads_attr = plan->hkv == plan->hq && rng.Chance(0.5) ? 0 : plan->hkv;
+}
+
+int64_t DrawGroup(Rng& rng, int64_t d, bool even_only) {
+  std::vector<int64_t> divisors;
+  for (int64_t g = 1; g <= d; ++g) {
+    if (d % g == 0 && (!even_only || g % 2 == 0)) divisors.push_back(g);
+  }
+  return rng.Pick(divisors);
+}
+
+void DrawCacheAttrs(Rng& rng, const GenOptions& options, Plan* plan) {
+  const std::vector<int> bits =
+      plan->d % 2 == 0 ? std::vector<int>{0, 8, 4} : std::vector<int>{0, 8};
+  plan->quant_bit = rng.Pick(bits);
+  if (plan->quant_bit == 0) {
+    plan->cache_dt = rng.Chance(0.5) ? Dt::kF32 : Dt::kF16;
+  } else {
+    plan->cache_dt = Dt::kI8;
+    plan->scale_dt = rng.Chance(0.6) ? Dt::kF16 : Dt::kF32;
+    plan->group = static_cast<int>(DrawGroup(rng, plan->d, plan->quant_bit == 4));
+  }
+  plan->cache_mode = static_cast<int>(rng.Int(0, 1));
+  plan->page_size = rng.Pick(std::vector<int>{1, 2, 3, 5, 16, 128});
+  plan->layout = static_cast<int>(rng.Int(0, 3));
+  plan->num_layer = static_cast<int>(rng.Int(1, options.small ? 2 : 3));
+  plan->layer = static_cast<int>(rng.Int(0, plan->num_layer - 1));
+}
+
+// One request: decoding (seqlen 1), empty, idle (only past context), prefill or chunked prefill.
+void DrawRequest(Rng& rng, const GenOptions& options, int64_t context_cap, bool decoding,
+                 Plan* plan) {
+  int64_t seqlen = 1, past = 0;
+  const double kind = rng.Uniform();
+  if (decoding) {
+    past = rng.Int(0, context_cap - 1);
+  } else if (kind < 0.12) {
+    seqlen = 0;  // empty
+  } else if (kind < 0.17) {
+    seqlen = 0;  // idle: nothing new, but a context
+    past = rng.Int(1, context_cap);
+  } else if (kind < 0.55) {
+    seqlen = rng.Int(1, std::min<int64_t>(options.max_seqlen, context_cap));  // prefill
+  } else {
+    seqlen = rng.Int(1, std::min<int64_t>(options.max_seqlen, context_cap - 1));  // chunked
+    past = rng.Int(1, context_cap - seqlen);
+  }
+  plan->seqlen.push_back(seqlen);
+  plan->start_pos.push_back(past);
+  plan->kvlen.push_back(past + seqlen);
+}
+
+void DrawRequests(Rng& rng, const GenOptions& options, Plan* plan) {
+  const int64_t batch_count = rng.Chance(0.03) ? 0 : rng.Int(1, options.max_batch);
+  const int64_t max_context = options.max_context;
+  int64_t context_cap =
+      std::max<int64_t>(2, std::min(max_context, rng.Pick(std::vector<int64_t>{16, 64, 200})));
+  // Asked for long contexts (beyond the usual 200): mostly use them, so that the library's
+  // split-context path (1024-key splits) is exercised.
+  if (max_context > 200 && !rng.Chance(0.25)) context_cap = max_context;
+  plan->decoding_batches = rng.Chance(0.3) ? 0 : rng.Int(0, batch_count);
+  for (int64_t b = 0; b < batch_count; ++b) {
+    DrawRequest(rng, options, context_cap, b < plan->decoding_batches, plan);
+  }
+}
+
+void DrawAttentionAttrs(Rng& rng, Plan* plan) {
+  plan->causal = rng.Chance(0.6) ? 1 : 0;
+  plan->alibi = rng.Chance(0.35) ? 1 : 0;
+  plan->mask_rank = rng.Pick(std::vector<int>{0, 0, 2, 3});
+  plan->mask_pad = rng.Int(0, 17);
+  plan->mask_inf_rate = rng.Pick(std::vector<double>{0, 0.05, 0.3});
+  plan->mask_row_inf_rate = rng.Pick(std::vector<double>{0, 0, 0.1});
+}
+
+Plan DrawPlan(Rng& rng, Op op, const GenOptions& options) {
+  Plan plan;
+  plan.op = op;
+  plan.t1 = rng.Chance(0.5) ? Dt::kF32 : Dt::kF16;
+  DrawHeads(rng, options, &plan);
+  if (plan.has_cache()) DrawCacheAttrs(rng, options, &plan);
+  DrawRequests(rng, options, &plan);
+  if (plan.has_query()) DrawAttentionAttrs(rng, &plan);
+  plan.v_magnitude = rng.Pick(std::vector<double>{1, 1, 4, 30});
+  return plan;
+}
+
+Attrs MakeAttrs(const Plan& plan) {
+  Attrs attrs;
+  attrs.num_heads = static_cast<int>(plan.hq);
+  attrs.head_dim = static_cast<int>(plan.d);
+  attrs.num_kv_heads = plan.num_kv_heads_attr;
+  if (plan.has_query()) {
+    attrs.is_causal = plan.causal;
+    attrs.is_alibi = plan.alibi;
+  }
+  if (plan.has_cache()) {
+    attrs.num_layer = plan.num_layer;
+    attrs.layer_idx = plan.layer;
+    attrs.quant_bit = plan.quant_bit;
+    attrs.quant_group = plan.group;
+    attrs.cache_mode = plan.cache_mode;
+    attrs.cache_layout = plan.layout;
+    attrs.page_size = plan.page_size;
+  }
+  if (plan.op == Op::kKvc) attrs.num_repeat = static_cast<int>(plan.hq / plan.hkv);
+  return attrs;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Building tensors.
+
+std::vector<int64_t> PrefixStarts(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> starts{0};
+  for (int64_t length : lengths) starts.push_back(starts.back() + length);
+  return starts;
+}
+
+int64_t MaxOf(const std::vector<int64_t>& values) {
+  return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
+}
+
+// A hint >= the true maximum, sometimes larger.
+Array HintScalar(Rng& rng, int64_t true_max) {
+  return ScalarI64(true_max + (rng.Chance(0.3) ? rng.Int(1, 50) : 0));
+}
+
+// Random normal-ish T1 values with occasional outliers.
+Array RandomValues(Rng& rng, Dt dt, const std::vector<int64_t>& shape, double magnitude) {
+  Array array = MakeArray(dt, shape);
+  for (int64_t i = 0; i < array.numel(); ++i) {
+    const double outlier = rng.Chance(0.02) ? 4.0 : 1.0;
+    StoreRounded(&array, i, rng.Normal() * magnitude * outlier);
+  }
+  return array;
+}
+
+// Random bytes; in float arrays also plenty of explicit NaN and +-Inf patterns.
+Array GarbageArray(Rng& rng, Dt dt, const std::vector<int64_t>& shape) {
+  Array array = MakeArray(dt, shape);
+  for (uint8_t& byte : array.bytes) byte = static_cast<uint8_t>(rng.Bits() >> 56);
+  if (dt != Dt::kF32 && dt != Dt::kF16) return array;
+  for (int64_t i = 0; i < array.numel(); ++i) {
+    if (rng.Chance(0.9)) continue;
+    const double special[] = {std::nan(""), kInf, -kInf};
+    StoreRounded(&array, i, special[rng.Int(0, 2)]);
+  }
+  return array;
+}
+
+void AddRequestTensors(Rng& rng, const Plan& plan, Tensors* inputs) {
+  const int64_t batch_count = plan.batch_count();
+  (*inputs)["seqstarts"] = MakeI64({batch_count + 1}, PrefixStarts(plan.seqlen));
+  (*inputs)["kvstarts"] = MakeI64({batch_count + 1}, PrefixStarts(plan.kvlen));
+  (*inputs)["max_seqlen"] = HintScalar(rng, MaxOf(plan.seqlen));
+  (*inputs)["max_kvlen"] = HintScalar(rng, MaxOf(plan.kvlen));
+  if (plan.has_query()) (*inputs)["decoding_batches"] = ScalarI64(plan.decoding_batches);
+  if (plan.has_cache()) (*inputs)["start_pos"] = MakeI64({batch_count}, plan.start_pos);
+}
+
+void AddActivations(Rng& rng, const Plan& plan, Tensors* inputs) {
+  const int64_t rows = PrefixStarts(plan.seqlen).back();
+  const int64_t context_rows = PrefixStarts(plan.kvlen).back();
+  if (plan.has_query()) (*inputs)["query"] = RandomValues(rng, plan.t1, {rows, plan.hq, plan.d}, 1);
+  if (plan.has_cache()) {
+    (*inputs)["current_key"] = RandomValues(rng, plan.t1, {rows, plan.hkv, plan.d}, 1);
+    (*inputs)["current_value"] =
+        RandomValues(rng, plan.t1, {rows, plan.hkv, plan.d}, plan.v_magnitude);
+  } else {
+    (*inputs)["key"] = RandomValues(rng, plan.t1, {context_rows, plan.hkv, plan.d}, 1);
+    (*inputs)["value"] =
+        RandomValues(rng, plan.t1, {context_rows, plan.hkv, plan.d}, plan.v_magnitude);
+  }
+}
+
+// Mode 0: each request owns [cachestarts[b], cachestarts[b] + kvlen_b), in random order with
+// random gaps. Returns MaxT.
+int64_t PlaceOffsets(Rng& rng, const Plan& plan, Tensors* inputs) {
+  std::vector<int64_t> order(plan.batch_count()), starts(plan.batch_count());
+  for (int64_t b = 0; b < plan.batch_count(); ++b) order[b] = b;
+  rng.Shuffle(&order);
+  int64_t cursor = rng.Int(0, 4);
+  for (int64_t b : order) {
+    starts[b] = plan.kvlen[b] == 0 ? rng.Int(0, cursor) : cursor;
+    cursor += plan.kvlen[b] + (plan.kvlen[b] > 0 && rng.Chance(0.5) ? rng.Int(1, 6) : 0);
+  }
+  (*inputs)["cachestarts"] = MakeI64({plan.batch_count()}, starts);
+  return std::max<int64_t>(1, cursor + rng.Int(0, 6));
+}
+
+// Mode 1: the used part of every page goes to a random, non-overlapping token offset (not
+// necessarily a multiple of P); small pages sometimes take their whole P slots. Returns MaxT.
+int64_t PlacePages(Rng& rng, const Plan& plan, Tensors* inputs) {
+  const int64_t page = plan.page_size;
+  std::vector<std::pair<int64_t, int64_t>> pages;  // (request, page index)
+  int64_t max_pages = 0;
+  for (int64_t b = 0; b < plan.batch_count(); ++b) {
+    const int64_t count = (plan.kvlen[b] + page - 1) / page;
+    for (int64_t k = 0; k < count; ++k) pages.emplace_back(b, k);
+    max_pages = std::max(max_pages, count);
+  }
+  max_pages = std::max<int64_t>(1, max_pages + rng.Int(0, 2));
+  std::vector<int64_t> table(plan.batch_count() * max_pages, -1);
+  rng.Shuffle(&pages);
+  int64_t cursor = rng.Int(0, 4);
+  for (const auto& [b, k] : pages) {
+    table[b * max_pages + k] = cursor;
+    const int64_t used = std::min(page, plan.kvlen[b] - k * page);
+    cursor += (page <= 16 && rng.Chance(0.5) ? page : used) + (rng.Chance(0.5) ? rng.Int(1, 5) : 0);
+  }
+  (*inputs)["cachestarts"] = MakeI64({plan.batch_count(), max_pages}, table);
+  return std::max<int64_t>(1, cursor + rng.Int(0, 6));
+}
+
+// Past context (positions < start_pos) is what an earlier step wrote: run the reference
+// KeyValueCache on a random "history" step that writes exactly those positions.
+void WritePastContext(Rng& rng, const Plan& plan, Attrs attrs, Tensors* inputs) {
+  const std::vector<int64_t> starts = PrefixStarts(plan.start_pos);
+  if (starts.back() == 0) return;
+  Tensors history;
+  for (const char* name : {"cachestarts", "cache", "scale"}) {
+    if (inputs->count(name)) history[name] = (*inputs)[name];
+  }
+  history["seqstarts"] = MakeI64({plan.batch_count() + 1}, starts);
+  history["kvstarts"] = history["seqstarts"];
+  history["start_pos"] = MakeI64({plan.batch_count()}, std::vector<int64_t>(plan.batch_count(), 0));
+  history["max_seqlen"] = ScalarI64(MaxOf(plan.start_pos));
+  history["max_kvlen"] = ScalarI64(MaxOf(plan.start_pos));
+  history["current_key"] = RandomValues(rng, plan.t1, {starts.back(), plan.hkv, plan.d}, 1);
+  history["current_value"] =
+      RandomValues(rng, plan.t1, {starts.back(), plan.hkv, plan.d}, plan.v_magnitude);
+  attrs.num_repeat = 1;
+  KvcResult written = KeyValueCache(attrs, history);
+  (*inputs)["cache"] = std::move(written.cache);
+  if (plan.quant_bit != 0) (*inputs)["scale"] = std::move(written.scale);
+}
+
+void AddCache(Rng& rng, Plan* plan, const Attrs& attrs, Tensors* inputs) {
+  plan->max_t =
+      plan->cache_mode == 0 ? PlaceOffsets(rng, *plan, inputs) : PlacePages(rng, *plan, inputs);
+  const int64_t stored_dim = plan->quant_bit == 4 ? plan->d / 2 : plan->d;
+  (*inputs)["cache"] = GarbageArray(
+      rng, plan->cache_dt,
+      detail::CacheShape(plan->layout, plan->num_layer, plan->max_t, plan->hkv, stored_dim));
+  if (plan->quant_bit != 0) {
+    (*inputs)["scale"] = GarbageArray(rng, plan->scale_dt,
+                                      detail::CacheShape(plan->layout, plan->num_layer, plan->max_t,
+                                                         plan->hkv, plan->d / plan->group));
+  }
+  WritePastContext(rng, *plan, attrs, inputs);
+}
+
+// Garbage everywhere, then each request's block (rows of its queries, columns of its context)
+// gets finite values, some -inf entries and some fully -inf rows.
+Array BuildMask(Rng& rng, const Plan& plan) {
+  const std::vector<int64_t> seqstarts = PrefixStarts(plan.seqlen);
+  const std::vector<int64_t> kvstarts = PrefixStarts(plan.kvlen);
+  const int64_t rows = seqstarts.back(), cols = kvstarts.back() + plan.mask_pad;
+  const int64_t planes = plan.mask_rank == 3 ? plan.hq : 1;
+  Array mask = GarbageArray(rng, plan.t1,
+                            plan.mask_rank == 3 ? std::vector<int64_t>{planes, rows, cols}
+                                                : std::vector<int64_t>{rows, cols});
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    for (int64_t b = 0; b < plan.batch_count(); ++b) {
+      for (int64_t row = seqstarts[b]; row < seqstarts[b + 1]; ++row) {
+        const bool hidden_row = rng.Chance(plan.mask_row_inf_rate);
+        for (int64_t col = kvstarts[b]; col < kvstarts[b + 1]; ++col) {
+          const bool hidden = hidden_row || rng.Chance(plan.mask_inf_rate);
+          StoreRounded(&mask, (plane * rows + row) * cols + col, hidden ? -kInf : 2 * rng.Normal());
+        }
+      }
+    }
+  }
+  return mask;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Description.
+
+std::string Join(const std::vector<int64_t>& values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? "," : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
+std::string Describe(const std::string& op, uint64_t seed, const Plan& plan) {
+  std::ostringstream text;
+  text << op << " seed=" << seed << " T1=" << DtName(plan.t1) << " B=" << plan.batch_count()
+       << " seqlen=" << Join(plan.seqlen) << " kvlen=" << Join(plan.kvlen) << " Hq=" << plan.hq
+       << " Hkv=" << plan.hkv << " D=" << plan.d;
+  if (plan.op == Op::kKvc) text << " num_repeat=" << plan.hq / plan.hkv;
+  if (plan.has_cache()) {
+    text << " | start_pos=" << Join(plan.start_pos) << " quant_bit=" << plan.quant_bit;
+    if (plan.quant_bit == 0) text << " cache=" << DtName(plan.cache_dt);
+    if (plan.quant_bit != 0) text << " G=" << plan.group << " scale=" << DtName(plan.scale_dt);
+    text << " mode=" << plan.cache_mode << " P=" << plan.page_size << " layout=" << plan.layout
+         << " L=" << plan.num_layer << " l=" << plan.layer << " MaxT=" << plan.max_t;
+  }
+  if (plan.has_query()) {
+    text << " | dec=" << plan.decoding_batches << " num_kv_heads=" << plan.num_kv_heads_attr
+         << " causal=" << plan.causal << " alibi=" << plan.alibi << " mask=";
+    if (plan.mask_rank == 0) text << "none";
+    if (plan.mask_rank != 0) text << "rank" << plan.mask_rank << "+pad" << plan.mask_pad;
+  }
+  return text.str();
+}
+
+// The options with the `small` caps applied.
+GenOptions EffectiveOptions(GenOptions options) {
+  if (options.small) {
+    options.max_batch = std::min(options.max_batch, 3);
+    options.max_seqlen = std::min(options.max_seqlen, 8);
+    options.max_context = std::min(options.max_context, 24);
+  }
+  options.max_seqlen = std::max(options.max_seqlen, 1);
+  return options;
+}
+
+}  // namespace
+
+Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options) {
+  Rng rng(MixSeed(op, seed));
+  Plan plan = DrawPlan(rng, ParseOp(op), EffectiveOptions(options));
+  Case result;
+  result.op = op;
+  result.attrs = MakeAttrs(plan);
+  AddRequestTensors(rng, plan, &result.inputs);
+  AddActivations(rng, plan, &result.inputs);
+  if (plan.has_cache()) AddCache(rng, &plan, result.attrs, &result.inputs);
+  if (plan.has_query() && plan.mask_rank != 0) result.inputs["attn_mask"] = BuildMask(rng, plan);
+  result.description = Describe(op, seed, plan);
+  return result;
+}
+
+}  // namespace dynattn_ref

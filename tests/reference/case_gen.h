@@ -1,0 +1,49 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Random valid cases for the three PMX ops across the whole attribute matrix of
+// shared/spec/pmx-ops.md, so that libdynattn can be compared with the reference on inputs nobody
+// wrote by hand. Every case is valid per §7.3/§12, and every byte a correct implementation must
+// not read (unwritten cache slots, other layers, mask padding and off-block entries) is garbage,
+// NaN and Inf included.
+
+#ifndef DYNATTN_TESTS_REFERENCE_CASE_GEN_H_
+#define DYNATTN_TESTS_REFERENCE_CASE_GEN_H_
+
+#include <cstdint>
+#include <string>
+
+#include "tests/reference/reference.h"
+
+namespace dynattn_ref {
+
+struct Case {
+  std::string op;  // "key_value_cache" | "multi_head_attention" | "multi_head_cache_attention"
+  Attrs attrs;
+  Tensors inputs;           // named as the spec's inputs; optional ones absent when unused
+  std::string description;  // one line summarising the attributes, for failure messages
+};
+
+struct GenOptions {
+  int max_batch = 6;      // requests per step (a step is occasionally empty, B = 0)
+  int max_seqlen = 40;    // new tokens of one request
+  int max_context = 200;  // kvlen of one request
+  bool small = false;     // caps B <= 3, seqlen <= 8, context <= 24, D <= 16, Hq <= 4, L <= 2
+};
+
+// A random valid case of `op`; identical for identical (op, seed, options).
+//   * T1 fp32/fp16; D in {1..256} (small D more likely); GQA ratio 1..8 with Hq <= 16.
+//   * Requests: decoding ones first (seqlen 1, `decoding_batches` of them), then prefill
+//     (start_pos 0), chunked prefill (start_pos > 0), empty (seqlen 0, kvlen 0) and idle
+//     (seqlen 0, kvlen > 0) ones. max_seqlen/max_kvlen are >= the true maxima.
+//   * Cache ops: quant_bit 0 (fp32/fp16 cache), 8, 4; scale fp16/fp32; G any (even for int4)
+//     divisor of D; cache_mode 0 (random non-overlapping cachestarts) or 1 (pages at random
+//     non-overlapping token offsets, unused entries -1), page_size in {1,2,3,5,16,128}, layouts
+//     0-3, num_layer 1-3. Past-context slots hold properly quantized data, the rest is garbage.
+//     For key_value_cache the GQA ratio is num_repeat and Hkv is current_key's head count.
+//   * Attention ops: is_causal, is_alibi, attn_mask absent / rank 2 / rank 3 with 0..17 padding
+//     columns, -inf entries and some fully -inf rows.
+Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options = {});
+
+}  // namespace dynattn_ref
+
+#endif  // DYNATTN_TESTS_REFERENCE_CASE_GEN_H_

@@ -1,0 +1,888 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The float64 reference of shared/spec/pmx-ops.md. Each function transcribes one rule of the spec
+// (the § it implements is named next to it); clarity wins over speed everywhere. Values that the
+// spec rounds to a narrower type (T1, the cache type T2, the scale type T3) are rounded with
+// detail::RoundTo right where the spec rounds them; everything else is exact or float64.
+
+#include "tests/reference/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace dynattn_ref {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+void Require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("dynattn_ref: " + what);
+}
+
+bool IsFloat(Dt dt) { return dt == Dt::kF32 || dt == Dt::kF16; }
+
+// Half-to-even rounding to an integer (torch.round), independent of the FPU rounding mode.
+double RoundHalfToEven(double x) {
+  const double floor = std::floor(x);
+  const double fraction = x - floor;
+  if (fraction < 0.5) return floor;
+  if (fraction > 0.5) return floor + 1;
+  return std::fmod(floor, 2.0) == 0 ? floor : floor + 1;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Reading inputs.
+
+void RequireByteCount(const Array& array, const std::string& name) {
+  Require(static_cast<int64_t>(array.bytes.size()) == array.numel() * DtSize(array.dt),
+          name + " byte count does not match its shape");
+}
+
+const Array& Need(const Tensors& inputs, const char* name) {
+  const auto it = inputs.find(name);
+  Require(it != inputs.end(), std::string("missing input ") + name);
+  RequireByteCount(it->second, name);
+  return it->second;
+}
+
+// An optional input; a present one with zero elements counts as absent (§5.4).
+const Array* Optional(const Tensors& inputs, const char* name) {
+  const auto it = inputs.find(name);
+  if (it == inputs.end() || it->second.numel() == 0) return nullptr;
+  RequireByteCount(it->second, name);
+  return &it->second;
+}
+
+void RequireShape(const Array& array, const std::vector<int64_t>& shape, const std::string& name) {
+  Require(array.shape == shape,
+          name + " has shape " + ShapeString(array.shape) + ", want " + ShapeString(shape));
+}
+
+int64_t LoadI64(const Array& array, int64_t i) {
+  int64_t value;
+  std::memcpy(&value, array.bytes.data() + i * 8, 8);
+  return value;
+}
+
+std::vector<int64_t> ReadI64Vector(const Array& array, const std::string& name) {
+  Require(array.dt == Dt::kI64 && array.shape.size() == 1, name + " must be a rank-1 int64 array");
+  std::vector<int64_t> values(array.shape[0]);
+  for (int64_t i = 0; i < array.shape[0]; ++i) values[i] = LoadI64(array, i);
+  return values;
+}
+
+int64_t ReadI64Scalar(const Tensors& inputs, const char* name) {
+  const Array& array = Need(inputs, name);
+  Require(array.dt == Dt::kI64 && array.numel() == 1,
+          std::string(name) + " must be an int64 scalar");
+  return LoadI64(array, 0);
+}
+
+// All elements of a float tensor as doubles; inputs must be finite.
+std::vector<double> LoadFinite(const Array& array, const std::string& name) {
+  Require(IsFloat(array.dt), name + " must be float32 or float16");
+  std::vector<double> values(array.numel());
+  for (int64_t i = 0; i < array.numel(); ++i) {
+    values[i] = LoadAsDouble(array, i);
+    Require(std::isfinite(values[i]), name + " holds a non-finite value");
+  }
+  return values;
+}
+
+// ----------------------------------------------------------------------------------------------
+// §1 batch bookkeeping: request b owns query rows [seqstarts[b], seqstarts[b+1]) and context rows
+// [kvstarts[b], kvstarts[b+1]).
+
+struct Batches {
+  std::vector<int64_t> seqstarts, kvstarts;
+
+  int64_t count() const { return static_cast<int64_t>(seqstarts.size()) - 1; }
+  int64_t seqlen(int64_t b) const { return seqstarts[b + 1] - seqstarts[b]; }
+  int64_t kvlen(int64_t b) const { return kvstarts[b + 1] - kvstarts[b]; }
+  int64_t rows() const { return seqstarts.back(); }
+  int64_t context_rows() const { return kvstarts.back(); }
+};
+
+void RequireStarts(const std::vector<int64_t>& starts, const std::string& name) {
+  Require(!starts.empty() && starts[0] == 0, name + " must start with 0");
+  for (size_t i = 1; i < starts.size(); ++i) {
+    Require(starts[i] >= starts[i - 1], name + " must be non-decreasing");
+  }
+}
+
+// max_seqlen / max_kvlen are hints (§12): present and >= the true maxima, otherwise unused.
+void RequireHints(const Tensors& inputs, const Batches& batches) {
+  int64_t max_seqlen = 0, max_kvlen = 0;
+  for (int64_t b = 0; b < batches.count(); ++b) {
+    max_seqlen = std::max(max_seqlen, batches.seqlen(b));
+    max_kvlen = std::max(max_kvlen, batches.kvlen(b));
+  }
+  Require(ReadI64Scalar(inputs, "max_seqlen") >= max_seqlen, "max_seqlen below the true maximum");
+  Require(ReadI64Scalar(inputs, "max_kvlen") >= max_kvlen, "max_kvlen below the true maximum");
+}
+
+Batches ReadBatches(const Tensors& inputs) {
+  Batches batches;
+  batches.seqstarts = ReadI64Vector(Need(inputs, "seqstarts"), "seqstarts");
+  batches.kvstarts = ReadI64Vector(Need(inputs, "kvstarts"), "kvstarts");
+  RequireStarts(batches.seqstarts, "seqstarts");
+  RequireStarts(batches.kvstarts, "kvstarts");
+  Require(batches.seqstarts.size() == batches.kvstarts.size(),
+          "seqstarts and kvstarts lengths differ");
+  RequireHints(inputs, batches);
+  return batches;
+}
+
+// ----------------------------------------------------------------------------------------------
+// §3 cache geometry and addressing.
+
+struct CacheGeometry {
+  Dt t1 = Dt::kF32, scale_dt = Dt::kF16;
+  int layout = 0, quant_bit = 0;
+  int64_t group = 1, num_layer = 1, layer = 0, hkv = 1, d = 1, max_t = 0;
+
+  // Entries per (slot, layer, kv, head) in the cache: D values, or D/2 bytes for int4 (§2.2).
+  int64_t stored_dim() const { return quant_bit == 4 ? d / 2 : d; }
+  int64_t ElementOffset(int64_t slot, int kv, int64_t h, int64_t i) const {
+    const int64_t index = quant_bit == 4 ? i / 2 : i;
+    return detail::CacheOffset(layout, slot, layer, kv, h, index, num_layer, max_t, hkv,
+                               stored_dim());
+  }
+  int64_t ScaleOffset(int64_t slot, int kv, int64_t h, int64_t i) const {
+    return detail::CacheOffset(layout, slot, layer, kv, h, i / group, num_layer, max_t, hkv,
+                               d / group);
+  }
+};
+
+void RequireQuantAttrs(const CacheGeometry& geo) {
+  Require(geo.quant_bit == 0 || geo.quant_bit == 4 || geo.quant_bit == 8,
+          "quant_bit must be 0, 4 or 8");
+  if (geo.quant_bit == 0) return;
+  Require(geo.group >= 1 && geo.d % geo.group == 0, "quant_group must divide head_dim");
+  if (geo.quant_bit == 4) {
+    Require(geo.d % 2 == 0 && geo.group % 2 == 0, "int4 needs even head_dim and quant_group");
+  }
+}
+
+void RequireCacheDtypes(const CacheGeometry& geo, const Array& cache, const Array* scale) {
+  if (geo.quant_bit == 0) {
+    Require(IsFloat(cache.dt), "an unquantized cache must be float32 or float16");
+    return;
+  }
+  Require(cache.dt == Dt::kI8, "a quantized cache must be int8");
+  Require(scale != nullptr, "a quantized cache needs a scale input");
+  Require(IsFloat(scale->dt), "scale must be float32 or float16");
+  RequireShape(*scale,
+               detail::CacheShape(geo.layout, geo.num_layer, geo.max_t, geo.hkv, geo.d / geo.group),
+               "scale");
+}
+
+CacheGeometry ReadCacheGeometry(const Attrs& attrs, const Array& cache, const Array* scale, Dt t1,
+                                int64_t hkv, int64_t d) {
+  CacheGeometry geo;
+  geo.t1 = t1;
+  geo.layout = attrs.cache_layout;
+  geo.quant_bit = attrs.quant_bit;
+  geo.group = attrs.quant_group;
+  geo.num_layer = attrs.num_layer;
+  geo.layer = attrs.layer_idx;
+  geo.hkv = hkv;
+  geo.d = d;
+  Require(geo.layout >= 0 && geo.layout <= 3, "cache_layout must be 0..3");
+  Require(geo.num_layer >= 1 && geo.layer >= 0 && geo.layer < geo.num_layer,
+          "layer_idx must lie in [0, num_layer)");
+  RequireQuantAttrs(geo);
+  Require(cache.shape.size() == 5, "cache must have rank 5");
+  geo.max_t = cache.shape[geo.layout];  // MaxT sits at dim 0, 1, 2, 3 for layouts 0-3
+  RequireShape(cache,
+               detail::CacheShape(geo.layout, geo.num_layer, geo.max_t, hkv, geo.stored_dim()),
+               "cache");
+  RequireCacheDtypes(geo, cache, scale);
+  if (scale != nullptr) geo.scale_dt = scale->dt;
+  return geo;
+}
+
+struct SlotMap {
+  const Array* cachestarts = nullptr;
+  int mode = 0;
+  int64_t page_size = 1;
+  int64_t max_t = 0;
+
+  // §3.1 slot of position p of request b, with the §12 range checks.
+  int64_t Slot(int64_t b, int64_t p) const {
+    if (mode == 1) {
+      const int64_t max_pages = cachestarts->shape[1];
+      Require(p / page_size < max_pages, "page table too short for the request's context");
+      Require(LoadI64(*cachestarts, b * max_pages + p / page_size) >= 0,
+              "a used page-table entry is negative");
+    }
+    const int64_t slot = detail::SlotOf(*cachestarts, mode, page_size, b, p);
+    Require(slot >= 0 && slot < max_t, "slot " + std::to_string(slot) + " outside [0, MaxT)");
+    return slot;
+  }
+};
+
+SlotMap ReadSlotMap(const Attrs& attrs, const Array& cachestarts, int64_t batch_count,
+                    int64_t max_t) {
+  SlotMap map{&cachestarts, attrs.cache_mode, attrs.page_size, max_t};
+  Require(map.mode == 0 || map.mode == 1, "cache_mode must be 0 or 1");
+  Require(cachestarts.dt == Dt::kI64, "cachestarts must be int64");
+  if (map.mode == 0) {
+    Require(cachestarts.shape == std::vector<int64_t>{batch_count}, "cachestarts must be (B)");
+  } else {
+    Require(map.page_size >= 1, "page_size must be >= 1");
+    Require(cachestarts.shape.size() == 2 && cachestarts.shape[0] == batch_count,
+            "paged cachestarts must be (B, MaxP)");
+  }
+  return map;
+}
+
+// ----------------------------------------------------------------------------------------------
+// §2 storing and loading one head vector (D values) of one token.
+
+void StoreQuantized(const CacheGeometry& geo, Array* cache, int64_t slot, int kv, int64_t h,
+                    int64_t i, int q) {
+  uint8_t& byte = cache->bytes[geo.ElementOffset(slot, kv, h, i)];
+  if (geo.quant_bit == 8) {
+    byte = static_cast<uint8_t>(static_cast<int8_t>(q));
+  } else if (i % 2 == 0) {
+    byte = detail::PackNibbles(q, detail::DecodeNibble(byte, 1));
+  } else {
+    byte = detail::PackNibbles(detail::DecodeNibble(byte, 0), q);
+  }
+}
+
+// Write path: cast to T2 (quant_bit 0) or quantize group by group (§2.1/§2.2).
+void StoreHead(const CacheGeometry& geo, int64_t slot, int kv, int64_t h,
+               const std::vector<double>& x, Array* cache, Array* scale) {
+  if (geo.quant_bit == 0) {
+    for (int64_t i = 0; i < geo.d; ++i) {
+      StoreRounded(cache, geo.ElementOffset(slot, kv, h, i), x[i]);  // cast T1 -> T2
+    }
+    return;
+  }
+  for (int64_t start = 0; start < geo.d; start += geo.group) {
+    const std::vector<double> group(x.begin() + start, x.begin() + start + geo.group);
+    const detail::GroupQuant quant =
+        detail::QuantizeGroup(group, geo.t1, geo.scale_dt, geo.quant_bit);
+    StoreRounded(scale, geo.ScaleOffset(slot, kv, h, start), quant.stored);
+    for (int64_t i = 0; i < geo.group; ++i) {
+      StoreQuantized(geo, cache, slot, kv, h, start + i, quant.q[i]);
+    }
+  }
+}
+
+// Read path: element i of a head vector as the T1 value the ops compute with.
+double LoadDequantized(const CacheGeometry& geo, const Array& cache, const Array* scale,
+                       int64_t slot, int kv, int64_t h, int64_t i) {
+  const int64_t offset = geo.ElementOffset(slot, kv, h, i);
+  if (geo.quant_bit == 0) return detail::RoundTo(geo.t1, LoadAsDouble(cache, offset));
+  const uint8_t byte = cache.bytes[offset];
+  const int q = geo.quant_bit == 8 ? static_cast<int8_t>(byte) : detail::DecodeNibble(byte, i % 2);
+  const double stored_scale = LoadAsDouble(*scale, geo.ScaleOffset(slot, kv, h, i));
+  return detail::Dequantize(q, stored_scale, geo.t1, geo.scale_dt);
+}
+
+// ----------------------------------------------------------------------------------------------
+// §4 KeyValueCache.
+
+struct KvcCall {
+  Batches batches;
+  std::vector<int64_t> start_pos;
+  CacheGeometry geo;
+  SlotMap slots;
+  const Array* current_key = nullptr;
+  const Array* current_value = nullptr;
+  const Array* cache = nullptr;
+  const Array* scale = nullptr;  // null when absent
+};
+
+void RequireStartPositions(const KvcCall& call) {
+  const Batches& batches = call.batches;
+  Require(static_cast<int64_t>(call.start_pos.size()) == batches.count(), "start_pos must be (B)");
+  for (int64_t b = 0; b < batches.count(); ++b) {
+    Require(call.start_pos[b] >= 0, "start_pos entries must be >= 0");
+    Require(batches.kvlen(b) == call.start_pos[b] + batches.seqlen(b),
+            "kvlen_b must equal start_pos_b + seqlen_b");
+  }
+}
+
+KvcCall ReadKvcCall(const Attrs& attrs, const Tensors& inputs, int64_t hkv, int64_t d) {
+  KvcCall call;
+  call.batches = ReadBatches(inputs);
+  call.current_key = &Need(inputs, "current_key");
+  call.current_value = &Need(inputs, "current_value");
+  const Dt t1 = call.current_key->dt;
+  Require(IsFloat(t1) && call.current_value->dt == t1, "current_key/value must share fp32/fp16");
+  RequireShape(*call.current_key, {call.batches.rows(), hkv, d}, "current_key");
+  RequireShape(*call.current_value, {call.batches.rows(), hkv, d}, "current_value");
+  call.start_pos = ReadI64Vector(Need(inputs, "start_pos"), "start_pos");
+  RequireStartPositions(call);
+  call.cache = &Need(inputs, "cache");
+  call.scale = Optional(inputs, "scale");
+  call.geo = ReadCacheGeometry(attrs, *call.cache, call.scale, t1, hkv, d);
+  call.slots =
+      ReadSlotMap(attrs, Need(inputs, "cachestarts"), call.batches.count(), call.geo.max_t);
+  return call;
+}
+
+// The D values of (row, head) of a (rows, heads, D) tensor.
+std::vector<double> LoadHeadVector(const Array& tensor, int64_t row, int64_t h,
+                                   const std::string& name) {
+  const int64_t heads = tensor.shape[1], d = tensor.shape[2];
+  std::vector<double> x(d);
+  for (int64_t i = 0; i < d; ++i) {
+    x[i] = LoadAsDouble(tensor, (row * heads + h) * d + i);
+    Require(std::isfinite(x[i]), name + " holds a non-finite value");
+  }
+  return x;
+}
+
+// §3.1 writes: token t of request b goes to position start_pos_b + t; no slot written twice.
+void WriteNewTokens(const KvcCall& call, Array* cache, Array* scale) {
+  std::set<int64_t> written;
+  for (int64_t b = 0; b < call.batches.count(); ++b) {
+    for (int64_t t = 0; t < call.batches.seqlen(b); ++t) {
+      const int64_t slot = call.slots.Slot(b, call.start_pos[b] + t);
+      Require(written.insert(slot).second, "two new tokens write the same slot");
+      const int64_t row = call.batches.seqstarts[b] + t;
+      for (int64_t h = 0; h < call.geo.hkv; ++h) {
+        StoreHead(call.geo, slot, 0, h, LoadHeadVector(*call.current_key, row, h, "current_key"),
+                  cache, scale);
+        StoreHead(call.geo, slot, 1, h,
+                  LoadHeadVector(*call.current_value, row, h, "current_value"), cache, scale);
+      }
+    }
+  }
+}
+
+// §3.1 reads + §4.2/§4.3: context row kvstarts[b] + p, output head o reads kv head o / num_repeat.
+Array GatherContext(const KvcCall& call, const Array& cache, const Array* scale, int kv,
+                    int64_t num_repeat) {
+  const CacheGeometry& geo = call.geo;
+  const int64_t out_heads = geo.hkv * num_repeat;
+  Array out = MakeArray(geo.t1, {call.batches.context_rows(), out_heads, geo.d});
+  for (int64_t b = 0; b < call.batches.count(); ++b) {
+    for (int64_t p = 0; p < call.batches.kvlen(b); ++p) {
+      const int64_t slot = call.slots.Slot(b, p);
+      const int64_t row = call.batches.kvstarts[b] + p;
+      for (int64_t o = 0; o < out_heads; ++o) {
+        for (int64_t i = 0; i < geo.d; ++i) {
+          const double x = LoadDequantized(geo, cache, scale, slot, kv, o / num_repeat, i);
+          Require(std::isfinite(x), "the context reads a non-finite cache value");
+          StoreRounded(&out, (row * out_heads + o) * geo.d + i, x);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// All writes of all requests, then all reads (§3.1 ordering [REC]).
+KvcResult RunKeyValueCache(const KvcCall& call, int64_t num_repeat) {
+  Require(num_repeat >= 1, "num_repeat must be >= 1");
+  KvcResult result;
+  result.cache = *call.cache;
+  result.scale = call.scale != nullptr ? *call.scale : MakeArray(Dt::kF16, {0});
+  Array* scale = call.scale != nullptr ? &result.scale : nullptr;
+  WriteNewTokens(call, &result.cache, scale);
+  result.key = GatherContext(call, result.cache, scale, 0, num_repeat);
+  result.value = GatherContext(call, result.cache, scale, 1, num_repeat);
+  return result;
+}
+
+// ----------------------------------------------------------------------------------------------
+// §5 attention.
+
+struct AttentionCall {
+  Dt t1 = Dt::kF32;
+  int64_t hq = 0, hkv = 0, d = 0;
+  bool causal = true, alibi = false;
+  int64_t decoding_batches = 0;
+  Batches batches;
+  std::vector<double> query;    // (Tq, Hq, D)
+  const Array* mask = nullptr;  // null when absent
+  std::vector<double> slopes;   // ALiBi slope per query head
+};
+
+// Context K and V as T1 values in float64, (kvstarts[B], Hkv, D).
+struct Context {
+  std::vector<double> k, v;
+};
+
+void RequireMask(const AttentionCall& call) {
+  const Array& mask = *call.mask;
+  Require(mask.dt == call.t1, "attn_mask must have the query's dtype");
+  const int64_t rows = call.batches.rows();
+  if (mask.shape.size() == 2) {
+    Require(mask.shape[0] == rows, "attn_mask rows must equal Tq");
+  } else {
+    Require(mask.shape.size() == 3, "attn_mask must have rank 2 or 3");
+    Require(mask.shape[0] == call.hq && mask.shape[1] == rows, "attn_mask must be (Hq, Tq, cols)");
+  }
+  Require(mask.shape.back() >= call.batches.context_rows(), "attn_mask has too few columns");
+}
+
+AttentionCall ReadAttentionCall(const Attrs& attrs, const Tensors& inputs) {
+  AttentionCall call;
+  call.hq = attrs.num_heads;
+  call.d = attrs.head_dim;
+  call.hkv = attrs.num_kv_heads == 0 ? attrs.num_heads : attrs.num_kv_heads;  // §5.2
+  Require(call.hq >= 1 && call.d >= 1 && call.hkv >= 1, "num_heads/head_dim must be >= 1");
+  Require(call.hq % call.hkv == 0, "num_heads must be a multiple of num_kv_heads");
+  call.causal = attrs.is_causal != 0;
+  call.alibi = attrs.is_alibi != 0;
+  call.batches = ReadBatches(inputs);
+  const Array& query = Need(inputs, "query");
+  call.t1 = query.dt;
+  RequireShape(query, {call.batches.rows(), call.hq, call.d}, "query");
+  call.query = LoadFinite(query, "query");
+  call.decoding_batches = ReadI64Scalar(inputs, "decoding_batches");
+  Require(call.decoding_batches >= 0 && call.decoding_batches <= call.batches.count(),
+          "decoding_batches must lie in [0, B]");
+  call.mask = Optional(inputs, "attn_mask");
+  if (call.mask != nullptr) RequireMask(call);
+  call.slopes = detail::AlibiSlopes(static_cast<int>(call.hq));
+  return call;
+}
+
+// §5.4: request b reads mask rows seqstarts[b] + i, columns kvstarts[b] + j (padded row stride).
+double MaskValue(const AttentionCall& call, int64_t b, int64_t h, int64_t i, int64_t j) {
+  const Array& mask = *call.mask;
+  const int64_t cols = mask.shape.back();
+  const int64_t plane = mask.shape.size() == 3 ? h : 0;
+  const int64_t row = call.batches.seqstarts[b] + i;
+  const int64_t col = call.batches.kvstarts[b] + j;
+  const double value = LoadAsDouble(mask, (plane * call.batches.rows() + row) * cols + col);
+  Require(!std::isnan(value) && value != kInf, "attn_mask holds NaN/+inf in a read entry");
+  return value;
+}
+
+// §5.3: causal masking applies only to non-decoding requests with more than one new token.
+bool CausalApplies(const AttentionCall& call, int64_t b) {
+  return call.causal && call.batches.seqlen(b) > 1 && b >= call.decoding_batches;
+}
+
+// Additive term C + M + A of score (h, i, j) of request b; -inf hides key j.
+double ScoreBias(const AttentionCall& call, int64_t b, int64_t h, int64_t i, int64_t j) {
+  // Absolute position of query i: the new tokens are the last seqlen_b of the context.
+  const int64_t a = call.batches.kvlen(b) - call.batches.seqlen(b) + i;
+  if (CausalApplies(call, b) && j > a) return -kInf;  // §5.3 bottom-right causal
+  double bias = 0;
+  if (call.alibi) {  // §5.5: ALiBi is itself causal, whatever is_causal says
+    if (j > a) return -kInf;
+    bias += call.slopes[h] * static_cast<double>(j - a);
+  }
+  if (call.mask != nullptr) bias += MaskValue(call, b, h, i, j);
+  return bias;
+}
+
+double Dot(const double* x, const double* y, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
+// Softmax over keys and the weighted sum of values for query row i of request b, head h.
+// Returns false (and leaves `out` untouched) when every key is hidden or there is none.
+bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int64_t h, int64_t i,
+               double* out) {
+  const int64_t kvlen = call.batches.kvlen(b), d = call.d;
+  const int64_t kvh = h / (call.hq / call.hkv);  // §5.2 GQA
+  const double* q = &call.query[((call.batches.seqstarts[b] + i) * call.hq + h) * d];
+  std::vector<double> scores(kvlen, -kInf);
+  double best = -kInf;
+  for (int64_t j = 0; j < kvlen; ++j) {
+    const double bias = ScoreBias(call, b, h, i, j);
+    if (bias == -kInf) continue;  // hidden key: its score stays -inf, its weight 0
+    const double* k = &context.k[((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d];
+    scores[j] = Dot(q, k, d) / std::sqrt(static_cast<double>(d)) + bias;  // §5.1 divide by sqrt(D)
+    best = std::max(best, scores[j]);
+  }
+  if (best == -kInf) return false;
+  double sum = 0;
+  std::vector<double> acc(d, 0.0);
+  for (int64_t j = 0; j < kvlen; ++j) {
+    const double weight = std::exp(scores[j] - best);
+    const double* v = &context.v[((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d];
+    sum += weight;
+    for (int64_t e = 0; e < d; ++e) acc[e] += weight * v[e];
+  }
+  for (int64_t e = 0; e < d; ++e) out[e] = acc[e] / sum;
+  return true;
+}
+
+// Largest |V element| over the context rows of request b (all kv heads).
+double ContextValueMax(const AttentionCall& call, const Context& context, int64_t b) {
+  double vmax = 0;
+  const int64_t begin = call.batches.kvstarts[b] * call.hkv * call.d;
+  const int64_t end = call.batches.kvstarts[b + 1] * call.hkv * call.d;
+  for (int64_t i = begin; i < end; ++i) vmax = std::max(vmax, std::fabs(context.v[i]));
+  return vmax;
+}
+
+std::vector<int64_t> HeadsToCompute(const AttentionCall& call, const std::vector<int>& only_heads) {
+  std::vector<int64_t> heads;
+  for (int h : only_heads) {
+    Require(h >= 0 && h < call.hq, "only_heads entry out of range");
+    heads.push_back(h);
+  }
+  if (heads.empty()) {
+    for (int64_t h = 0; h < call.hq; ++h) heads.push_back(h);
+  }
+  return heads;
+}
+
+AttnResult Attend(const AttentionCall& call, const Context& context,
+                  const std::vector<int>& only_heads) {
+  const int64_t rows = call.batches.rows(), hq = call.hq, d = call.d;
+  AttnResult result;
+  result.out.assign(rows * hq * d, kNaN);
+  result.vmax.assign(rows, 0.0);
+  result.must_be_zero.assign(rows * hq, 0);
+  const std::vector<int64_t> heads = HeadsToCompute(call, only_heads);
+  for (int64_t b = 0; b < call.batches.count(); ++b) {
+    const double vmax = ContextValueMax(call, context, b);
+    for (int64_t i = 0; i < call.batches.seqlen(b); ++i) {
+      const int64_t row = call.batches.seqstarts[b] + i;
+      result.vmax[row] = vmax;
+      for (int64_t h : heads) {
+        double* out = &result.out[(row * hq + h) * d];
+        if (AttendRow(call, context, b, h, i, out)) continue;
+        std::fill(out, out + d, 0.0);  // §5.6 [REC]: fully masked / empty context -> 0
+        result.must_be_zero[row * hq + h] = 1;
+      }
+    }
+  }
+  return result;
+}
+
+std::vector<double> ReadContextTensor(const Tensors& inputs, const char* name,
+                                      const AttentionCall& call) {
+  const Array& tensor = Need(inputs, name);
+  Require(tensor.dt == call.t1, std::string(name) + " must have the query's dtype");
+  RequireShape(tensor, {call.batches.context_rows(), call.hkv, call.d}, name);
+  return LoadFinite(tensor, name);
+}
+
+// ----------------------------------------------------------------------------------------------
+// CheckAttention helpers.
+
+struct Violation {
+  double ratio = 0;  // |err| / bound of the worst element so far
+  std::string text;
+  int64_t count = 0;
+};
+
+double ToleranceBound(Dt dt, double want, double vmax) {
+  if (dt == Dt::kF32) return 1e-5 * std::max(1.0, vmax);
+  return 1e-2 * std::fabs(want) + 5e-4 * std::max(4.0, vmax);
+}
+
+std::string DescribeElement(int64_t t, int64_t h, int64_t x, double got, double want, double bound,
+                            const char* what) {
+  std::ostringstream text;
+  text.precision(9);
+  text << what << " at row " << t << " head " << h << " d " << x << ": got " << got << " want "
+       << want << " bound " << bound;
+  return text.str();
+}
+
+}  // namespace
+
+// ================================================================================================
+// Public API.
+
+int64_t DtSize(Dt dt) {
+  switch (dt) {
+    case Dt::kF32:
+      return 4;
+    case Dt::kF16:
+      return 2;
+    case Dt::kI8:
+      return 1;
+    case Dt::kI64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* DtName(Dt dt) {
+  switch (dt) {
+    case Dt::kF32:
+      return "f32";
+    case Dt::kF16:
+      return "f16";
+    case Dt::kI8:
+      return "i8";
+    case Dt::kI64:
+      return "i64";
+  }
+  return "?";
+}
+
+int64_t Array::numel() const {
+  int64_t n = 1;
+  for (int64_t extent : shape) n *= extent;
+  return n;
+}
+
+Array MakeArray(Dt dt, const std::vector<int64_t>& shape) {
+  Array array;
+  array.dt = dt;
+  array.shape = shape;
+  array.bytes.assign(array.numel() * DtSize(dt), 0);
+  return array;
+}
+
+Array MakeI64(const std::vector<int64_t>& shape, const std::vector<int64_t>& values) {
+  Array array = MakeArray(Dt::kI64, shape);
+  Require(static_cast<int64_t>(values.size()) == array.numel(), "MakeI64: wrong value count");
+  if (!values.empty()) std::memcpy(array.bytes.data(), values.data(), values.size() * 8);
+  return array;
+}
+
+Array ScalarI64(int64_t value) { return MakeI64({}, {value}); }
+
+double LoadAsDouble(const Array& array, int64_t i) {
+  const uint8_t* p = array.bytes.data() + i * DtSize(array.dt);
+  switch (array.dt) {
+    case Dt::kF32: {
+      float value;
+      std::memcpy(&value, p, 4);
+      return value;
+    }
+    case Dt::kF16: {
+      uint16_t bits;
+      std::memcpy(&bits, p, 2);
+      return F16Value(bits);
+    }
+    case Dt::kI8:
+      return static_cast<int8_t>(*p);
+    case Dt::kI64:
+      return static_cast<double>(LoadI64(array, i));
+  }
+  return kNaN;
+}
+
+void StoreRounded(Array* array, int64_t i, double value) {
+  uint8_t* p = array->bytes.data() + i * DtSize(array->dt);
+  switch (array->dt) {
+    case Dt::kF32: {
+      const float rounded = static_cast<float>(value);
+      std::memcpy(p, &rounded, 4);
+      return;
+    }
+    case Dt::kF16: {
+      const uint16_t bits = F16Bits(value);
+      std::memcpy(p, &bits, 2);
+      return;
+    }
+    case Dt::kI8:
+      *p = static_cast<uint8_t>(static_cast<int8_t>(value));
+      return;
+    case Dt::kI64: {
+      const int64_t integer = static_cast<int64_t>(value);
+      std::memcpy(p, &integer, 8);
+      return;
+    }
+  }
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return text + ")";
+}
+
+uint16_t F16Bits(double x) {
+  const _Float16 half = static_cast<_Float16>(x);  // GCC converts double -> binary16 directly
+  uint16_t bits;
+  std::memcpy(&bits, &half, 2);
+  return bits;
+}
+
+double F16Value(uint16_t bits) {
+  _Float16 half;
+  std::memcpy(&half, &bits, 2);
+  return static_cast<double>(half);
+}
+
+KvcResult KeyValueCache(const Attrs& attrs, const Tensors& inputs) {
+  const Array& current_key = Need(inputs, "current_key");
+  Require(current_key.shape.size() == 3, "current_key must be (Tq, Hkv, D)");
+  const KvcCall call = ReadKvcCall(attrs, inputs, current_key.shape[1], current_key.shape[2]);
+  return RunKeyValueCache(call, attrs.num_repeat);
+}
+
+AttnResult MultiHeadAttention(const Attrs& attrs, const Tensors& inputs,
+                              const std::vector<int>& only_heads) {
+  const AttentionCall call = ReadAttentionCall(attrs, inputs);
+  for (int64_t b = 0; b < call.batches.count(); ++b) {
+    Require(call.batches.kvlen(b) >= call.batches.seqlen(b), "MHA needs kvlen_b >= seqlen_b");
+  }
+  const Context context{ReadContextTensor(inputs, "key", call),
+                        ReadContextTensor(inputs, "value", call)};
+  return Attend(call, context, only_heads);
+}
+
+AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
+                                   const std::vector<int>& only_heads) {
+  const AttentionCall call = ReadAttentionCall(attrs, inputs);
+  const KvcCall kvc_call = ReadKvcCall(attrs, inputs, call.hkv, call.d);
+  Require(kvc_call.geo.t1 == call.t1, "current_key/value must have the query's dtype");
+  KvcResult kvc = RunKeyValueCache(kvc_call, 1);
+  const Context context{LoadFinite(kvc.key, "key"), LoadFinite(kvc.value, "value")};
+  AttnResult result = Attend(call, context, only_heads);
+  result.cache = std::move(kvc.cache);
+  result.scale = std::move(kvc.scale);
+  return result;
+}
+
+std::string CheckAttention(const AttnResult& ref, const Array& got, double* worst_ratio) {
+  const int64_t rows = static_cast<int64_t>(ref.vmax.size());
+  const int64_t hq = rows == 0 ? 0 : static_cast<int64_t>(ref.must_be_zero.size()) / rows;
+  const int64_t d = hq == 0 ? 0 : static_cast<int64_t>(ref.out.size()) / (rows * hq);
+  if (worst_ratio != nullptr) *worst_ratio = 0;
+  if (!IsFloat(got.dt)) return std::string("output dtype ") + DtName(got.dt) + " is not f32/f16";
+  const bool shape_ok = rows == 0 ? (!got.shape.empty() && got.shape[0] == 0 && got.numel() == 0)
+                                  : got.shape == std::vector<int64_t>{rows, hq, d};
+  if (!shape_ok) return "output shape " + ShapeString(got.shape) + " does not match the reference";
+  if (static_cast<int64_t>(got.bytes.size()) != got.numel() * DtSize(got.dt)) {
+    return "output byte count does not match its shape";
+  }
+  Violation worst;
+  for (int64_t index = 0; index < static_cast<int64_t>(ref.out.size()); ++index) {
+    const double want = ref.out[index];
+    if (std::isnan(want)) continue;  // head not computed
+    const int64_t t = index / (hq * d), h = index / d % hq, x = index % d;
+    const bool zero = ref.must_be_zero[t * hq + h] != 0;
+    const double value = LoadAsDouble(got, index);
+    const double bound = zero ? 0.0 : ToleranceBound(got.dt, want, ref.vmax[t]);
+    const double err = std::fabs(value - want);
+    double ratio = err == 0 ? 0.0 : bound == 0 ? kInf : err / bound;
+    if (!std::isfinite(value)) ratio = kInf;
+    if (ratio > 1) ++worst.count;
+    if (ratio > worst.ratio) {
+      const char* what = !std::isfinite(value) ? "non-finite output"
+                         : zero                ? "non-zero output in a must-be-zero row"
+                                               : "out of tolerance";
+      worst.ratio = ratio;
+      worst.text = DescribeElement(t, h, x, value, want, bound, what);
+    }
+  }
+  if (worst_ratio != nullptr) *worst_ratio = worst.ratio;
+  if (worst.ratio <= 1) return "";
+  return worst.text + " (" + std::to_string(worst.count) + " elements out of bound)";
+}
+
+// ================================================================================================
+// detail: the spec's building blocks.
+
+namespace detail {
+
+double RoundTo(Dt dt, double x) {
+  if (dt == Dt::kF32) return static_cast<float>(x);
+  Require(dt == Dt::kF16, "RoundTo needs a float dtype");
+  return F16Value(F16Bits(x));
+}
+
+// §2.1 steps 1-5. Each T1 operation is one exact float64 operation rounded to T1; for operands
+// already in T1 that equals the operation done in T1 (float64 has more than 2p+2 bits), which is
+// also what fp16(float(m) / 127.0f) gives.
+GroupQuant QuantizeGroup(const std::vector<double>& x, Dt t1, Dt t3, int quant_bit) {
+  Require(quant_bit == 8 || quant_bit == 4, "QuantizeGroup needs quant_bit 8 or 4");
+  const int q_max = quant_bit == 8 ? 127 : 7;  // 2^(bits-1) - 1
+  double m = 0;
+  for (double value : x) m = std::max(m, std::fabs(value));  // 1. exact absmax
+  double s = RoundTo(t1, m / q_max);                         // 2. s = T1(m / Q)
+  s = std::max(s, RoundTo(t1, 1e-5));                        // 3. eps floor T1(1e-5)
+  GroupQuant quant;
+  quant.scale = s;
+  quant.stored = RoundTo(t3, s);  // 5. stored as T3 (step 4 used the unrounded T1 s)
+  for (double value : x) {
+    const double quotient = RoundTo(t1, value / s);  // 4. T1 quotient, then half-to-even
+    quant.q.push_back(static_cast<int>(std::clamp(
+        RoundHalfToEven(quotient), static_cast<double>(-q_max), static_cast<double>(q_max))));
+  }
+  return quant;
+}
+
+double Dequantize(int q, double stored_scale, Dt t1, Dt t3) {
+  return RoundTo(t1, RoundTo(t3, q * stored_scale));
+}
+
+uint8_t PackNibbles(int low, int high) {
+  return static_cast<uint8_t>((low & 0xF) | ((high & 0xF) << 4));
+}
+
+int DecodeNibble(uint8_t byte, int which) {
+  const int nibble = (byte >> (4 * which)) & 0xF;
+  return nibble >= 8 ? nibble - 16 : nibble;  // two's complement: 0x8 -> -8, 0xF -> -1
+}
+
+int64_t CacheOffset(int cache_layout, int64_t slot, int64_t layer, int64_t kv, int64_t head,
+                    int64_t index, int64_t num_layer, int64_t max_t, int64_t num_kv_heads,
+                    int64_t last_dim) {
+  const int64_t s = slot, l = layer, h = head, d = index, L = num_layer, H = num_kv_heads;
+  const int64_t D = last_dim, T = max_t;
+  switch (cache_layout) {
+    case 0:  // (MaxT, L, 2, Hkv, D)
+      return (((s * L + l) * 2 + kv) * H + h) * D + d;
+    case 1:  // (L, MaxT, 2, Hkv, D)
+      return (((l * T + s) * 2 + kv) * H + h) * D + d;
+    case 2:  // (L, 2, MaxT, Hkv, D)
+      return (((l * 2 + kv) * T + s) * H + h) * D + d;
+    case 3:  // (L, 2, Hkv, MaxT, D)
+      return (((l * 2 + kv) * H + h) * T + s) * D + d;
+  }
+  Require(false, "cache_layout must be 0..3");
+  return -1;
+}
+
+std::vector<int64_t> CacheShape(int cache_layout, int64_t num_layer, int64_t max_t,
+                                int64_t num_kv_heads, int64_t last_dim) {
+  switch (cache_layout) {
+    case 0:
+      return {max_t, num_layer, 2, num_kv_heads, last_dim};
+    case 1:
+      return {num_layer, max_t, 2, num_kv_heads, last_dim};
+    case 2:
+      return {num_layer, 2, max_t, num_kv_heads, last_dim};
+    case 3:
+      return {num_layer, 2, num_kv_heads, max_t, last_dim};
+  }
+  Require(false, "cache_layout must be 0..3");
+  return {};
+}
+
+int64_t SlotOf(const Array& cachestarts, int cache_mode, int64_t page_size, int64_t b, int64_t p) {
+  if (cache_mode == 0) return LoadI64(cachestarts, b) + p;
+  Require(cachestarts.shape.size() == 2, "paged cachestarts must be (B, MaxP)");
+  const int64_t max_pages = cachestarts.shape[1];
+  Require(p / page_size < max_pages, "position past the page table");
+  return LoadI64(cachestarts, b * max_pages + p / page_size) + p % page_size;
+}
+
+std::vector<double> AlibiSlopes(int num_heads) {
+  if (num_heads < 1) return {};
+  int c = 1;  // c = 2^floor(log2 Hq)
+  while (c * 2 <= num_heads) c *= 2;
+  std::vector<double> slopes;
+  for (int h = 0; h < c; ++h) slopes.push_back(std::exp2(-8.0 * (h + 1) / c));
+  for (int k = 1; static_cast<int>(slopes.size()) < num_heads; k += 2) {
+    slopes.push_back(std::exp2(-4.0 * k / c));  // the Hq - c extra heads, k = 1, 3, 5, ...
+  }
+  return slopes;
+}
+
+}  // namespace detail
+}  // namespace dynattn_ref
