@@ -50,6 +50,7 @@ int64_t RowBytes(const Array& a) {
 /// Copies rows [from, from + count) of `src` to rows starting at `to` of `dst` (dim 0 = rows).
 void CopyRows(const Array& src, int64_t from, int64_t count, Array* dst, int64_t to) {
   const int64_t row = RowBytes(src);
+  if (count * row == 0) return;
   std::memcpy(dst->bytes.data() + to * row, src.bytes.data() + from * row, count * row);
 }
 

@@ -65,9 +65,9 @@ TEST_SUITE("simd") {
   TEST_CASE("vector round-to-fp16 equals the scalar one on every target") {
     ForEachCompiledTarget([](const std::string& target) {
       INFO("target " << target);
-      // Every 97th pattern over all 2^32, plus every pattern near the fp16 subnormal/normal
+      // Every 257th pattern over all 2^32, plus every pattern near the fp16 subnormal/normal
       // boundary and the overflow threshold, in both signs.
-      CHECK(HWY_DYNAMIC_DISPATCH(CountRoundingMismatches)(0, 1ull << 32, 97) == 0);
+      CHECK(HWY_DYNAMIC_DISPATCH(CountRoundingMismatches)(0, 1ull << 32, 257) == 0);
       for (uint64_t sign : {0ull, 0x80000000ull}) {
         CHECK(HWY_DYNAMIC_DISPATCH(CountRoundingMismatches)(sign + 0x33000000, sign + 0x38900000,
                                                             1) == 0);
