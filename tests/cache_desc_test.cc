@@ -1,0 +1,199 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// A caller-built CacheDesc (here: separate key and value buffers of (MaxT, Hkv, D), as engines
+// keep them) must behave exactly like the PMX cache tensor it mirrors: same output bits, same
+// rows written.
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/reference/reference.h"
+#include "tests/support/run_case.h"
+
+namespace dynattn_test {
+namespace {
+
+/// A separate-planes copy of one layer of a PMX cache: K and V rows of (MaxT, Hkv, D).
+struct SplitCache {
+  std::vector<uint8_t> key, value, key_scale, value_scale;
+  dynattn::CacheDesc desc;
+};
+
+int64_t RowBytes(const dynattn::CacheDesc& d) {
+  switch (d.elem) {
+    case dynattn::CacheElem::kF32:
+      return 4 * d.head_dim;
+    case dynattn::CacheElem::kF16:
+      return 2 * d.head_dim;
+    case dynattn::CacheElem::kInt8:
+      return d.head_dim;
+    case dynattn::CacheElem::kInt4:
+      return d.head_dim / 2;
+  }
+  return 0;
+}
+
+int ElementBits(const dynattn::CacheDesc& d) {
+  return static_cast<int>(RowBytes(d) * 8 / d.head_dim);
+}
+
+const uint8_t* Row(const dynattn::CachePlane& p, const dynattn::CacheDesc& d, int64_t s, int h) {
+  return static_cast<const uint8_t*>(p.data) +
+         (s * p.slot_stride + h * p.head_stride) * ElementBits(d) / 8;
+}
+
+const uint8_t* ScaleRow(const dynattn::CachePlane& p, const dynattn::CacheDesc& d, int64_t s,
+                        int h) {
+  const int size = d.scale_type == dynattn::ScaleType::kF16 ? 2 : 4;
+  return static_cast<const uint8_t*>(p.scale) +
+         (s * p.scale_slot_stride + h * p.scale_head_stride) * size;
+}
+
+/// Copies every row of `pmx` into separate planes and describes them.
+SplitCache Split(const dynattn::CacheDesc& pmx) {
+  SplitCache out;
+  out.desc = pmx;
+  const int64_t row = RowBytes(pmx), heads = pmx.num_kv_heads;
+  const bool quantized =
+      pmx.elem == dynattn::CacheElem::kInt8 || pmx.elem == dynattn::CacheElem::kInt4;
+  const int64_t scale_row = quantized ? (pmx.head_dim / pmx.quant_group) *
+                                            (pmx.scale_type == dynattn::ScaleType::kF16 ? 2 : 4)
+                                      : 0;
+  for (std::vector<uint8_t>* v : {&out.key, &out.value}) v->resize(pmx.num_slots * heads * row);
+  for (std::vector<uint8_t>* v : {&out.key_scale, &out.value_scale})
+    v->resize(pmx.num_slots * heads * scale_row + 1);
+  for (int64_t s = 0; s < pmx.num_slots; ++s) {
+    for (int h = 0; h < heads; ++h) {
+      const int64_t at = (s * heads + h);
+      std::memcpy(&out.key[at * row], Row(pmx.key, pmx, s, h), row);
+      std::memcpy(&out.value[at * row], Row(pmx.value, pmx, s, h), row);
+      if (quantized) {
+        std::memcpy(&out.key_scale[at * scale_row], ScaleRow(pmx.key, pmx, s, h), scale_row);
+        std::memcpy(&out.value_scale[at * scale_row], ScaleRow(pmx.value, pmx, s, h), scale_row);
+      }
+    }
+  }
+  const int64_t elems_per_row = pmx.head_dim;  // strides count elements (nibbles for int4)
+  const int64_t groups = pmx.head_dim / pmx.quant_group;
+  out.desc.key = {out.key.data(), heads * elems_per_row,
+                  elems_per_row,  quantized ? out.key_scale.data() : nullptr,
+                  heads * groups, groups};
+  out.desc.value = {out.value.data(), heads * elems_per_row,
+                    elems_per_row,    quantized ? out.value_scale.data() : nullptr,
+                    heads * groups,   groups};
+  return out;
+}
+
+dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& a) {
+  dynattn::CacheAttrs c;
+  c.num_layer = a.num_layer;
+  c.layer_idx = a.layer_idx;
+  c.quant_bit = a.quant_bit;
+  c.quant_group = a.quant_group;
+  c.cache_mode = a.cache_mode;
+  c.cache_layout = a.cache_layout;
+  c.page_size = a.page_size;
+  return c;
+}
+
+/// MHCA arguments over `inputs` (everything but the cache and the output).
+dynattn::MultiHeadCacheAttentionArgs ArgsWithoutCache(dynattn_ref::Tensors* inputs) {
+  dynattn::MultiHeadCacheAttentionArgs args;
+  for (auto& [name, array] : *inputs) {
+    const dynattn::TensorView v = ViewOf(array);
+    if (name == "query") args.query = v;
+    if (name == "current_key") args.current_key = v;
+    if (name == "current_value") args.current_value = v;
+    if (name == "seqstarts") args.seqstarts = v;
+    if (name == "kvstarts") args.kvstarts = v;
+    if (name == "cachestarts") args.cachestarts = v;
+    if (name == "start_pos") args.start_pos = v;
+    if (name == "decoding_batches") args.decoding_batches = v;
+    if (name == "max_seqlen") args.max_seqlen = v;
+    if (name == "max_kvlen") args.max_kvlen = v;
+    if (name == "attn_mask") args.attn_mask = v;
+  }
+  return args;
+}
+
+TEST_SUITE("cache_desc") {
+  TEST_CASE("a raw descriptor over separate K/V planes gives the PMX tensor's bits") {
+    for (int i = 0; i < 60; ++i) {
+      const uint64_t seed = BaseSeed() + 900000 + i;
+      const Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed);
+      INFO("seed " << seed << ": " << c.description);
+      const LibResult pmx_result = RunLibrary(c);
+      REQUIRE(pmx_result.status.ok());
+
+      // Describe the untouched input cache, split it, and run the same step on the split copy.
+      Array cache = c.inputs.at("cache");
+      Array scale = c.inputs.count("scale") ? c.inputs.at("scale") : Array{};
+      dynattn::CacheDesc pmx;
+      const int kv_heads = c.attrs.num_kv_heads ? c.attrs.num_kv_heads : c.attrs.num_heads;
+      REQUIRE(dynattn::MakePmxCacheDesc(
+                  ViewOf(cache), c.inputs.count("scale") ? ViewOf(scale) : dynattn::TensorView{},
+                  CacheAttrsOf(c.attrs), kv_heads, c.attrs.head_dim, &pmx)
+                  .ok());
+      SplitCache split = Split(pmx);
+      Case raw = c;
+      raw.inputs.erase("cache");
+      raw.inputs.erase("scale");
+      Array out = dynattn_ref::MakeArray(c.inputs.at("query").dt, c.inputs.at("query").shape);
+      dynattn::MultiHeadCacheAttentionArgs args = ArgsWithoutCache(&raw.inputs);
+      args.cache_desc = &split.desc;
+      args.attn_output = ViewOf(out);
+      dynattn::MultiHeadCacheAttentionAttrs attrs;
+      attrs.attention = {c.attrs.num_heads, c.attrs.head_dim, c.attrs.is_causal != 0,
+                         c.attrs.is_alibi != 0, c.attrs.num_kv_heads};
+      attrs.cache = CacheAttrsOf(c.attrs);
+      const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
+      REQUIRE_MESSAGE(status.ok(), status.message());
+      std::string why;
+      CHECK_MESSAGE(SameBytes(out, pmx_result.attn_output, &why), why);
+
+      // The rows written into the split copy equal those written into the PMX tensor.
+      Array after = pmx_result.cache;
+      Array after_scale = pmx_result.scale;
+      dynattn::CacheDesc pmx_after;
+      REQUIRE(dynattn::MakePmxCacheDesc(
+                  ViewOf(after),
+                  c.inputs.count("scale") ? ViewOf(after_scale) : dynattn::TensorView{},
+                  CacheAttrsOf(c.attrs), kv_heads, c.attrs.head_dim, &pmx_after)
+                  .ok());
+      const SplitCache expected = Split(pmx_after);
+      CHECK(split.key == expected.key);
+      CHECK(split.value == expected.value);
+      CHECK(split.key_scale == expected.key_scale);
+      CHECK(split.value_scale == expected.value_scale);
+    }
+  }
+
+  TEST_CASE("a raw descriptor that contradicts the call is rejected, naming cache_desc") {
+    for (int i = 0; i < 10; ++i) {
+      Case c = dynattn_ref::RandomCase("multi_head_cache_attention", BaseSeed() + 950000 + i);
+      INFO(c.description);
+      Array out = dynattn_ref::MakeArray(c.inputs.at("query").dt, c.inputs.at("query").shape);
+      dynattn::MultiHeadCacheAttentionArgs args = ArgsWithoutCache(&c.inputs);
+      args.attn_output = ViewOf(out);
+      std::vector<uint8_t> plane(64);
+      dynattn::CacheDesc bad;
+      bad.elem = c.attrs.quant_bit == 8 ? dynattn::CacheElem::kInt8 : dynattn::CacheElem::kF16;
+      bad.num_kv_heads = 999;  // contradicts the call
+      bad.head_dim = c.attrs.head_dim;
+      bad.key.data = bad.value.data = plane.data();
+      args.cache_desc = &bad;
+      dynattn::MultiHeadCacheAttentionAttrs attrs;
+      attrs.attention = {c.attrs.num_heads, c.attrs.head_dim, true, false, c.attrs.num_kv_heads};
+      attrs.cache = CacheAttrsOf(c.attrs);
+      const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
+      CHECK_FALSE(status.ok());
+      CHECK_MESSAGE(status.message().find("cache_desc") == 0, status.message());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dynattn_test
