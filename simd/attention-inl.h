@@ -8,10 +8,14 @@
 // * GQA: the work item owns a KV head, so each K/V row is decoded once for all R query heads.
 // * Online softmax over fixed 64-key tiles (running max m, sum l, unnormalised accumulator): the
 //   context is read once, and a split's state merges exactly with the others.
-// * Determinism: a dot product keeps kVirtualLanes partial sums (two AVX2 vectors or one AVX-512
-//   vector hold the same 16 sums) and reduces them in one fixed tree; sums of probabilities are
-//   sequential; exp is Highway's polynomial, lane-wise. Tiles and splits come from the plan, which
-//   depends on shapes only. So bits do not depend on threads, request order or FMA target.
+// * Determinism without horizontal sums: the key tile is transposed so that keys run across
+//   lanes; each score is then one fused multiply-add chain over d = 0..D-1, and each output
+//   element one chain over the keys, whatever the vector width. The only reduction across keys
+//   (the softmax sum) keeps kVirtualLanes partial sums folded in a fixed tree. exp is Highway's
+//   polynomial, lane-wise. Tiles and splits come from the plan, which depends on shapes only. So
+//   bits do not depend on threads, request order or the FMA target (AVX2, AVX-512).
+// * Register blocking: kQueryBlock query vectors (typically the GQA group of one KV head) share
+//   every key and value load.
 // * Quantized K/V tiles are decoded into L1-resident fp32 scratch (codec-inl.h) with the exact
 //   spec rounding; the fast decode path that consumes codes inside the dot product drops in here
 //   as another `attend` entry of the same table.
@@ -25,6 +29,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -43,31 +48,83 @@ using internal::kVirtualLanes;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// q . k over `padded_dim` floats (both zero-padded) with kVirtualLanes partial sums reduced in a
-/// fixed tree: the same bits for every vector width that has FMA.
-HWY_INLINE float DotVirtual(const float* q, const float* k, int padded_dim) {
+/// Query vectors scored together: they share each load of the key and value tiles.
+constexpr int kQueryBlock = 4;
+
+/// exp(x) for one float with the same polynomial (and bits) as the vector path.
+HWY_INLINE float ExpScalar(float x) {
+  const DF df;
+  return hn::GetLane(hn::Exp(df, hn::Set(df, x)));
+}
+
+/// Sum of p[0, kKeyTile): kVirtualLanes partial sums (p[i], p[i + 16], ... in order) folded in a
+/// fixed tree, so every vector width gives the same bits.
+HWY_INLINE float SumOfTile(const float* p) {
   const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
-  constexpr int kVectors = kVirtualLanes / kN;
-  hn::Vec<DF> acc[kVectors];
-  for (int a = 0; a < kVectors; ++a) acc[a] = hn::Zero(df);
-  for (int d = 0; d < padded_dim; d += kVirtualLanes) {
-    for (int a = 0; a < kVectors; ++a) {
-      acc[a] = hn::MulAdd(hn::LoadU(df, q + d + a * kN), hn::LoadU(df, k + d + a * kN), acc[a]);
-    }
-  }
   HWY_ALIGN float lanes[kVirtualLanes];
-  for (int a = 0; a < kVectors; ++a) hn::Store(acc[a], df, lanes + a * kN);
+  for (int a = 0; a < kVirtualLanes; a += kN) {
+    auto acc = hn::LoadU(df, p + a);
+    for (int j = kVirtualLanes; j < kKeyTile; j += kVirtualLanes)
+      acc = hn::Add(acc, hn::LoadU(df, p + j + a));
+    hn::Store(acc, df, lanes + a);
+  }
   for (int width = kVirtualLanes / 2; width >= 1; width /= 2) {
     for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
   }
   return lanes[0];
 }
 
-/// exp(x) for one float with the same polynomial (and bits) as the vector path.
-HWY_INLINE float ExpScalar(float x) {
+/// dots[v][j] = q_v . k_j for kQueryBlock query vectors (rows of `queries`, padded_dim apart) and
+/// the first `num_keys` keys of a transposed tile (keys_t[d * kKeyTile + j]). Each dot is one
+/// sequential fused multiply-add chain over d.
+HWY_INLINE void ScoreBlock(const float* queries, int padded_dim, const float* keys_t, int head_dim,
+                           int num_keys, float* dots) {
   const DF df;
-  return hn::GetLane(hn::Exp(df, hn::Set(df, x)));
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  constexpr int kVectors = kVirtualLanes / kN;
+  for (int j0 = 0; j0 < num_keys; j0 += kVirtualLanes) {
+    hn::Vec<DF> acc[kQueryBlock][kVectors];
+    for (int v = 0; v < kQueryBlock; ++v) {
+      for (int a = 0; a < kVectors; ++a) acc[v][a] = hn::Zero(df);
+    }
+    for (int d = 0; d < head_dim; ++d) {
+      const float* k = keys_t + d * kKeyTile + j0;
+      for (int a = 0; a < kVectors; ++a) {
+        const auto kv = hn::LoadU(df, k + a * kN);
+        for (int v = 0; v < kQueryBlock; ++v) {
+          acc[v][a] = hn::MulAdd(hn::Set(df, queries[v * padded_dim + d]), kv, acc[v][a]);
+        }
+      }
+    }
+    for (int v = 0; v < kQueryBlock; ++v) {
+      for (int a = 0; a < kVectors; ++a)
+        hn::StoreU(acc[v][a], df, dots + v * kKeyTile + j0 + a * kN);
+    }
+  }
+}
+
+/// acc_v[d] += sum_j p_v[j] * values[j][d] for kQueryBlock accumulators, one fused multiply-add
+/// chain per element in key order. Keys no vector attends to are skipped (adding 0 * v changes
+/// no bit of a finite accumulator).
+HWY_INLINE void AccumulateBlock(const float* probs, const float* values, int num_keys,
+                                int padded_dim, float* acc) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  for (int d = 0; d < padded_dim; d += n) {
+    hn::Vec<DF> sums[kQueryBlock];
+    for (int v = 0; v < kQueryBlock; ++v) sums[v] = hn::LoadU(df, acc + v * padded_dim + d);
+    for (int j = 0; j < num_keys; ++j) {
+      bool any = false;
+      for (int v = 0; v < kQueryBlock; ++v) any |= probs[v * kKeyTile + j] != 0.0f;
+      if (!any) continue;
+      const auto value = hn::LoadU(df, values + j * padded_dim + d);
+      for (int v = 0; v < kQueryBlock; ++v) {
+        sums[v] = hn::MulAdd(hn::Set(df, probs[v * kKeyTile + j]), value, sums[v]);
+      }
+    }
+    for (int v = 0; v < kQueryBlock; ++v) hn::StoreU(sums[v], df, acc + v * padded_dim + d);
+  }
 }
 
 /// acc[0, n) *= factor.
@@ -105,17 +162,21 @@ struct RowState {
   float* acc = nullptr;  ///< padded_dim floats.
 };
 
-/// Folds one tile of scores (kKeyTile floats, -inf where masked or past the tile) and its value
-/// rows into the running state.
-HWY_INLINE void OnlineSoftmaxStep(float* scores, int num_keys, const float* values, int padded_dim,
-                                  RowState* state) {
-  float tile_max = kNegInf;
-  for (int j = 0; j < num_keys; ++j) tile_max = std::max(tile_max, scores[j]);
-  const float new_max = std::max(state->max, tile_max);
-  if (new_max == kNegInf) return;  // nothing visible yet
+/// Turns one row of scores (kKeyTile floats, -inf where masked or past the tile) into
+/// probabilities relative to the updated running max, rescaling the running sum and accumulator.
+/// Afterwards `scores` holds p_j (0 where masked); the caller adds sum_j p_j v_j.
+HWY_INLINE void OnlineSoftmaxStep(float* scores, int padded_dim, RowState* state) {
   const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  auto tile_max = hn::Set(df, kNegInf);
+  for (int j = 0; j < kKeyTile; j += n) tile_max = hn::Max(tile_max, hn::LoadU(df, scores + j));
+  const float new_max = std::max(state->max, hn::GetLane(hn::MaxOfLanes(df, tile_max)));
+  if (new_max == kNegInf) {  // nothing visible yet: every p_j is 0
+    std::fill(scores, scores + kKeyTile, 0.0f);
+    return;
+  }
   const auto shift = hn::Set(df, new_max);
-  for (int j = 0; j < kKeyTile; j += static_cast<int>(hn::Lanes(df))) {
+  for (int j = 0; j < kKeyTile; j += n) {
     hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, scores + j), shift)), df, scores + j);
   }
   if (state->max != new_max) {
@@ -124,12 +185,7 @@ HWY_INLINE void OnlineSoftmaxStep(float* scores, int num_keys, const float* valu
     ScaleRow(alpha, padded_dim, state->acc);
     state->max = new_max;
   }
-  float tile_sum = 0.0f;
-  for (int j = 0; j < num_keys; ++j) tile_sum += scores[j];
-  state->sum += tile_sum;
-  for (int j = 0; j < num_keys; ++j) {
-    if (scores[j] != 0.0f) AddScaledRow(scores[j], values + j * padded_dim, padded_dim, state->acc);
-  }
+  state->sum += SumOfTile(scores);
 }
 
 /// Where a query vector (query row of a request, query head) reads its bias and limits from.
@@ -138,7 +194,6 @@ struct QueryRow {
   int64_t row = 0;       ///< Row within the request.
   int head = 0;          ///< Query head.
   int64_t last_key = 0;  ///< Last visible key (inclusive) under the causal / ALiBi rule.
-  const float* q = nullptr;
 };
 
 /// Adds the additive mask (in the activation type) at (head, packed row, packed column).
@@ -150,21 +205,31 @@ HWY_INLINE float MaskValue(const AttentionProblem& p, const QueryRow& r, int64_t
   return internal::F16ToF32(static_cast<const uint16_t*>(p.mask)[offset]);
 }
 
-/// Scores of one query vector against a decoded key tile starting at context key `key0`.
-HWY_INLINE void ScoreTile(const AttentionProblem& p, const QueryRow& r, const float* keys,
-                          int64_t key0, int num_keys, float* scores) {
-  for (int j = 0; j < kKeyTile; ++j) {
-    const int64_t key = key0 + j;
-    if (j >= num_keys || key > r.last_key) {
-      scores[j] = kNegInf;
-      continue;
+/// Turns the dots of one query vector against the tile at context key `key0` into scores:
+/// dot * scale + mask + ALiBi, and -inf for keys past the tile or past the row's causal limit.
+HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64_t key0,
+                             int num_keys, float* scores) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const int64_t limit = std::min<int64_t>(num_keys - 1, r.last_key - key0);  // last visible j
+  const int32_t last = static_cast<int32_t>(std::max<int64_t>(-1, limit));
+  const auto scale = hn::Set(df, p.score_scale);
+  const auto neg_inf = hn::Set(df, kNegInf);
+  const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[r.head] : 0.0f;
+  const auto base = hn::Set(df, static_cast<float>(key0 - r.last_key));
+  for (int j = 0; j < kKeyTile; j += n) {
+    auto s = hn::Mul(hn::LoadU(df, scores + j), scale);
+    const auto index = hn::Iota(di, j);
+    if (p.alibi_slopes != nullptr) {
+      // slope * (key - a), with key - a = (key0 - a) + j exact in float for any real context.
+      s = hn::Add(s, hn::Mul(hn::Set(df, slope), hn::Add(base, hn::ConvertTo(df, index))));
     }
-    float s = DotVirtual(r.q, keys + j * p.padded_dim, p.padded_dim) * p.score_scale;
-    if (p.mask != nullptr) s += MaskValue(p, r, key);
-    if (p.alibi_slopes != nullptr)
-      s += p.alibi_slopes[r.head] * static_cast<float>(key - r.last_key);
-    scores[j] = s;
+    const auto visible = hn::RebindMask(df, hn::Lt(index, hn::Set(di, last + 1)));
+    hn::StoreU(hn::IfThenElse(visible, s, neg_inf), df, scores + j);
   }
+  if (p.mask == nullptr) return;
+  for (int j = 0; j <= last; ++j) scores[j] += MaskValue(p, r, key0 + j);
 }
 
 /// Decodes context keys [key0, key0 + count) of one plane into rows of padded_dim floats.
@@ -180,6 +245,18 @@ HWY_INLINE void DecodeTile(const AttentionProblem& p, const CachePlane& plane,
   }
 }
 
+/// keys_t[d * kKeyTile + j] = keys[j][d] for j < count (zeros up to the next 16 keys).
+HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int padded_dim,
+                              float* keys_t) {
+  const int padded_count =
+      std::min<int>(kKeyTile, (count + kVirtualLanes - 1) / kVirtualLanes * kVirtualLanes);
+  for (int d = 0; d < head_dim; ++d) {
+    float* out = keys_t + d * kKeyTile;
+    for (int j = 0; j < count; ++j) out[j] = keys[j * padded_dim + d];
+    for (int j = count; j < padded_count; ++j) out[j] = 0.0f;
+  }
+}
+
 /// Packed output (or query) element offset of (request row, head).
 HWY_INLINE int64_t RowOffset(const AttentionProblem& p, int64_t request, int64_t row, int head) {
   return ((p.batch.seqstarts[request] + row) * p.num_heads + head) * p.head_dim;
@@ -192,50 +269,53 @@ HWY_INLINE void* OutputRow(const AttentionProblem& p, int64_t request, int64_t r
 
 /// Scratch carve-up for one work item.
 struct ItemScratch {
-  float* queries;  ///< query vectors x padded_dim
-  float* acc;      ///< query vectors x padded_dim
-  float* maxes;    ///< query vectors
-  float* sums;     ///< query vectors
+  float* queries;  ///< padded vectors x padded_dim
+  float* acc;      ///< padded vectors x padded_dim
+  float* maxes;    ///< padded vectors
+  float* sums;     ///< padded vectors
   float* keys;     ///< kKeyTile x padded_dim
+  float* keys_t;   ///< head_dim x kKeyTile: the key tile transposed
   float* values;   ///< kKeyTile x padded_dim
-  float* scores;   ///< kKeyTile
-  float* scales;   ///< head_dim (group scales of one row)
+  float* scores;   ///< kQueryBlock x kKeyTile
+  float* scales;   ///< head_dim + 1 (group scales of one row)
   float* row_out;  ///< padded_dim
 
+  /// Splits the worker's scratch; `vectors` is a multiple of kQueryBlock.
   static ItemScratch Carve(int vectors, const AttentionProblem& p, internal::Scratch* scratch) {
-    const size_t dp = p.padded_dim;
-    const size_t sizes[] = {vectors * dp,    vectors * dp,           size_t(vectors),
-                            size_t(vectors), kKeyTile * dp,          kKeyTile * dp,
-                            kKeyTile,        size_t(p.head_dim) + 1, dp};
+    const size_t dp = p.padded_dim, dim = p.head_dim, n = vectors;
+    const size_t sizes[] = {
+        n * dp,  n * dp, n, n, kKeyTile * dp, dim * kKeyTile, kKeyTile * dp, kQueryBlock * kKeyTile,
+        dim + 1, dp};
     size_t total = 0;
-    for (size_t s : sizes) total += (s + 15) / 16 * 16;
-    float* base = scratch->Reserve(total);
-    float* parts[9];
-    for (int i = 0; i < 9; ++i) {
-      parts[i] = base;
-      base += (sizes[i] + 15) / 16 * 16;
+    for (size_t size : sizes) total += (size + 15) / 16 * 16;  // 64-byte aligned parts
+    float* next = scratch->Reserve(total);
+    float* parts[std::size(sizes)];
+    for (size_t i = 0; i < std::size(sizes); ++i) {
+      parts[i] = next;
+      next += (sizes[i] + 15) / 16 * 16;
     }
     return {parts[0], parts[1], parts[2], parts[3], parts[4],
-            parts[5], parts[6], parts[7], parts[8]};
+            parts[5], parts[6], parts[7], parts[8], parts[9]};
   }
 };
 
 /// The query vectors of a work item, in (head of the group, row) order.
 HWY_INLINE QueryRow MakeQueryRow(const AttentionProblem& p, int64_t request, int kv_head,
-                                 int row_begin, int rows, int index, const float* queries) {
+                                 int row_begin, int rows, int index) {
   QueryRow r;
   r.request = request;
   r.head = kv_head * p.group_size + index / rows;
   r.row = row_begin + index % rows;
   const int64_t kvlen = p.batch.KvLen(request);
   r.last_key = p.BottomRightLimited(request) ? kvlen - p.batch.SeqLen(request) + r.row : kvlen - 1;
-  r.q = queries + static_cast<int64_t>(index) * p.padded_dim;
   return r;
 }
 
 HWY_INLINE void LoadQueries(const AttentionProblem& p, const internal::WorkItem& w, int rows,
-                            float* queries) {
+                            int padded_vectors, float* queries) {
   const size_t size = p.io_type == DType::kF32 ? 4 : 2;
+  std::fill(queries + static_cast<int64_t>(p.group_size) * rows * p.padded_dim,
+            queries + static_cast<int64_t>(padded_vectors) * p.padded_dim, 0.0f);
   for (int index = 0; index < p.group_size * rows; ++index) {
     const int head = w.kv_head * p.group_size + index / rows;
     const int64_t row = w.row_begin + index % rows;
@@ -271,31 +351,52 @@ HWY_INLINE void WriteStates(const AttentionProblem& p, const internal::WorkItem&
   }
 }
 
+/// Scores, softmax and value accumulation of query vectors [first, first + kQueryBlock) against
+/// one decoded tile.
+HWY_INLINE void AttendBlock(const AttentionProblem& p, const internal::WorkItem& w, int rows,
+                            int first, int64_t key0, int count, const ItemScratch& s) {
+  const int vectors = p.group_size * rows;
+  const int dp = p.padded_dim;
+  ScoreBlock(s.queries + static_cast<int64_t>(first) * dp, dp, s.keys_t, p.head_dim, count,
+             s.scores);
+  for (int v = 0; v < kQueryBlock; ++v) {
+    float* scores = s.scores + v * kKeyTile;
+    if (first + v >= vectors) {  // padding vector: attends to nothing
+      std::fill(scores, scores + kKeyTile, 0.0f);
+      continue;
+    }
+    const QueryRow r = MakeQueryRow(p, w.request, w.kv_head, w.row_begin, rows, first + v);
+    FinishScores(p, r, key0, count, scores);
+    RowState state{s.maxes[first + v], s.sums[first + v],
+                   s.acc + static_cast<int64_t>(first + v) * dp};
+    OnlineSoftmaxStep(scores, dp, &state);
+    s.maxes[first + v] = state.max;
+    s.sums[first + v] = state.sum;
+  }
+  AccumulateBlock(s.scores, s.values, count, dp, s.acc + static_cast<int64_t>(first) * dp);
+}
+
 template <CacheElem kElem>
 void Attend(const AttentionProblem& p, const internal::WorkItem& w, float* states,
             internal::Scratch* scratch) {
   const int rows = w.row_end - w.row_begin;
   const int vectors = p.group_size * rows;
-  const ItemScratch s = ItemScratch::Carve(vectors, p, scratch);
+  const int padded_vectors = (vectors + kQueryBlock - 1) / kQueryBlock * kQueryBlock;
+  const ItemScratch s = ItemScratch::Carve(padded_vectors, p, scratch);
   const RowCodec codec = RowCodec::For(p.kv.cache, p.io_type);
-  LoadQueries(p, w, rows, s.queries);
-  std::fill(s.acc, s.acc + static_cast<int64_t>(vectors) * p.padded_dim, 0.0f);
-  std::fill(s.maxes, s.maxes + vectors, kNegInf);
-  std::fill(s.sums, s.sums + vectors, 0.0f);
+  LoadQueries(p, w, rows, padded_vectors, s.queries);
+  std::fill(s.acc, s.acc + static_cast<int64_t>(padded_vectors) * p.padded_dim, 0.0f);
+  std::fill(s.maxes, s.maxes + padded_vectors, kNegInf);
+  std::fill(s.sums, s.sums + padded_vectors, 0.0f);
   for (int64_t key0 = w.key_begin; key0 < w.key_end; key0 += kKeyTile) {
     const int count = static_cast<int>(std::min<int64_t>(kKeyTile, w.key_end - key0));
     DecodeTile<kElem>(p, p.kv.cache.key, codec, w.request, w.kv_head, key0, count, s.keys,
                       s.scales);
+    TransposeTile(s.keys, count, p.head_dim, p.padded_dim, s.keys_t);
     DecodeTile<kElem>(p, p.kv.cache.value, codec, w.request, w.kv_head, key0, count, s.values,
                       s.scales);
-    for (int index = 0; index < vectors; ++index) {
-      const QueryRow r = MakeQueryRow(p, w.request, w.kv_head, w.row_begin, rows, index, s.queries);
-      ScoreTile(p, r, s.keys, key0, count, s.scores);
-      RowState state{s.maxes[index], s.sums[index],
-                     s.acc + static_cast<int64_t>(index) * p.padded_dim};
-      OnlineSoftmaxStep(s.scores, count, s.values, p.padded_dim, &state);
-      s.maxes[index] = state.max;
-      s.sums[index] = state.sum;
+    for (int first = 0; first < vectors; first += kQueryBlock) {
+      AttendBlock(p, w, rows, first, key0, count, s);
     }
   }
   if (w.num_splits == 1) {

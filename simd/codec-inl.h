@@ -36,10 +36,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::CappedTag<float, internal::kVirtualLanes>;
 
 /// Rounds each lane to the nearest binary16 value (ties to even), kept as float. Bit-identical to
-/// internal::RoundToF16 on every target.
+/// internal::RoundToF16 on every target: F16C where the target has it, integer operations
+/// elsewhere (Highway 1.0.3's software demotion truncates, so it is not used).
 template <class V>
 HWY_INLINE V RoundToF16(V v) {
   const DF df;
+#if HWY_TARGET < HWY_SSE4  // AVX2 and AVX-512 have F16C: vcvtps2ph rounds to nearest even.
+  return hn::PromoteTo(df, hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v));
+#else
   const hn::RebindToUnsigned<DF> du;
   const auto bits = hn::BitCast(du, v);
   const auto sign = hn::And(bits, hn::Set(du, 0x80000000u));
@@ -58,20 +62,19 @@ HWY_INLINE V RoundToF16(V v) {
   auto magnitude = hn::IfThenElse(hn::RebindMask(du, is_tiny), tiny, normal);
   magnitude = hn::IfThenElse(hn::RebindMask(du, is_special), abs, magnitude);
   return hn::BitCast(df, hn::Or(sign, magnitude));
+#endif
 }
 
-/// The scalar twin of one dequantization rounding chain.
+/// The scalar twin of one dequantization rounding chain: to the scale type, then to the
+/// activation type. A value already rounded to fp16 is unchanged by a second rounding to fp16,
+/// so at most one rounding is ever done.
 HWY_INLINE float RoundChainScalar(float x, bool round_scale_type, bool round_io_type) {
-  if (round_scale_type) x = internal::RoundToF16(x);
-  if (round_io_type) x = internal::RoundToF16(x);
-  return x;
+  return (round_scale_type || round_io_type) ? internal::RoundToF16(x) : x;
 }
 
 template <class V>
 HWY_INLINE V RoundChain(V v, bool round_scale_type, bool round_io_type) {
-  if (round_scale_type) v = RoundToF16(v);
-  if (round_io_type) v = RoundToF16(v);
-  return v;
+  return (round_scale_type || round_io_type) ? RoundToF16(v) : v;
 }
 
 /// How to decode one row of a cache plane into fp32.
@@ -91,12 +94,14 @@ struct RowCodec {
   }
 };
 
-/// Loads the row's group scales as floats into `out` (head_dim / quant_group values).
-HWY_INLINE void LoadScales(const RowCodec& c, const void* scale, float* out) {
+/// Writes the scale of every element of the row (scale of group d / quant_group) as a float
+/// into `out` (head_dim values): one conversion per group, no division per element.
+HWY_INLINE void ExpandScales(const RowCodec& c, const void* scale, float* out) {
   const int groups = c.head_dim / c.quant_group;
   for (int g = 0; g < groups; ++g) {
-    out[g] = c.scale_is_f16 ? internal::F16ToF32(static_cast<const uint16_t*>(scale)[g])
-                            : static_cast<const float*>(scale)[g];
+    const float s = c.scale_is_f16 ? internal::F16ToF32(static_cast<const uint16_t*>(scale)[g])
+                                   : static_cast<const float*>(scale)[g];
+    std::fill(out + g * c.quant_group, out + (g + 1) * c.quant_group, s);
   }
 }
 
@@ -127,27 +132,18 @@ HWY_INLINE void DecodeRowF16(const RowCodec& c, const uint16_t* src, float* dst)
   for (; d < c.head_dim; ++d) dst[d] = internal::F16ToF32(src[d]);
 }
 
-/// Scales integer codes already converted to float in dst[0, head_dim) by their group scales and
+/// Multiplies integer codes (already floats in dst[0, head_dim)) by their expanded scales and
 /// applies the rounding chain.
 HWY_INLINE void ApplyScales(const RowCodec& c, const float* scales, float* dst) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
-  const bool uniform = c.quant_group % n == 0;
-  HWY_ALIGN float lane_scales[internal::kVirtualLanes];
   int d = 0;
   for (; d + n <= c.head_dim; d += n) {
-    hn::Vec<DF> s;
-    if (uniform) {
-      s = hn::Set(df, scales[d / c.quant_group]);
-    } else {
-      for (int i = 0; i < n; ++i) lane_scales[i] = scales[(d + i) / c.quant_group];
-      s = hn::Load(df, lane_scales);
-    }
-    const auto product = hn::Mul(hn::LoadU(df, dst + d), s);
+    const auto product = hn::Mul(hn::LoadU(df, dst + d), hn::LoadU(df, scales + d));
     hn::StoreU(RoundChain(product, c.scale_is_f16, c.io_is_f16), df, dst + d);
   }
   for (; d < c.head_dim; ++d) {
-    dst[d] = RoundChainScalar(dst[d] * scales[d / c.quant_group], c.scale_is_f16, c.io_is_f16);
+    dst[d] = RoundChainScalar(dst[d] * scales[d], c.scale_is_f16, c.io_is_f16);
   }
 }
 
@@ -174,7 +170,7 @@ HWY_INLINE int8_t Int4At(const uint8_t* packed, int k) {
 /// int8 row with group scales -> fp32.
 HWY_INLINE void DecodeRowInt8(const RowCodec& c, const int8_t* src, const void* scale, float* dst,
                               float* scales_tmp) {
-  LoadScales(c, scale, scales_tmp);
+  ExpandScales(c, scale, scales_tmp);
   Int8ToFloat(src, c.head_dim, dst);
   ApplyScales(c, scales_tmp, dst);
 }
@@ -182,7 +178,7 @@ HWY_INLINE void DecodeRowInt8(const RowCodec& c, const int8_t* src, const void* 
 /// Packed int4 row with group scales -> fp32.
 HWY_INLINE void DecodeRowInt4(const RowCodec& c, const uint8_t* src, const void* scale, float* dst,
                               float* scales_tmp) {
-  LoadScales(c, scale, scales_tmp);
+  ExpandScales(c, scale, scales_tmp);
   int8_t codes[64];
   for (int d0 = 0; d0 < c.head_dim; d0 += 64) {
     const int count = std::min(64, c.head_dim - d0);
@@ -218,8 +214,8 @@ HWY_INLINE const void* ScalePointer(const CacheDesc& cache, const CachePlane& pl
   return static_cast<const char*>(plane.scale) + offset * size;
 }
 
-/// Decodes row (slot, head) of `plane` into dst[0, head_dim). `scales_tmp` holds
-/// head_dim / quant_group floats.
+/// Decodes row (slot, head) of `plane` into dst[0, head_dim). `scales_tmp` holds head_dim
+/// floats.
 template <CacheElem kElem>
 HWY_INLINE void DecodeRow(const CacheDesc& cache, const RowCodec& c, const CachePlane& plane,
                           int64_t slot, int head, float* dst, float* scales_tmp) {

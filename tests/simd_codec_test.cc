@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -39,7 +40,13 @@ int64_t CountRoundingMismatches(uint64_t begin, uint64_t end, uint64_t step) {
   return mismatches;
 }
 
-double DotOnTarget(const float* a, const float* b, int padded) { return DotVirtual(a, b, padded); }
+/// The kernel's block of dot products: kQueryBlock queries against a transposed key tile.
+void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_t, int head_dim,
+                        int num_keys, float* dots) {
+  ScoreBlock(queries, padded_dim, keys_t, head_dim, num_keys, dots);
+}
+
+float SumOfTileOnTarget(const float* p) { return SumOfTile(p); }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace dynattn
@@ -48,7 +55,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace dynattn {
 HWY_EXPORT(CountRoundingMismatches);
-HWY_EXPORT(DotOnTarget);
+HWY_EXPORT(ScoreBlockOnTarget);
+HWY_EXPORT(SumOfTileOnTarget);
 
 namespace {
 
@@ -77,31 +85,58 @@ TEST_SUITE("simd") {
     });
   }
 
-  TEST_CASE("virtual-lane dot product is accurate and identical on FMA targets") {
+  TEST_CASE("score blocks and tile sums are accurate, and identical on AVX2 and AVX-512") {
+    using dynattn::internal::kKeyTile;
+    constexpr int kBlock = 4;  // kQueryBlock
     std::mt19937 rng(7);
     std::normal_distribution<float> normal;
     for (int dim : {1, 15, 16, 17, 80, 128, 256}) {
       const int padded = (dim + 15) / 16 * 16;
-      std::vector<float> a(padded, 0.0f), b(padded, 0.0f);
-      double exact = 0;
-      for (int d = 0; d < dim; ++d) {
-        a[d] = normal(rng);
-        b[d] = normal(rng);
-        exact += double(a[d]) * b[d];
+      for (int keys : {1, 16, 37, 64}) {
+        std::vector<float> q(kBlock * padded, 0.0f), kt(dim * kKeyTile, 0.0f);
+        for (int v = 0; v < kBlock; ++v) {
+          for (int d = 0; d < dim; ++d) q[v * padded + d] = normal(rng);
+        }
+        for (int d = 0; d < dim; ++d) {
+          for (int j = 0; j < keys; ++j) kt[d * kKeyTile + j] = normal(rng);
+        }
+        std::map<std::string, std::vector<float>> by_target;
+        ForEachCompiledTarget([&](const std::string& target) {
+          std::vector<float> dots(kBlock * kKeyTile, NAN);
+          HWY_DYNAMIC_DISPATCH(ScoreBlockOnTarget)
+          (q.data(), padded, kt.data(), dim, keys, dots.data());
+          by_target[target] = dots;
+          for (int v = 0; v < kBlock; ++v) {
+            for (int j = 0; j < keys; ++j) {
+              double exact = 0, magnitude = 0;
+              for (int d = 0; d < dim; ++d) {
+                exact += double(q[v * padded + d]) * kt[d * kKeyTile + j];
+                magnitude += std::fabs(double(q[v * padded + d]) * kt[d * kKeyTile + j]);
+              }
+              INFO("target " << target << ", dim " << dim << ", key " << j);
+              CHECK(std::fabs(dots[v * kKeyTile + j] - exact) <= 1.2e-7 * dim * magnitude + 1e-30);
+            }
+          }
+        });
+        if (by_target.count("AVX2") && by_target.count("AVX3")) {
+          for (int v = 0; v < kBlock; ++v) {
+            for (int j = 0; j < keys; ++j) {
+              CHECK(by_target["AVX2"][v * kKeyTile + j] == by_target["AVX3"][v * kKeyTile + j]);
+            }
+          }
+        }
       }
-      std::vector<std::pair<std::string, double>> results;
-      ForEachCompiledTarget([&](const std::string& target) {
-        results.emplace_back(target, HWY_DYNAMIC_DISPATCH(DotOnTarget)(a.data(), b.data(), padded));
-      });
-      double avx2 = NAN, avx3 = NAN;
-      for (const auto& [target, value] : results) {
-        INFO("target " << target << ", dim " << dim);
-        CHECK(std::fabs(value - exact) <= 1e-5 * (1 + std::fabs(exact)) * std::sqrt(dim));
-        if (target == "AVX2") avx2 = value;
-        if (target == "AVX3") avx3 = value;
-      }
-      if (!std::isnan(avx2) && !std::isnan(avx3)) CHECK(avx2 == avx3);
     }
+    std::vector<float> p(kKeyTile);
+    for (float& x : p) x = std::fabs(normal(rng));
+    double exact = 0;
+    for (float x : p) exact += x;
+    std::map<std::string, float> sums;
+    ForEachCompiledTarget([&](const std::string& target) {
+      sums[target] = HWY_DYNAMIC_DISPATCH(SumOfTileOnTarget)(p.data());
+      CHECK(std::fabs(sums[target] - exact) <= 1e-6 * exact);
+    });
+    for (const auto& [target, sum] : sums) CHECK(sum == sums.begin()->second);  // no FMA in sums
   }
 }
 
