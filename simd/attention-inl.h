@@ -14,8 +14,8 @@
 //   (the softmax sum) keeps kVirtualLanes partial sums folded in a fixed tree. exp is Highway's
 //   polynomial, lane-wise. Tiles and splits come from the plan, which depends on shapes only. So
 //   bits do not depend on threads, request order or the FMA target (AVX2, AVX-512).
-// * Register blocking: kQueryBlock query vectors (typically the GQA group of one KV head) share
-//   every key and value load.
+// * Register blocking: blocks of 8 (or 4) query vectors, rows of a tile times the GQA group of its
+//   KV head, share every key and value load.
 // * Quantized K/V tiles are decoded into L1-resident fp32 scratch (codec-inl.h) with the exact
 //   spec rounding; the fast decode path that consumes codes inside the dot product drops in here
 //   as another `attend` entry of the same table.
@@ -48,8 +48,11 @@ using internal::kVirtualLanes;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// Query vectors scored together: they share each load of the key and value tiles.
-constexpr int kQueryBlock = 4;
+/// Query vectors scored together share each load of the key and value tiles. Blocks of 8 keep
+/// enough independent FMA chains in flight for prefill tiles; decode tiles with a GQA group of 4
+/// use blocks of 4. The block size changes no bit: every dot product and every output element is
+/// its own chain.
+constexpr int kQueryBlock = 8;
 
 /// exp(x) for one float with the same polynomial (and bits) as the vector path.
 HWY_INLINE float ExpScalar(float x) {
@@ -75,55 +78,57 @@ HWY_INLINE float SumOfTile(const float* p) {
   return lanes[0];
 }
 
-/// dots[v][j] = q_v . k_j for kQueryBlock query vectors (rows of `queries`, padded_dim apart) and
+/// dots[v][j] = q_v . k_j for kBlock query vectors (rows of `queries`, padded_dim apart) and
 /// the first `num_keys` keys of a transposed tile (keys_t[d * kKeyTile + j]). Each dot is one
 /// sequential fused multiply-add chain over d.
+template <int kBlock>
 HWY_INLINE void ScoreBlock(const float* queries, int padded_dim, const float* keys_t, int head_dim,
                            int num_keys, float* dots) {
   const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
   constexpr int kVectors = kVirtualLanes / kN;
   for (int j0 = 0; j0 < num_keys; j0 += kVirtualLanes) {
-    hn::Vec<DF> acc[kQueryBlock][kVectors];
-    for (int v = 0; v < kQueryBlock; ++v) {
+    hn::Vec<DF> acc[kBlock][kVectors];
+    for (int v = 0; v < kBlock; ++v) {
       for (int a = 0; a < kVectors; ++a) acc[v][a] = hn::Zero(df);
     }
     for (int d = 0; d < head_dim; ++d) {
       const float* k = keys_t + d * kKeyTile + j0;
       for (int a = 0; a < kVectors; ++a) {
         const auto kv = hn::LoadU(df, k + a * kN);
-        for (int v = 0; v < kQueryBlock; ++v) {
+        for (int v = 0; v < kBlock; ++v) {
           acc[v][a] = hn::MulAdd(hn::Set(df, queries[v * padded_dim + d]), kv, acc[v][a]);
         }
       }
     }
-    for (int v = 0; v < kQueryBlock; ++v) {
+    for (int v = 0; v < kBlock; ++v) {
       for (int a = 0; a < kVectors; ++a)
         hn::StoreU(acc[v][a], df, dots + v * kKeyTile + j0 + a * kN);
     }
   }
 }
 
-/// acc_v[d] += sum_j p_v[j] * values[j][d] for kQueryBlock accumulators, one fused multiply-add
+/// acc_v[d] += sum_j p_v[j] * values[j][d] for kBlock accumulators, one fused multiply-add
 /// chain per element in key order. Keys no vector attends to are skipped (adding 0 * v changes
 /// no bit of a finite accumulator).
+template <int kBlock>
 HWY_INLINE void AccumulateBlock(const float* probs, const float* values, int num_keys,
                                 int padded_dim, float* acc) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
   for (int d = 0; d < padded_dim; d += n) {
-    hn::Vec<DF> sums[kQueryBlock];
-    for (int v = 0; v < kQueryBlock; ++v) sums[v] = hn::LoadU(df, acc + v * padded_dim + d);
+    hn::Vec<DF> sums[kBlock];
+    for (int v = 0; v < kBlock; ++v) sums[v] = hn::LoadU(df, acc + v * padded_dim + d);
     for (int j = 0; j < num_keys; ++j) {
       bool any = false;
-      for (int v = 0; v < kQueryBlock; ++v) any |= probs[v * kKeyTile + j] != 0.0f;
+      for (int v = 0; v < kBlock; ++v) any |= probs[v * kKeyTile + j] != 0.0f;
       if (!any) continue;
       const auto value = hn::LoadU(df, values + j * padded_dim + d);
-      for (int v = 0; v < kQueryBlock; ++v) {
+      for (int v = 0; v < kBlock; ++v) {
         sums[v] = hn::MulAdd(hn::Set(df, probs[v * kKeyTile + j]), value, sums[v]);
       }
     }
-    for (int v = 0; v < kQueryBlock; ++v) hn::StoreU(sums[v], df, acc + v * padded_dim + d);
+    for (int v = 0; v < kBlock; ++v) hn::StoreU(sums[v], df, acc + v * padded_dim + d);
   }
 }
 
@@ -280,7 +285,7 @@ struct ItemScratch {
   float* scales;   ///< head_dim + 1 (group scales of one row)
   float* row_out;  ///< padded_dim
 
-  /// Splits the worker's scratch; `vectors` is a multiple of kQueryBlock.
+  /// Splits the worker's scratch; `vectors` is a multiple of kQueryBlock / 2.
   static ItemScratch Carve(int vectors, const AttentionProblem& p, internal::Scratch* scratch) {
     const size_t dp = p.padded_dim, dim = p.head_dim, n = vectors;
     const size_t sizes[] = {
@@ -351,15 +356,16 @@ HWY_INLINE void WriteStates(const AttentionProblem& p, const internal::WorkItem&
   }
 }
 
-/// Scores, softmax and value accumulation of query vectors [first, first + kQueryBlock) against
-/// one decoded tile.
+/// Scores, softmax and value accumulation of query vectors [first, first + kBlock) against one
+/// decoded tile.
+template <int kBlock>
 HWY_INLINE void AttendBlock(const AttentionProblem& p, const internal::WorkItem& w, int rows,
                             int first, int64_t key0, int count, const ItemScratch& s) {
   const int vectors = p.group_size * rows;
   const int dp = p.padded_dim;
-  ScoreBlock(s.queries + static_cast<int64_t>(first) * dp, dp, s.keys_t, p.head_dim, count,
-             s.scores);
-  for (int v = 0; v < kQueryBlock; ++v) {
+  ScoreBlock<kBlock>(s.queries + static_cast<int64_t>(first) * dp, dp, s.keys_t, p.head_dim, count,
+                     s.scores);
+  for (int v = 0; v < kBlock; ++v) {
     float* scores = s.scores + v * kKeyTile;
     if (first + v >= vectors) {  // padding vector: attends to nothing
       std::fill(scores, scores + kKeyTile, 0.0f);
@@ -373,7 +379,7 @@ HWY_INLINE void AttendBlock(const AttentionProblem& p, const internal::WorkItem&
     s.maxes[first + v] = state.max;
     s.sums[first + v] = state.sum;
   }
-  AccumulateBlock(s.scores, s.values, count, dp, s.acc + static_cast<int64_t>(first) * dp);
+  AccumulateBlock<kBlock>(s.scores, s.values, count, dp, s.acc + static_cast<int64_t>(first) * dp);
 }
 
 template <CacheElem kElem>
@@ -381,7 +387,8 @@ void Attend(const AttentionProblem& p, const internal::WorkItem& w, float* state
             internal::Scratch* scratch) {
   const int rows = w.row_end - w.row_begin;
   const int vectors = p.group_size * rows;
-  const int padded_vectors = (vectors + kQueryBlock - 1) / kQueryBlock * kQueryBlock;
+  constexpr int kSmallBlock = kQueryBlock / 2;
+  const int padded_vectors = (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
   const ItemScratch s = ItemScratch::Carve(padded_vectors, p, scratch);
   const RowCodec codec = RowCodec::For(p.kv.cache, p.io_type);
   LoadQueries(p, w, rows, padded_vectors, s.queries);
@@ -395,8 +402,12 @@ void Attend(const AttentionProblem& p, const internal::WorkItem& w, float* state
     TransposeTile(s.keys, count, p.head_dim, p.padded_dim, s.keys_t);
     DecodeTile<kElem>(p, p.kv.cache.value, codec, w.request, w.kv_head, key0, count, s.values,
                       s.scales);
-    for (int first = 0; first < vectors; first += kQueryBlock) {
-      AttendBlock(p, w, rows, first, key0, count, s);
+    int first = 0;
+    for (; first + kQueryBlock <= vectors; first += kQueryBlock) {
+      AttendBlock<kQueryBlock>(p, w, rows, first, key0, count, s);
+    }
+    for (; first < vectors; first += kSmallBlock) {
+      AttendBlock<kSmallBlock>(p, w, rows, first, key0, count, s);
     }
   }
   if (w.num_splits == 1) {

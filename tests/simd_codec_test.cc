@@ -43,7 +43,7 @@ int64_t CountRoundingMismatches(uint64_t begin, uint64_t end, uint64_t step) {
 /// The kernel's block of dot products: kQueryBlock queries against a transposed key tile.
 void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_t, int head_dim,
                         int num_keys, float* dots) {
-  ScoreBlock(queries, padded_dim, keys_t, head_dim, num_keys, dots);
+  ScoreBlock<4>(queries, padded_dim, keys_t, head_dim, num_keys, dots);
 }
 
 float SumOfTileOnTarget(const float* p) { return SumOfTile(p); }

@@ -1,0 +1,216 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "src/cli/serving_step.h"
+
+#include <algorithm>
+#include <random>
+
+namespace dynattn::cli {
+namespace {
+
+using dynattn_ref::Array;
+using dynattn_ref::Dt;
+
+Array RandomF16(const std::vector<int64_t>& shape, std::mt19937_64& rng) {
+  Array a = dynattn_ref::MakeArray(Dt::kF16, shape);
+  std::normal_distribution<float> normal;
+  uint16_t* data = a.data<uint16_t>();
+  for (int64_t i = 0; i < a.numel(); ++i) data[i] = dynattn_ref::F16Bits(normal(rng));
+  return a;
+}
+
+/// Page starts for every request, in a shuffled order over a cache of `pages` pages.
+std::vector<int64_t> PageTable(const StepShape& s, int64_t table_width, int64_t pages,
+                               std::mt19937_64& rng) {
+  std::vector<int64_t> order(pages);
+  for (int64_t i = 0; i < pages; ++i) order[i] = i * s.page_size;
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int64_t> table(s.requests.size() * table_width, -1);
+  int64_t next = 0;
+  for (size_t b = 0; b < s.requests.size(); ++b) {
+    const int64_t kvlen = s.requests[b].start_pos + s.requests[b].seqlen;
+    for (int64_t k = 0; k < (kvlen + s.page_size - 1) / s.page_size; ++k) {
+      table[b * table_width + k] = order[next++];
+    }
+  }
+  return table;
+}
+
+/// A cache of `max_t` slots full of valid history, and its scales when quantized.
+void FillCache(const StepShape& s, int64_t max_t, std::mt19937_64& rng, dynattn_ref::Tensors* in) {
+  const int64_t row = s.quant_bit == 4 ? s.head_dim / 2 : s.head_dim;
+  if (s.quant_bit == 0) {
+    (*in)["cache"] = RandomF16({1, 2, s.num_kv_heads, max_t, row}, rng);
+    return;
+  }
+  Array cache = dynattn_ref::MakeArray(Dt::kI8, {1, 2, s.num_kv_heads, max_t, row});
+  std::uniform_int_distribution<int> byte(-128, 127), code(-127, 127);
+  for (uint8_t& b : cache.bytes) b = static_cast<uint8_t>(s.quant_bit == 4 ? byte(rng) : code(rng));
+  (*in)["cache"] = std::move(cache);
+  Array scale =
+      dynattn_ref::MakeArray(Dt::kF16, {1, 2, s.num_kv_heads, max_t, s.head_dim / s.quant_group});
+  std::uniform_real_distribution<float> step(s.quant_bit == 4 ? 0.05f : 0.004f,
+                                             s.quant_bit == 4 ? 0.3f : 0.02f);
+  uint16_t* data = scale.data<uint16_t>();
+  for (int64_t i = 0; i < scale.numel(); ++i) data[i] = dynattn_ref::F16Bits(step(rng));
+  (*in)["scale"] = std::move(scale);
+}
+
+void FillAttrs(Step* step) {
+  const StepShape& s = step->shape;
+  MultiHeadCacheAttentionAttrs& a = step->attrs;
+  a.attention.num_heads = s.num_heads;
+  a.attention.head_dim = s.head_dim;
+  a.attention.num_kv_heads = s.num_kv_heads;
+  a.cache.quant_bit = s.quant_bit;
+  a.cache.quant_group = s.quant_group;
+  a.cache.cache_mode = 1;
+  a.cache.cache_layout = s.cache_layout;
+  a.cache.page_size = s.page_size;
+  dynattn_ref::Attrs& r = step->reference_attrs;
+  r.num_heads = s.num_heads;
+  r.head_dim = s.head_dim;
+  r.num_kv_heads = s.num_kv_heads;
+  r.quant_bit = s.quant_bit;
+  r.quant_group = s.quant_group;
+  r.cache_mode = 1;
+  r.cache_layout = s.cache_layout;
+  r.page_size = s.page_size;
+}
+
+TensorView View(Array& a) {
+  const DType dtype = a.dt == Dt::kF16 ? DType::kF16 : a.dt == Dt::kI8 ? DType::kI8 : DType::kI64;
+  return TensorView::Dense(a.bytes.data(), dtype, static_cast<int>(a.shape.size()), a.shape.data());
+}
+
+/// Rows [begin, end) of a packed tensor (dim 0).
+Array Rows(const Array& a, int64_t begin, int64_t end) {
+  Array out = a;
+  const int64_t row = a.shape[0] > 0 ? static_cast<int64_t>(a.bytes.size()) / a.shape[0] : 0;
+  out.shape[0] = end - begin;
+  out.bytes.assign(a.bytes.begin() + begin * row, a.bytes.begin() + end * row);
+  return out;
+}
+
+void AppendRows(const Array& from, Array* to) {
+  to->shape[0] += from.shape[0];
+  to->bytes.insert(to->bytes.end(), from.bytes.begin(), from.bytes.end());
+}
+
+const int64_t* Starts(const Step& step, const char* name) {
+  return step.inputs.at(name).data<int64_t>();
+}
+
+}  // namespace
+
+Step BuildStep(const StepShape& shape, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Step step;
+  step.shape = shape;
+  const int64_t batch = static_cast<int64_t>(shape.requests.size());
+  std::vector<int64_t> seqstarts{0}, kvstarts{0}, start_pos;
+  int64_t table_width = 1, pages = 0, max_seqlen = 0, max_kvlen = 0;
+  for (const StepRequest& r : shape.requests) {
+    const int64_t kvlen = r.start_pos + r.seqlen;
+    seqstarts.push_back(seqstarts.back() + r.seqlen);
+    kvstarts.push_back(kvstarts.back() + kvlen);
+    start_pos.push_back(r.start_pos);
+    table_width = std::max(table_width, (kvlen + shape.page_size - 1) / shape.page_size);
+    pages += (kvlen + shape.page_size - 1) / shape.page_size;
+    max_seqlen = std::max(max_seqlen, r.seqlen);
+    max_kvlen = std::max(max_kvlen, kvlen);
+  }
+  const int64_t tq = seqstarts.back();
+  dynattn_ref::Tensors& in = step.inputs;
+  in["query"] = RandomF16({tq, shape.num_heads, shape.head_dim}, rng);
+  in["current_key"] = RandomF16({tq, shape.num_kv_heads, shape.head_dim}, rng);
+  in["current_value"] = RandomF16({tq, shape.num_kv_heads, shape.head_dim}, rng);
+  in["seqstarts"] = dynattn_ref::MakeI64({batch + 1}, seqstarts);
+  in["kvstarts"] = dynattn_ref::MakeI64({batch + 1}, kvstarts);
+  in["cachestarts"] =
+      dynattn_ref::MakeI64({batch, table_width}, PageTable(shape, table_width, pages, rng));
+  in["start_pos"] = dynattn_ref::MakeI64({batch}, start_pos);
+  in["decoding_batches"] = dynattn_ref::ScalarI64(shape.decoding_batches);
+  in["max_seqlen"] = dynattn_ref::ScalarI64(max_seqlen);
+  in["max_kvlen"] = dynattn_ref::ScalarI64(max_kvlen);
+  FillCache(shape, pages * shape.page_size, rng, &in);
+  FillAttrs(&step);
+  return step;
+}
+
+Status RunStep(Step* step, Array* out, const RunOptions& options) {
+  dynattn_ref::Tensors& in = step->inputs;
+  if (out->bytes.empty()) *out = dynattn_ref::MakeArray(Dt::kF16, in.at("query").shape);
+  MultiHeadCacheAttentionArgs args;
+  args.query = View(in["query"]);
+  args.current_key = View(in["current_key"]);
+  args.current_value = View(in["current_value"]);
+  args.seqstarts = View(in["seqstarts"]);
+  args.kvstarts = View(in["kvstarts"]);
+  args.cachestarts = View(in["cachestarts"]);
+  args.start_pos = View(in["start_pos"]);
+  args.decoding_batches = View(in["decoding_batches"]);
+  args.max_seqlen = View(in["max_seqlen"]);
+  args.max_kvlen = View(in["max_kvlen"]);
+  args.cache = View(in["cache"]);
+  if (in.count("scale")) args.scale = View(in["scale"]);
+  args.attn_output = View(*out);
+  return MultiHeadCacheAttention(step->attrs, args, options);
+}
+
+Step SubStep(const Step& step, const std::vector<int64_t>& picked, const Array& out, Array* rows) {
+  const int64_t* qs = Starts(step, "seqstarts");
+  const int64_t* ks = Starts(step, "kvstarts");
+  const Array& table = step.inputs.at("cachestarts");
+  const int64_t width = table.shape[1];
+  Step sub = step;
+  std::vector<int64_t> seqstarts{0}, kvstarts{0}, start_pos, cachestarts;
+  *rows = Rows(out, 0, 0);
+  sub.shape.requests.clear();
+  const char* const kPacked[] = {"query", "current_key", "current_value"};
+  for (const char* name : kPacked) sub.inputs[name] = Rows(step.inputs.at(name), 0, 0);
+  int64_t decodes = 0;
+  for (int64_t b : picked) {
+    seqstarts.push_back(seqstarts.back() + qs[b + 1] - qs[b]);
+    kvstarts.push_back(kvstarts.back() + ks[b + 1] - ks[b]);
+    start_pos.push_back(Starts(step, "start_pos")[b]);
+    cachestarts.insert(cachestarts.end(), table.data<int64_t>() + b * width,
+                       table.data<int64_t>() + (b + 1) * width);
+    for (const char* name : kPacked)
+      AppendRows(Rows(step.inputs.at(name), qs[b], qs[b + 1]), &sub.inputs[name]);
+    AppendRows(Rows(out, qs[b], qs[b + 1]), rows);
+    sub.shape.requests.push_back(step.shape.requests[b]);
+    decodes += b < step.shape.decoding_batches ? 1 : 0;
+  }
+  sub.shape.decoding_batches = decodes;
+  const int64_t batch = static_cast<int64_t>(picked.size());
+  sub.inputs["seqstarts"] = dynattn_ref::MakeI64({batch + 1}, seqstarts);
+  sub.inputs["kvstarts"] = dynattn_ref::MakeI64({batch + 1}, kvstarts);
+  sub.inputs["start_pos"] = dynattn_ref::MakeI64({batch}, start_pos);
+  sub.inputs["cachestarts"] = dynattn_ref::MakeI64({batch, width}, cachestarts);
+  sub.inputs["decoding_batches"] = dynattn_ref::ScalarI64(decodes);
+  return sub;
+}
+
+double KvBytesRead(const Step& step) {
+  const StepShape& s = step.shape;
+  double tokens = 0;
+  for (const StepRequest& r : s.requests) tokens += static_cast<double>(r.start_pos + r.seqlen);
+  const double row = s.quant_bit == 0   ? 2.0 * s.head_dim
+                     : s.quant_bit == 8 ? s.head_dim + 2.0 * s.head_dim / s.quant_group
+                                        : s.head_dim / 2.0 + 2.0 * s.head_dim / s.quant_group;
+  return tokens * s.num_kv_heads * 2 * row;
+}
+
+double AttentionFlops(const Step& step) {
+  const StepShape& s = step.shape;
+  double pairs = 0;  // (query, key) pairs under the bottom-right causal rule
+  for (size_t b = 0; b < s.requests.size(); ++b) {
+    const double past = static_cast<double>(s.requests[b].start_pos);
+    const double n = static_cast<double>(s.requests[b].seqlen);
+    pairs += n * past + n * (n + 1) / 2;
+  }
+  return 4.0 * pairs * s.head_dim * s.num_heads;
+}
+
+}  // namespace dynattn::cli

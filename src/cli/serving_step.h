@@ -1,0 +1,65 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Synthetic serving steps for the demo and the benchmarks: a batch of decodes and prefill chunks
+// over a paged cache already holding quantized history, as MultiHeadCacheAttention inputs.
+
+#ifndef DYNATTN_SRC_CLI_SERVING_STEP_H_
+#define DYNATTN_SRC_CLI_SERVING_STEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "dynattn/dynattn.h"
+#include "tests/reference/reference.h"
+
+namespace dynattn::cli {
+
+/// One request of a step: `seqlen` new tokens after `start_pos` cached ones.
+struct StepRequest {
+  int64_t start_pos = 0;
+  int64_t seqlen = 1;
+};
+
+/// The shape of a step. Decoding requests (seqlen 1) come first, as the PMX convention wants.
+struct StepShape {
+  int num_heads = 32;
+  int num_kv_heads = 8;
+  int head_dim = 128;
+  int quant_bit = 8;  ///< 0 (fp16 cache), 8 or 4.
+  int quant_group = 8;
+  int page_size = 128;
+  int cache_layout = 3;
+  std::vector<StepRequest> requests;
+  int64_t decoding_batches = 0;  ///< Leading requests that are decodes.
+};
+
+/// A step's inputs (named as the spec's) and attributes.
+struct Step {
+  StepShape shape;
+  dynattn_ref::Tensors inputs;
+  MultiHeadCacheAttentionAttrs attrs;
+  dynattn_ref::Attrs reference_attrs;
+};
+
+/// Builds a step with fp16 activations: pages handed out in shuffled order, and a cache whose
+/// every slot holds valid random history (fp16 values, or int8/int4 codes with positive scales).
+Step BuildStep(const StepShape& shape, uint64_t seed);
+
+/// Runs MultiHeadCacheAttention on `step` (its cache and scale are updated) into `out`, which is
+/// allocated on first use.
+Status RunStep(Step* step, dynattn_ref::Array* out, const RunOptions& options = {});
+
+/// The step made of requests `picked` (in that order, decodes first) over the same cache, and
+/// the rows of `out` that belong to them. Requests are independent, so the sub-step's result
+/// equals those rows.
+Step SubStep(const Step& step, const std::vector<int64_t>& picked, const dynattn_ref::Array& out,
+             dynattn_ref::Array* rows);
+
+/// Bytes of K, V and scales the step reads (every context token, every KV head, once).
+double KvBytesRead(const Step& step);
+/// Floating-point operations of the step's attention (QK^T and PV, causal keys only).
+double AttentionFlops(const Step& step);
+
+}  // namespace dynattn::cli
+
+#endif  // DYNATTN_SRC_CLI_SERVING_STEP_H_
