@@ -4,7 +4,7 @@
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
 
-.PHONY: setup build demo test test-sanitize format clean
+.PHONY: setup build demo test test-sanitize bench format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -18,6 +18,10 @@ demo: build
 
 test: build
 	bash scripts/run_tests.sh $(BUILD)
+
+# Serving steps timed against this machine's measured bandwidth and FMA peak.
+bench: build
+	./$(BUILD)/bench/dynattn_bench
 
 # The same suites under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it too).
 test-sanitize: setup

@@ -175,16 +175,34 @@ HWY_INLINE void DecodeRowInt8(const RowCodec& c, const int8_t* src, const void* 
   ApplyScales(c, scales_tmp, dst);
 }
 
+/// Packed int4 codes (element 2k in the low nibble of byte k) -> float codes in dst[0, count).
+HWY_INLINE void Int4ToFloat(const uint8_t* packed, int count, float* dst) {
+  int d = 0;
+#if HWY_TARGET != HWY_SCALAR  // one-lane vectors cannot be halved
+  {
+    const DF df;
+    const hn::Rebind<int8_t, DF> d8;  // one code per float lane
+    const hn::Half<decltype(d8)> dh;  // the bytes holding them
+    const hn::Rebind<int32_t, DF> d32;
+    const int n = static_cast<int>(hn::Lanes(df));
+    for (; d + n <= count; d += n) {
+      const auto bytes = hn::LoadU(dh, reinterpret_cast<const int8_t*>(packed + d / 2));
+      const auto low = hn::ShiftRight<4>(hn::ShiftLeft<4>(bytes));  // sign-extended nibbles
+      const auto high = hn::ShiftRight<4>(bytes);
+      const auto codes =
+          hn::InterleaveLower(d8, hn::ZeroExtendVector(d8, low), hn::ZeroExtendVector(d8, high));
+      hn::StoreU(hn::ConvertTo(df, hn::PromoteTo(d32, codes)), df, dst + d);
+    }
+  }
+#endif
+  for (; d < count; ++d) dst[d] = static_cast<float>(Int4At(packed, d));
+}
+
 /// Packed int4 row with group scales -> fp32.
 HWY_INLINE void DecodeRowInt4(const RowCodec& c, const uint8_t* src, const void* scale, float* dst,
                               float* scales_tmp) {
   ExpandScales(c, scale, scales_tmp);
-  int8_t codes[64];
-  for (int d0 = 0; d0 < c.head_dim; d0 += 64) {
-    const int count = std::min(64, c.head_dim - d0);
-    for (int i = 0; i < count; ++i) codes[i] = Int4At(src, d0 + i);
-    Int8ToFloat(codes, count, dst + d0);
-  }
+  Int4ToFloat(src, c.head_dim, dst);
   ApplyScales(c, scales_tmp, dst);
 }
 
