@@ -221,3 +221,134 @@ TEST_SUITE("spec_examples") {
 }
 
 }  // namespace
+
+namespace {
+
+using dynattn::DType;
+using dynattn::TensorView;
+
+/// Which slots of a layout-`layout`, 1-layer fp32 cache (Hkv = 1, D = 1) an MHCA step writes.
+std::set<int64_t> WrittenSlots(int mode, int layout, int64_t max_t,
+                               const std::vector<int64_t>& seqstarts,
+                               const std::vector<int64_t>& kvstarts,
+                               const std::vector<int64_t>& start_pos,
+                               const std::vector<int64_t>& cachestarts,
+                               const std::vector<int64_t>& cachestarts_shape, int page_size) {
+  const int64_t batch = static_cast<int64_t>(start_pos.size()), tq = seqstarts.back();
+  std::vector<float> query(tq, 1.0f), current(tq), out(tq);
+  for (int64_t t = 0; t < tq; ++t) current[t] = -1.0f - t;
+  std::vector<float> cache(2 * max_t, 7.0f);
+  const std::vector<float> before = cache;
+  const int64_t decoding = 1, max_seqlen = 512, max_kvlen = 1024;
+  dynattn::MultiHeadCacheAttentionArgs a;
+  a.query = TensorView::Dense(query.data(), DType::kF32, {tq, 1, 1});
+  a.current_key = TensorView::Dense(current.data(), DType::kF32, {tq, 1, 1});
+  a.current_value = a.current_key;
+  a.seqstarts = TensorView::Dense(seqstarts.data(), DType::kI64, {batch + 1});
+  a.kvstarts = TensorView::Dense(kvstarts.data(), DType::kI64, {batch + 1});
+  a.start_pos = TensorView::Dense(start_pos.data(), DType::kI64, {batch});
+  a.cachestarts =
+      TensorView::Dense(cachestarts.data(), DType::kI64, static_cast<int>(cachestarts_shape.size()),
+                        cachestarts_shape.data());
+  a.decoding_batches = TensorView::Dense(&decoding, DType::kI64, {});
+  a.max_seqlen = TensorView::Dense(&max_seqlen, DType::kI64, {});
+  a.max_kvlen = TensorView::Dense(&max_kvlen, DType::kI64, {});
+  const int64_t shapes[4][5] = {
+      {max_t, 1, 2, 1, 1}, {1, max_t, 2, 1, 1}, {1, 2, max_t, 1, 1}, {1, 2, 1, max_t, 1}};
+  a.cache = TensorView::Dense(cache.data(), DType::kF32, 5, shapes[layout]);
+  a.attn_output = TensorView::Dense(out.data(), DType::kF32, {tq, 1, 1});
+  dynattn::MultiHeadCacheAttentionAttrs attrs;
+  attrs.attention.num_heads = 1;
+  attrs.attention.head_dim = 1;
+  attrs.cache.cache_mode = mode;
+  attrs.cache.cache_layout = layout;
+  attrs.cache.page_size = page_size;
+  const dynattn::Status s = dynattn::MultiHeadCacheAttention(attrs, a);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  // Key plane of layout `layout` at slot s: the PMX formula with L = 1, Hkv = 1, D = 1, kv = 0.
+  std::set<int64_t> written;
+  for (int64_t slot = 0; slot < max_t; ++slot) {
+    const int64_t offset = layout == 0 ? slot * 2 : layout == 1 ? slot * 2 : slot;
+    if (cache[offset] != before[offset]) written.insert(slot);
+  }
+  return written;
+}
+
+}  // namespace
+
+TEST_SUITE("spec_examples") {
+  TEST_CASE("§11.1 mixed step: decode row 0 -> slot 4, prompt rows -> slots 64..66, every layout") {
+    for (int layout = 0; layout < 4; ++layout) {
+      CHECK(WrittenSlots(0, layout, 80, {0, 1, 4}, {0, 5, 8}, {4, 0}, {0, 64}, {2}, 128) ==
+            std::set<int64_t>{4, 64, 65, 66});
+    }
+  }
+
+  TEST_CASE("§11.4 paged step (P = 128, layout 3): p = 130 -> slot 258, prompt -> 128..132") {
+    CHECK(WrittenSlots(1, 3, 384, {0, 1, 6}, {0, 131, 136}, {130, 0}, {0, 256, -1, 128, -1, -1},
+                       {2, 3}, 128) == std::set<int64_t>{128, 129, 130, 131, 132, 258});
+  }
+
+  TEST_CASE("§11.3 GQA: KVC with num_repeat = 4 then MHA equals MHA with num_kv_heads = 2") {
+    // Hq = 8, Hkv = 2, D = 4, one request of 3 new tokens over 2 cached ones, fp32.
+    const int64_t dim = 4, tq = 3, kv = 5;
+    std::vector<float> query(tq * 8 * dim), current_key(tq * 2 * dim), current_value(tq * 2 * dim);
+    for (size_t i = 0; i < query.size(); ++i) query[i] = std::sin(0.37f * i);
+    for (size_t i = 0; i < current_key.size(); ++i) {
+      current_key[i] = std::cos(0.11f * i);
+      current_value[i] = std::sin(0.23f * i + 1);
+    }
+    std::vector<float> cache(8 * 2 * 2 * dim, 0.25f);
+    const int64_t seqstarts[] = {0, 3}, kvstarts[] = {0, 5}, start_pos[] = {2}, cachestarts[] = {0};
+    const int64_t zero = 0, max_seqlen = 3, max_kvlen = 5;
+    std::vector<float> key8(kv * 8 * dim), value8(kv * 8 * dim), key2(kv * 2 * dim),
+        value2(kv * 2 * dim);
+    dynattn::KeyValueCacheArgs k;
+    k.current_key = TensorView::Dense(current_key.data(), DType::kF32, {tq, 2, dim});
+    k.current_value = TensorView::Dense(current_value.data(), DType::kF32, {tq, 2, dim});
+    k.seqstarts = TensorView::Dense(seqstarts, DType::kI64, {2});
+    k.kvstarts = TensorView::Dense(kvstarts, DType::kI64, {2});
+    k.cachestarts = TensorView::Dense(cachestarts, DType::kI64, {1});
+    k.start_pos = TensorView::Dense(start_pos, DType::kI64, {1});
+    k.max_seqlen = TensorView::Dense(&max_seqlen, DType::kI64, {});
+    k.max_kvlen = TensorView::Dense(&max_kvlen, DType::kI64, {});
+    k.cache = TensorView::Dense(cache.data(), DType::kF32, {8, 1, 2, 2, dim});
+    k.key = TensorView::Dense(key8.data(), DType::kF32, {kv, 8, dim});
+    k.value = TensorView::Dense(value8.data(), DType::kF32, {kv, 8, dim});
+    dynattn::KeyValueCacheAttrs repeat;
+    repeat.num_repeat = 4;
+    REQUIRE(dynattn::KeyValueCache(repeat, k).ok());
+    k.key = TensorView::Dense(key2.data(), DType::kF32, {kv, 2, dim});
+    k.value = TensorView::Dense(value2.data(), DType::kF32, {kv, 2, dim});
+    REQUIRE(dynattn::KeyValueCache({}, k).ok());
+    for (int64_t row = 0; row < kv; ++row) {  // heads [k0, k0, k0, k0, k1, k1, k1, k1]
+      for (int o = 0; o < 8; ++o) {
+        CHECK(std::memcmp(&key8[(row * 8 + o) * dim], &key2[(row * 2 + o / 4) * dim], dim * 4) ==
+              0);
+      }
+    }
+    auto attend = [&](std::vector<float>& key, std::vector<float>& value, int kv_heads,
+                      int attr_kv_heads) {
+      std::vector<float> out(tq * 8 * dim);
+      dynattn::MultiHeadAttentionArgs m;
+      m.query = TensorView::Dense(query.data(), DType::kF32, {tq, 8, dim});
+      m.key = TensorView::Dense(key.data(), DType::kF32, {kv, kv_heads, dim});
+      m.value = TensorView::Dense(value.data(), DType::kF32, {kv, kv_heads, dim});
+      m.seqstarts = k.seqstarts;
+      m.kvstarts = k.kvstarts;
+      m.decoding_batches = TensorView::Dense(&zero, DType::kI64, {});
+      m.max_seqlen = k.max_seqlen;
+      m.max_kvlen = k.max_kvlen;
+      m.attn_output = TensorView::Dense(out.data(), DType::kF32, {tq, 8, dim});
+      dynattn::AttentionAttrs attrs;
+      attrs.num_heads = 8;
+      attrs.head_dim = dim;
+      attrs.num_kv_heads = attr_kv_heads;
+      REQUIRE(dynattn::MultiHeadAttention(attrs, m).ok());
+      return out;
+    };
+    const std::vector<float> expanded = attend(key8, value8, 8, 0);
+    const std::vector<float> grouped = attend(key2, value2, 2, 2);
+    CHECK(std::memcmp(expanded.data(), grouped.data(), expanded.size() * 4) == 0);
+  }
+}
