@@ -40,10 +40,9 @@ void ShapeOf(int layout, int64_t layers, int64_t heads, int64_t slots, int64_t r
 }
 
 /// What each dimension of layout 0-3 means, for error messages.
-constexpr const char* kLegend[4] = {"(MaxT, num_layer, 2, num_kv_heads, last dim)",
-                                    "(num_layer, MaxT, 2, num_kv_heads, last dim)",
-                                    "(num_layer, 2, MaxT, num_kv_heads, last dim)",
-                                    "(num_layer, 2, num_kv_heads, MaxT, last dim)"};
+constexpr const char* kLegend[4] = {
+    "(MaxT, num_layer, 2, num_kv_heads, last dim)", "(num_layer, MaxT, 2, num_kv_heads, last dim)",
+    "(num_layer, 2, MaxT, num_kv_heads, last dim)", "(num_layer, 2, num_kv_heads, MaxT, last dim)"};
 
 /// Index of the MaxT dimension in layout 0-3.
 int SlotDim(int layout) { return layout; }

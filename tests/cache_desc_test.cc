@@ -87,36 +87,13 @@ SplitCache Split(const dynattn::CacheDesc& pmx) {
   return out;
 }
 
-dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& a) {
-  dynattn::CacheAttrs c;
-  c.num_layer = a.num_layer;
-  c.layer_idx = a.layer_idx;
-  c.quant_bit = a.quant_bit;
-  c.quant_group = a.quant_group;
-  c.cache_mode = a.cache_mode;
-  c.cache_layout = a.cache_layout;
-  c.page_size = a.page_size;
-  return c;
-}
-
 /// MHCA arguments over `inputs` (everything but the cache and the output).
 dynattn::MultiHeadCacheAttentionArgs ArgsWithoutCache(dynattn_ref::Tensors* inputs) {
-  dynattn::MultiHeadCacheAttentionArgs args;
-  for (auto& [name, array] : *inputs) {
-    const dynattn::TensorView v = ViewOf(array);
-    if (name == "query") args.query = v;
-    if (name == "current_key") args.current_key = v;
-    if (name == "current_value") args.current_value = v;
-    if (name == "seqstarts") args.seqstarts = v;
-    if (name == "kvstarts") args.kvstarts = v;
-    if (name == "cachestarts") args.cachestarts = v;
-    if (name == "start_pos") args.start_pos = v;
-    if (name == "decoding_batches") args.decoding_batches = v;
-    if (name == "max_seqlen") args.max_seqlen = v;
-    if (name == "max_kvlen") args.max_kvlen = v;
-    if (name == "attn_mask") args.attn_mask = v;
-  }
-  return args;
+  return dynattn::MultiHeadCacheAttentionArgsByName([inputs](const std::string& name) {
+    auto it = inputs->find(name);
+    const bool bound = it != inputs->end() && name != "cache" && name != "scale";
+    return bound ? ViewOf(it->second) : dynattn::TensorView{};
+  });
 }
 
 TEST_SUITE("cache_desc") {
@@ -146,8 +123,7 @@ TEST_SUITE("cache_desc") {
       args.cache_desc = &split.desc;
       args.attn_output = ViewOf(out);
       dynattn::MultiHeadCacheAttentionAttrs attrs;
-      attrs.attention = {c.attrs.num_heads, c.attrs.head_dim, c.attrs.is_causal != 0,
-                         c.attrs.is_alibi != 0, c.attrs.num_kv_heads};
+      attrs.attention = AttentionAttrsOf(c.attrs);
       attrs.cache = CacheAttrsOf(c.attrs);
       const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
       REQUIRE_MESSAGE(status.ok(), status.message());

@@ -6,6 +6,7 @@
 #define DYNATTN_DYNATTN_H_
 
 #include "dynattn/cache.h"
+#include "dynattn/named_args.h"
 #include "dynattn/ops.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"

@@ -19,6 +19,7 @@
 #include <map>
 #include <system_error>
 
+#include "dynattn/named_args.h"
 #include "dynattn/ops.h"
 #include "src/cli/npy.h"
 
@@ -215,9 +216,15 @@ Status LoadInputs(const std::string& dir, const OpSpec& spec, Arrays* arrays) {
   return Status::Ok();
 }
 
-TensorView ViewOf(Arrays& arrays, const std::string& name) {
-  auto it = arrays.find(name);
-  return it == arrays.end() ? TensorView() : it->second.View();
+/// Views of the outputs, else of the inputs, by spec name; absent when neither has it.
+TensorLookup Lookup(Arrays& inputs, Arrays* outputs) {
+  return [&inputs, outputs](const std::string& name) {
+    for (Arrays* arrays : {outputs, &inputs}) {
+      auto it = arrays->find(name);
+      if (it != arrays->end()) return it->second.View();
+    }
+    return TensorView();
+  };
 }
 
 int64_t PhysicalMemoryBytes() {
@@ -300,19 +307,7 @@ Status CallKeyValueCache(const Attributes& attributes, const RunOptions& options
   }
   DYNATTN_RETURN_IF_ERROR(AllocateOutput("key", current_key.dtype, shape, outputs));
   DYNATTN_RETURN_IF_ERROR(AllocateOutput("value", current_key.dtype, shape, outputs));
-  KeyValueCacheArgs args;
-  args.current_key = ViewOf(inputs, "current_key");
-  args.current_value = ViewOf(inputs, "current_value");
-  args.seqstarts = ViewOf(inputs, "seqstarts");
-  args.kvstarts = ViewOf(inputs, "kvstarts");
-  args.cachestarts = ViewOf(inputs, "cachestarts");
-  args.start_pos = ViewOf(inputs, "start_pos");
-  args.max_seqlen = ViewOf(inputs, "max_seqlen");
-  args.max_kvlen = ViewOf(inputs, "max_kvlen");
-  args.cache = ViewOf(inputs, "cache");
-  args.scale = ViewOf(inputs, "scale");
-  args.key = ViewOf(*outputs, "key");
-  args.value = ViewOf(*outputs, "value");
+  KeyValueCacheArgs args = KeyValueCacheArgsByName(Lookup(inputs, outputs));
   return KeyValueCache(attrs, args, options);
 }
 
@@ -321,17 +316,7 @@ Status CallMultiHeadAttention(const Attributes& attributes, const RunOptions& op
   const NpyArray& query = inputs.at("query");
   DYNATTN_RETURN_IF_ERROR(
       AllocateOutput("attn_output", query.dtype, AttentionOutputShape(query), outputs));
-  MultiHeadAttentionArgs args;
-  args.query = ViewOf(inputs, "query");
-  args.key = ViewOf(inputs, "key");
-  args.value = ViewOf(inputs, "value");
-  args.seqstarts = ViewOf(inputs, "seqstarts");
-  args.kvstarts = ViewOf(inputs, "kvstarts");
-  args.decoding_batches = ViewOf(inputs, "decoding_batches");
-  args.max_seqlen = ViewOf(inputs, "max_seqlen");
-  args.max_kvlen = ViewOf(inputs, "max_kvlen");
-  args.attn_mask = ViewOf(inputs, "attn_mask");
-  args.attn_output = ViewOf(*outputs, "attn_output");
+  MultiHeadAttentionArgs args = MultiHeadAttentionArgsByName(Lookup(inputs, outputs));
   return MultiHeadAttention(MakeAttentionAttrs(attributes), args, options);
 }
 
@@ -343,21 +328,7 @@ Status CallMultiHeadCacheAttention(const Attributes& attributes, const RunOption
   MultiHeadCacheAttentionAttrs attrs;
   attrs.attention = MakeAttentionAttrs(attributes);
   attrs.cache = MakeCacheAttrs(attributes);
-  MultiHeadCacheAttentionArgs args;
-  args.query = ViewOf(inputs, "query");
-  args.current_key = ViewOf(inputs, "current_key");
-  args.current_value = ViewOf(inputs, "current_value");
-  args.seqstarts = ViewOf(inputs, "seqstarts");
-  args.kvstarts = ViewOf(inputs, "kvstarts");
-  args.cachestarts = ViewOf(inputs, "cachestarts");
-  args.start_pos = ViewOf(inputs, "start_pos");
-  args.decoding_batches = ViewOf(inputs, "decoding_batches");
-  args.max_seqlen = ViewOf(inputs, "max_seqlen");
-  args.max_kvlen = ViewOf(inputs, "max_kvlen");
-  args.cache = ViewOf(inputs, "cache");
-  args.scale = ViewOf(inputs, "scale");
-  args.attn_mask = ViewOf(inputs, "attn_mask");
-  args.attn_output = ViewOf(*outputs, "attn_output");
+  MultiHeadCacheAttentionArgs args = MultiHeadCacheAttentionArgsByName(Lookup(inputs, outputs));
   return MultiHeadCacheAttention(attrs, args, options);
 }
 

@@ -141,19 +141,11 @@ Step BuildStep(const StepShape& shape, uint64_t seed) {
 Status RunStep(Step* step, Array* out, const RunOptions& options) {
   dynattn_ref::Tensors& in = step->inputs;
   if (out->bytes.empty()) *out = dynattn_ref::MakeArray(Dt::kF16, in.at("query").shape);
-  MultiHeadCacheAttentionArgs args;
-  args.query = View(in["query"]);
-  args.current_key = View(in["current_key"]);
-  args.current_value = View(in["current_value"]);
-  args.seqstarts = View(in["seqstarts"]);
-  args.kvstarts = View(in["kvstarts"]);
-  args.cachestarts = View(in["cachestarts"]);
-  args.start_pos = View(in["start_pos"]);
-  args.decoding_batches = View(in["decoding_batches"]);
-  args.max_seqlen = View(in["max_seqlen"]);
-  args.max_kvlen = View(in["max_kvlen"]);
-  args.cache = View(in["cache"]);
-  if (in.count("scale")) args.scale = View(in["scale"]);
+  MultiHeadCacheAttentionArgs args =
+      MultiHeadCacheAttentionArgsByName([&](const std::string& name) {
+        auto it = in.find(name);
+        return it != in.end() ? View(it->second) : TensorView{};
+      });
   args.attn_output = View(*out);
   return MultiHeadCacheAttention(step->attrs, args, options);
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dynattn/dynattn.h"
+#include "dynattn/named_args.h"
 #include "src/cli/npy.h"
 
 namespace {
@@ -284,44 +285,28 @@ CliCase MhcaPlainCase() {
   return c;
 }
 
-dynattn::TensorView ViewOf(Arrays& arrays, const std::string& name) {
-  auto it = arrays.find(name);
-  return it == arrays.end() ? dynattn::TensorView() : it->second.View();
+/// Views of the outputs, else of the inputs, by spec name; absent when neither has it.
+dynattn::TensorLookup Lookup(Arrays& inputs, Arrays* outputs) {
+  return [&inputs, outputs](const std::string& name) {
+    for (Arrays* arrays : {outputs, &inputs}) {
+      auto it = arrays->find(name);
+      if (it != arrays->end()) return it->second.View();
+    }
+    return dynattn::TensorView();
+  };
 }
 
 Status CallKeyValueCache(const CliCase& c, Arrays& in, Arrays* out) {
   const NpyArray& current_key = in.at("current_key");
   (*out)["key"] = MakeZeroArray(current_key.dtype, c.gathered_shape);
   (*out)["value"] = MakeZeroArray(current_key.dtype, c.gathered_shape);
-  dynattn::KeyValueCacheArgs args;
-  args.current_key = ViewOf(in, "current_key");
-  args.current_value = ViewOf(in, "current_value");
-  args.seqstarts = ViewOf(in, "seqstarts");
-  args.kvstarts = ViewOf(in, "kvstarts");
-  args.cachestarts = ViewOf(in, "cachestarts");
-  args.start_pos = ViewOf(in, "start_pos");
-  args.max_seqlen = ViewOf(in, "max_seqlen");
-  args.max_kvlen = ViewOf(in, "max_kvlen");
-  args.cache = ViewOf(in, "cache");
-  args.scale = ViewOf(in, "scale");
-  args.key = ViewOf(*out, "key");
-  args.value = ViewOf(*out, "value");
+  dynattn::KeyValueCacheArgs args = dynattn::KeyValueCacheArgsByName(Lookup(in, out));
   return dynattn::KeyValueCache(c.kvc_attrs, args);
 }
 
 Status CallMultiHeadAttention(const CliCase& c, Arrays& in, Arrays* out) {
   (*out)["attn_output"] = MakeZeroArray(in.at("query").dtype, in.at("query").shape);
-  dynattn::MultiHeadAttentionArgs args;
-  args.query = ViewOf(in, "query");
-  args.key = ViewOf(in, "key");
-  args.value = ViewOf(in, "value");
-  args.seqstarts = ViewOf(in, "seqstarts");
-  args.kvstarts = ViewOf(in, "kvstarts");
-  args.decoding_batches = ViewOf(in, "decoding_batches");
-  args.max_seqlen = ViewOf(in, "max_seqlen");
-  args.max_kvlen = ViewOf(in, "max_kvlen");
-  args.attn_mask = ViewOf(in, "attn_mask");
-  args.attn_output = ViewOf(*out, "attn_output");
+  dynattn::MultiHeadAttentionArgs args = dynattn::MultiHeadAttentionArgsByName(Lookup(in, out));
   return dynattn::MultiHeadAttention(c.attention_attrs, args);
 }
 
@@ -330,21 +315,8 @@ Status CallMultiHeadCacheAttention(const CliCase& c, Arrays& in, Arrays* out) {
   dynattn::MultiHeadCacheAttentionAttrs attrs;
   attrs.attention = c.attention_attrs;
   attrs.cache = c.cache_attrs;
-  dynattn::MultiHeadCacheAttentionArgs args;
-  args.query = ViewOf(in, "query");
-  args.current_key = ViewOf(in, "current_key");
-  args.current_value = ViewOf(in, "current_value");
-  args.seqstarts = ViewOf(in, "seqstarts");
-  args.kvstarts = ViewOf(in, "kvstarts");
-  args.cachestarts = ViewOf(in, "cachestarts");
-  args.start_pos = ViewOf(in, "start_pos");
-  args.decoding_batches = ViewOf(in, "decoding_batches");
-  args.max_seqlen = ViewOf(in, "max_seqlen");
-  args.max_kvlen = ViewOf(in, "max_kvlen");
-  args.cache = ViewOf(in, "cache");
-  args.scale = ViewOf(in, "scale");
-  args.attn_mask = ViewOf(in, "attn_mask");
-  args.attn_output = ViewOf(*out, "attn_output");
+  dynattn::MultiHeadCacheAttentionArgs args =
+      dynattn::MultiHeadCacheAttentionArgsByName(Lookup(in, out));
   return dynattn::MultiHeadCacheAttention(attrs, args);
 }
 

@@ -10,6 +10,29 @@
 #include "hwy/targets.h"
 
 namespace dynattn_test {
+
+dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& a) {
+  dynattn::CacheAttrs c;
+  c.num_layer = a.num_layer;
+  c.layer_idx = a.layer_idx;
+  c.quant_bit = a.quant_bit;
+  c.quant_group = a.quant_group;
+  c.cache_mode = a.cache_mode;
+  c.cache_layout = a.cache_layout;
+  c.page_size = a.page_size;
+  return c;
+}
+
+dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
+  dynattn::AttentionAttrs attn;
+  attn.num_heads = a.num_heads;
+  attn.head_dim = a.head_dim;
+  attn.is_causal = a.is_causal != 0;
+  attn.is_alibi = a.is_alibi != 0;
+  attn.num_kv_heads = a.num_kv_heads;
+  return attn;
+}
+
 namespace {
 
 using dynattn_ref::Dt;
@@ -42,128 +65,48 @@ Array Poisoned(Dt dt, const std::vector<int64_t>& shape) {
   return a;
 }
 
-/// Holds the case's inputs as owned arrays and presence flags, and produces views of them.
-struct Inputs {
-  const Case& c;
-  std::vector<std::pair<std::string, Array>> arrays;
+/// Copies of the case's inputs (the library may write the cache and scale) and the outputs,
+/// looked up by spec name: outputs first, absent when neither has the name.
+struct Tensors {
+  dynattn_ref::Tensors inputs;
+  dynattn_ref::Tensors outputs;
 
-  dynattn::TensorView operator()(const char* name) {
-    bool present = false;
-    Array a = InputOrAbsent(c, name, &present);
-    if (!present) return dynattn::TensorView{};
-    arrays.emplace_back(name, std::move(a));
-    return ViewOf(arrays.back().second);
+  dynattn::TensorLookup Lookup() {
+    return [this](const std::string& name) {
+      for (dynattn_ref::Tensors* map : {&outputs, &inputs}) {
+        auto it = map->find(name);
+        if (it != map->end()) return ViewOf(it->second);
+      }
+      return dynattn::TensorView{};
+    };
   }
 };
 
-dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& a) {
-  dynattn::CacheAttrs c;
-  c.num_layer = a.num_layer;
-  c.layer_idx = a.layer_idx;
-  c.quant_bit = a.quant_bit;
-  c.quant_group = a.quant_group;
-  c.cache_mode = a.cache_mode;
-  c.cache_layout = a.cache_layout;
-  c.page_size = a.page_size;
-  return c;
-}
-
-dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
-  dynattn::AttentionAttrs attn;
-  attn.num_heads = a.num_heads;
-  attn.head_dim = a.head_dim;
-  attn.is_causal = a.is_causal != 0;
-  attn.is_alibi = a.is_alibi != 0;
-  attn.num_kv_heads = a.num_kv_heads;
-  return attn;
-}
-
 const Array& Input(const Case& c, const char* name) { return c.inputs.at(name); }
 
-/// In/out cache and scale copies for KVC and MHCA.
-void CopyCache(const Case& c, LibResult* r, dynattn::TensorView* cache,
-               dynattn::TensorView* scale) {
-  r->cache = Input(c, "cache");
-  *cache = ViewOf(r->cache);
-  auto it = c.inputs.find("scale");
-  if (it != c.inputs.end()) {
-    r->scale = it->second;
-    *scale = ViewOf(r->scale);
-  }
-}
-
-void RunKvc(const Case& c, const dynattn::RunOptions& options, LibResult* r) {
-  Inputs in{c, {}};
-  in.arrays.reserve(16);
-  dynattn::KeyValueCacheArgs args;
-  args.current_key = in("current_key");
-  args.current_value = in("current_value");
-  args.seqstarts = in("seqstarts");
-  args.kvstarts = in("kvstarts");
-  args.cachestarts = in("cachestarts");
-  args.start_pos = in("start_pos");
-  args.max_seqlen = in("max_seqlen");
-  args.max_kvlen = in("max_kvlen");
-  CopyCache(c, r, &args.cache, &args.scale);
-  // Outputs sized from the inputs when they are well-formed (malformed cases still get buffers).
+/// Outputs of KVC, sized from the inputs when they are well-formed (malformed cases still get
+/// buffers).
+void AddKvcOutputs(const Case& c, Tensors* t) {
   bool has_key = false;
   const Array ck = InputOrAbsent(c, "current_key", &has_key);
   const Array& kvstarts = Input(c, "kvstarts");
   const int64_t rows = kvstarts.numel() > 0 ? kvstarts.data<int64_t>()[kvstarts.numel() - 1] : 0;
   const std::vector<int64_t> shape = {rows, has_key ? ck.shape[1] * c.attrs.num_repeat : 1,
                                       has_key ? ck.shape[2] : 1};
-  r->key = Poisoned(has_key ? ck.dt : Dt::kF32, shape);
-  r->value = Poisoned(has_key ? ck.dt : Dt::kF32, shape);
-  args.key = ViewOf(r->key);
-  args.value = ViewOf(r->value);
-  dynattn::KeyValueCacheAttrs attrs;
-  attrs.cache = CacheAttrsOf(c.attrs);
-  attrs.num_repeat = c.attrs.num_repeat;
-  r->status = dynattn::KeyValueCache(attrs, args, options);
+  t->outputs["key"] = Poisoned(has_key ? ck.dt : Dt::kF32, shape);
+  t->outputs["value"] = Poisoned(has_key ? ck.dt : Dt::kF32, shape);
 }
 
-void RunMha(const Case& c, const dynattn::RunOptions& options, LibResult* r) {
-  Inputs in{c, {}};
-  in.arrays.reserve(16);
-  dynattn::MultiHeadAttentionArgs args;
-  args.query = in("query");
-  args.key = in("key");
-  args.value = in("value");
-  args.seqstarts = in("seqstarts");
-  args.kvstarts = in("kvstarts");
-  args.decoding_batches = in("decoding_batches");
-  args.max_seqlen = in("max_seqlen");
-  args.max_kvlen = in("max_kvlen");
-  args.attn_mask = in("attn_mask");
-  const Array& q = Input(c, "query");
-  r->attn_output = Poisoned(q.dt, q.shape);
-  args.attn_output = ViewOf(r->attn_output);
-  r->status = dynattn::MultiHeadAttention(AttentionAttrsOf(c.attrs), args, options);
-}
-
-void RunMhca(const Case& c, const dynattn::RunOptions& options, LibResult* r) {
-  Inputs in{c, {}};
-  in.arrays.reserve(16);
-  dynattn::MultiHeadCacheAttentionArgs args;
-  args.query = in("query");
-  args.current_key = in("current_key");
-  args.current_value = in("current_value");
-  args.seqstarts = in("seqstarts");
-  args.kvstarts = in("kvstarts");
-  args.cachestarts = in("cachestarts");
-  args.start_pos = in("start_pos");
-  args.decoding_batches = in("decoding_batches");
-  args.max_seqlen = in("max_seqlen");
-  args.max_kvlen = in("max_kvlen");
-  args.attn_mask = in("attn_mask");
-  CopyCache(c, r, &args.cache, &args.scale);
-  const Array& q = Input(c, "query");
-  r->attn_output = Poisoned(q.dt, q.shape);
-  args.attn_output = ViewOf(r->attn_output);
-  dynattn::MultiHeadCacheAttentionAttrs attrs;
-  attrs.attention = AttentionAttrsOf(c.attrs);
-  attrs.cache = CacheAttrsOf(c.attrs);
-  r->status = dynattn::MultiHeadCacheAttention(attrs, args, options);
+void CollectResults(Tensors* t, LibResult* r) {
+  auto take = [](dynattn_ref::Tensors& map, const char* name, Array* out) {
+    auto it = map.find(name);
+    if (it != map.end()) *out = std::move(it->second);
+  };
+  take(t->inputs, "cache", &r->cache);
+  take(t->inputs, "scale", &r->scale);
+  take(t->outputs, "key", &r->key);
+  take(t->outputs, "value", &r->value);
+  take(t->outputs, "attn_output", &r->attn_output);
 }
 
 }  // namespace
@@ -175,13 +118,28 @@ dynattn::TensorView ViewOf(Array& array) {
 
 LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options) {
   LibResult r;
+  Tensors t{c.inputs, {}};
   if (c.op == "key_value_cache") {
-    RunKvc(c, options, &r);
-  } else if (c.op == "multi_head_attention") {
-    RunMha(c, options, &r);
+    AddKvcOutputs(c, &t);
+    dynattn::KeyValueCacheAttrs attrs;
+    attrs.cache = CacheAttrsOf(c.attrs);
+    attrs.num_repeat = c.attrs.num_repeat;
+    r.status = dynattn::KeyValueCache(attrs, dynattn::KeyValueCacheArgsByName(t.Lookup()), options);
   } else {
-    RunMhca(c, options, &r);
+    const Array& q = Input(c, "query");
+    t.outputs["attn_output"] = Poisoned(q.dt, q.shape);
+    if (c.op == "multi_head_attention") {
+      r.status = dynattn::MultiHeadAttention(
+          AttentionAttrsOf(c.attrs), dynattn::MultiHeadAttentionArgsByName(t.Lookup()), options);
+    } else {
+      dynattn::MultiHeadCacheAttentionAttrs attrs;
+      attrs.attention = AttentionAttrsOf(c.attrs);
+      attrs.cache = CacheAttrsOf(c.attrs);
+      r.status = dynattn::MultiHeadCacheAttention(
+          attrs, dynattn::MultiHeadCacheAttentionArgsByName(t.Lookup()), options);
+    }
   }
+  CollectResults(&t, &r);
   return r;
 }
 

@@ -28,8 +28,12 @@ struct LibResult {
   Array attn_output;   ///< MHA, MHCA output.
 };
 
-/// A view of a reference array (absent when `present` is false).
+/// A dense view of a reference array.
 dynattn::TensorView ViewOf(Array& array);
+
+/// The library's attribute structs for a reference case's attributes.
+dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& attrs);
+dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& attrs);
 
 /// Runs `c` through the op it names.
 LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options = {});

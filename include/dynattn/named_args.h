@@ -1,0 +1,34 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Binding tensors to an op by the spec's input and output names, for callers that hold their
+// tensors in a name -> tensor map (the CLI's .npy folders, framework bindings, test harnesses).
+
+#ifndef DYNATTN_NAMED_ARGS_H_
+#define DYNATTN_NAMED_ARGS_H_
+
+#include <functional>
+#include <string>
+
+#include "dynattn/ops.h"
+
+namespace dynattn {
+
+/// Returns the tensor called `name`, or an absent view (`TensorView{}`) when there is none.
+using TensorLookup = std::function<TensorView(const std::string& name)>;
+
+/// KeyValueCache: inputs current_key, current_value, seqstarts, kvstarts, cachestarts,
+/// start_pos, max_seqlen, max_kvlen, cache, scale; outputs key, value.
+KeyValueCacheArgs KeyValueCacheArgsByName(const TensorLookup& tensor);
+
+/// MultiHeadAttention: inputs query, key, value, seqstarts, kvstarts, decoding_batches,
+/// max_seqlen, max_kvlen, attn_mask; output attn_output.
+MultiHeadAttentionArgs MultiHeadAttentionArgsByName(const TensorLookup& tensor);
+
+/// MultiHeadCacheAttention: inputs query, current_key, current_value, seqstarts, kvstarts,
+/// cachestarts, start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask;
+/// output attn_output.
+MultiHeadCacheAttentionArgs MultiHeadCacheAttentionArgsByName(const TensorLookup& tensor);
+
+}  // namespace dynattn
+
+#endif  // DYNATTN_NAMED_ARGS_H_
