@@ -15,8 +15,9 @@
 
 namespace dynattn::internal {
 
-/// Floats per "virtual vector": dot products keep this many partial sums whatever the hardware
-/// width, and reduce them in one fixed order, so AVX2 and AVX-512 give the same bits.
+/// Floats per "virtual vector": scratch rows are padded to it, key tiles are scored in chunks of
+/// it, and the softmax sum keeps this many partial sums folded in one fixed order, so AVX2 (two
+/// vectors) and AVX-512 (one) give the same bits.
 inline constexpr int kVirtualLanes = 16;
 /// Keys per online-softmax step. Fixed (never derived from the target) for the same reason.
 inline constexpr int kKeyTile = 64;
