@@ -419,6 +419,15 @@ void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionPro
 
 }  // namespace
 
+Status ValidateRunOptions(const RunOptions& options) {
+  if (options.num_threads < 0 || options.num_threads > kMaxThreads) {
+    return Status::Invalid("num_threads", "must be 0 (all cores) or in [1, " +
+                                              to_string(kMaxThreads) + "], got " +
+                                              to_string(options.num_threads));
+  }
+  return Status::Ok();
+}
+
 std::vector<float> AlibiSlopes(int num_heads) {
   std::vector<float> slopes(num_heads);
   int closest = 1;

@@ -41,6 +41,10 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
                                        const MultiHeadCacheAttentionArgs& args,
                                        MultiHeadCacheAttentionCall* call);
 
+/// RunOptions: 0 (all cores) or a thread count up to kMaxThreads.
+Status ValidateRunOptions(const RunOptions& options);
+inline constexpr int kMaxThreads = 1024;
+
 /// ALiBi slopes of spec pmx-ops §5.5 for `num_heads` heads.
 std::vector<float> AlibiSlopes(int num_heads);
 

@@ -257,6 +257,13 @@ TEST_SUITE("validation") {
     bad = args;
     bad.attn_output.shape[1] = 2;
     expect_error(bad, "attn_output", dynattn::StatusCode::kInvalidArgument);
+    for (int threads : {-1, 1 << 20}) {
+      dynattn::RunOptions options;
+      options.num_threads = threads;
+      const dynattn::Status s = dynattn::MultiHeadAttention(attrs, args, options);
+      CHECK_MESSAGE(s.message().find("num_threads") == 0, s.message());
+      for (uint8_t byte : out.bytes) REQUIRE(byte == 0xFF);
+    }
   }
 }
 

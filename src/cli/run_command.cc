@@ -144,8 +144,9 @@ Status ParseAttributes(const OpSpec& spec, const RunRequest& request, Attributes
 
 Status ParseThreads(const std::string& text, RunOptions* options) {
   if (text.empty()) return Status::Ok();
-  if (!ParseInt(text, 0, 1 << 16, &options->num_threads)) {
-    return Status::Invalid("--threads", "'" + text + "' is not an integer in [0, 65536]");
+  constexpr int kMaxThreads = 1024;  // the library's limit (RunOptions::num_threads)
+  if (!ParseInt(text, 0, kMaxThreads, &options->num_threads)) {
+    return Status::Invalid("--threads", "'" + text + "' is not an integer in [0, 1024]");
   }
   return Status::Ok();
 }

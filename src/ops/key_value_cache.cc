@@ -11,6 +11,7 @@ namespace dynattn {
 Status KeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
                      const RunOptions& options) {
   internal::KeyValueCacheCall call;
+  DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
   DYNATTN_RETURN_IF_ERROR(internal::ValidateKeyValueCache(attrs, args, &call));
   internal::WriteNewTokens(call.write, options);
   internal::GatherContext(call.gather, options);

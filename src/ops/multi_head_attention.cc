@@ -12,6 +12,7 @@ namespace dynattn {
 Status MultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
                           const RunOptions& options) {
   internal::MultiHeadAttentionCall call;
+  DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadAttention(attrs, args, &call));
   internal::RunAttention(call.attention, options);
   return Status::Ok();

@@ -13,6 +13,7 @@ namespace dynattn {
 Status MultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
                                const MultiHeadCacheAttentionArgs& args, const RunOptions& options) {
   internal::MultiHeadCacheAttentionCall call;
+  DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadCacheAttention(attrs, args, &call));
   internal::WriteNewTokens(call.write, options);
   internal::RunAttention(call.attention, options);
