@@ -223,8 +223,11 @@ HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64
   const auto neg_inf = hn::Set(df, kNegInf);
   const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[r.head] : 0.0f;
   const auto base = hn::Set(df, static_cast<float>(key0 - r.last_key));
+  // Scores saturate at FLT_MAX: a dot product that overflows fp32 (keys near 1e38) then wins the
+  // softmax outright, which is the limit, instead of turning into inf - inf = NaN.
+  const auto largest = hn::Set(df, std::numeric_limits<float>::max());
   for (int j = 0; j < kKeyTile; j += n) {
-    auto s = hn::Mul(hn::LoadU(df, scores + j), scale);
+    auto s = hn::Min(hn::Mul(hn::LoadU(df, scores + j), scale), largest);
     const auto index = hn::Iota(di, j);
     if (p.alibi_slopes != nullptr) {
       // slope * (key - a), with key - a = (key0 - a) + j exact in float for any real context.

@@ -329,6 +329,11 @@ KvcCall ReadKvcCall(const Attrs& attrs, const Tensors& inputs, int64_t hkv, int6
   call.geo = ReadCacheGeometry(attrs, *call.cache, call.scale, t1, hkv, d);
   call.slots =
       ReadSlotMap(attrs, Need(inputs, "cachestarts"), call.batches.count(), call.geo.max_t);
+  // §12: every slot the call touches is checked before anything is written or read, so that a
+  // refusal always names the broken rule (not whatever garbage an earlier read met).
+  for (int64_t b = 0; b < call.batches.count(); ++b) {
+    for (int64_t p = 0; p < call.batches.kvlen(b); ++p) call.slots.Slot(b, p);
+  }
   return call;
 }
 

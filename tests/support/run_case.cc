@@ -2,6 +2,7 @@
 
 #include "tests/support/run_case.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -91,7 +92,9 @@ void AddKvcOutputs(const Case& c, Tensors* t) {
   const Array ck = InputOrAbsent(c, "current_key", &has_key);
   const Array& kvstarts = Input(c, "kvstarts");
   const int64_t rows = kvstarts.numel() > 0 ? kvstarts.data<int64_t>()[kvstarts.numel() - 1] : 0;
-  const std::vector<int64_t> shape = {rows, has_key ? ck.shape[1] * c.attrs.num_repeat : 1,
+  const int64_t repeat = std::max(1, c.attrs.num_repeat);  // the library rejects < 1
+  const std::vector<int64_t> shape = {std::max<int64_t>(0, std::min<int64_t>(rows, 1 << 20)),
+                                      has_key ? ck.shape[1] * repeat : 1,
                                       has_key ? ck.shape[2] : 1};
   t->outputs["key"] = Poisoned(has_key ? ck.dt : Dt::kF32, shape);
   t->outputs["value"] = Poisoned(has_key ? ck.dt : Dt::kF32, shape);
