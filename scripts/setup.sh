@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  g++ meson ninja-build pkg-config  # compiler and build
+  g++ meson ninja-build pkg-config cmake  # compiler and build (meson finds doctest via CMake)
   libhwy-dev                        # Highway: SIMD kernels with dynamic dispatch
   libtbb-dev                        # oneTBB: parallelism over work items
   doctest-dev                       # doctest: the test suites
