@@ -255,11 +255,6 @@ Status CheckMask(const TensorView& m, DType io, int num_heads, const Batch& batc
   return Status::Ok();
 }
 
-Status CheckOutput(const char* name, const TensorView& t, DType dtype, int64_t a, int64_t b,
-                   int64_t c, const char* rule) {
-  return CheckExact(name, t, dtype, a, b, c, rule);
-}
-
 /// Cache attributes that do not depend on the cache tensor.
 Status CheckAddressingAttrs(const CacheAttrs& a) {
   if (a.cache_mode != 0 && a.cache_mode != 1) {
@@ -465,10 +460,10 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
                                          static_cast<int>(dim), shape.batch, &source));
   const int64_t rows = shape.batch.kvstarts[shape.batch.size];
   const int64_t out_heads = kv_heads * attrs.num_repeat;
-  DYNATTN_RETURN_IF_ERROR(CheckOutput("key", args.key, io, rows, out_heads, dim,
-                                      "(kvstarts[B], num_kv_heads * num_repeat, head_dim)"));
-  DYNATTN_RETURN_IF_ERROR(CheckOutput("value", args.value, io, rows, out_heads, dim,
-                                      "(kvstarts[B], num_kv_heads * num_repeat, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("key", args.key, io, rows, out_heads, dim,
+                                     "(kvstarts[B], num_kv_heads * num_repeat, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("value", args.value, io, rows, out_heads, dim,
+                                     "(kvstarts[B], num_kv_heads * num_repeat, head_dim)"));
   call->write = WriteProblem{shape.batch, io, ck.data, args.current_value.data, source};
   call->gather =
       GatherProblem{shape.batch, io, attrs.num_repeat, args.key.data, args.value.data, source};
@@ -497,8 +492,8 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   AttentionProblem& p = call->attention;
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, attrs.num_heads, shape.batch, &p));
-  DYNATTN_RETURN_IF_ERROR(CheckOutput("attn_output", args.attn_output, io, tq, attrs.num_heads,
-                                      attrs.head_dim, "(Tq, num_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, attrs.num_heads,
+                                     attrs.head_dim, "(Tq, num_heads, head_dim)"));
   FillAttention(attrs, kv_heads, io, &p);
   p.batch = shape.batch;
   p.query = args.query.data;
@@ -547,8 +542,8 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
   AttentionProblem& p = call->attention;
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, a.num_heads, shape.batch, &p));
-  DYNATTN_RETURN_IF_ERROR(CheckOutput("attn_output", args.attn_output, io, tq, a.num_heads,
-                                      a.head_dim, "(Tq, num_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, a.num_heads,
+                                     a.head_dim, "(Tq, num_heads, head_dim)"));
   FillAttention(a, kv_heads, io, &p);
   p.batch = shape.batch;
   p.query = args.query.data;

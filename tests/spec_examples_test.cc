@@ -268,7 +268,7 @@ std::set<int64_t> WrittenSlots(int mode, int layout, int64_t max_t,
   // Key plane of layout `layout` at slot s: the PMX formula with L = 1, Hkv = 1, D = 1, kv = 0.
   std::set<int64_t> written;
   for (int64_t slot = 0; slot < max_t; ++slot) {
-    const int64_t offset = layout == 0 ? slot * 2 : layout == 1 ? slot * 2 : slot;
+    const int64_t offset = layout <= 1 ? 2 * slot : slot;  // layouts 0, 1 interleave K and V
     if (cache[offset] != before[offset]) written.insert(slot);
   }
   return written;

@@ -59,10 +59,11 @@ Case BaseCase(const std::string& op, int cache_mode) {
   in["decoding_batches"] = ScalarI64(1);
   in["max_seqlen"] = ScalarI64(3);
   in["max_kvlen"] = ScalarI64(5);
-  in["cache"] = RandomActivations(Dt::kF16, {max_t, 2, 2, 2, 8}, 4);  // bytes reinterpreted below
-  in["cache"].dt = Dt::kI8;
-  in["cache"].shape = {max_t, 2, 2, 2, 8};
-  in["cache"].bytes.resize(max_t * 2 * 2 * 2 * 8);
+  in["cache"] = MakeArray(Dt::kI8, {max_t, 2, 2, 2, 8});
+  std::mt19937_64 rng(4);
+  for (uint8_t& byte : in["cache"].bytes) {
+    byte = static_cast<uint8_t>(static_cast<int>(rng() % 255) - 127);  // int8 codes -127..127
+  }
   in["scale"] = RandomActivations(Dt::kF16, {max_t, 2, 2, 2, 2}, 5);
   in["attn_mask"] = RandomActivations(Dt::kF16, {4, 12}, 6);
   if (op == "multi_head_attention") {
