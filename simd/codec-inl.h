@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "hwy/highway.h"
 #include "simd/f16.h"
@@ -147,16 +148,19 @@ HWY_INLINE void ApplyScales(const RowCodec& c, const float* scales, float* dst) 
   }
 }
 
+/// The kN int8 codes at `src` as floats.
+HWY_INLINE hn::Vec<DF> Int8Lanes(const int8_t* src) {
+  const DF df;
+  return hn::ConvertTo(
+      df, hn::PromoteTo(hn::Rebind<int32_t, DF>(), hn::LoadU(hn::Rebind<int8_t, DF>(), src)));
+}
+
 /// int8 codes -> float codes in dst[0, n).
 HWY_INLINE void Int8ToFloat(const int8_t* src, int count, float* dst) {
   const DF df;
-  const hn::Rebind<int8_t, DF> d8;
-  const hn::Rebind<int32_t, DF> d32;
   const int n = static_cast<int>(hn::Lanes(df));
   int d = 0;
-  for (; d + n <= count; d += n) {
-    hn::StoreU(hn::ConvertTo(df, hn::PromoteTo(d32, hn::LoadU(d8, src + d))), df, dst + d);
-  }
+  for (; d + n <= count; d += n) hn::StoreU(Int8Lanes(src + d), df, dst + d);
   for (; d < count; ++d) dst[d] = static_cast<float>(src[d]);
 }
 
@@ -165,6 +169,39 @@ HWY_INLINE int8_t Int4At(const uint8_t* packed, int k) {
   const uint8_t byte = packed[k >> 1];
   const int nibble = (k & 1) ? (byte >> 4) : (byte & 0xF);
   return static_cast<int8_t>(nibble >= 8 ? nibble - 16 : nibble);
+}
+
+/// Elements [e, e + kN) of a packed int4 row as floats (e is a multiple of the lane count).
+/// Every lane receives the 32-bit word holding its nibble, shifts the nibble to the top, and
+/// sign-extends it with an arithmetic shift back: five operations for a vector of codes.
+HWY_INLINE hn::Vec<DF> Int4Lanes(const uint8_t* packed, int e) {
+  const DF df;
+#if HWY_TARGET == HWY_SCALAR  // one lane: nothing to share
+  return hn::Set(df, static_cast<float>(Int4At(packed, e)));
+#else
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  const hn::RebindToSigned<DF> di;
+  const hn::RebindToUnsigned<DF> du;
+  hn::Vec<decltype(di)> words;
+  if constexpr (kN >= 8) {  // kN / 8 words of 8 nibbles
+    HWY_ALIGN int32_t raw[kN / 8];
+    std::memcpy(raw, packed + e / 2, sizeof(raw));
+    const auto lane = hn::Iota(di, 0);
+    words = hn::Set(di, raw[0]);
+    if constexpr (kN == 16) {
+      words = hn::IfThenElse(hn::Lt(lane, hn::Set(di, 8)), words, hn::Set(di, raw[1]));
+    }
+  } else {  // 4 lanes: 2 bytes
+    uint16_t raw;
+    std::memcpy(&raw, packed + e / 2, sizeof(raw));
+    words = hn::Set(di, static_cast<int32_t>(raw));
+  }
+  // Lane l holds nibble l % 8 of its word at bit 4 * (l % 8); move it to bits 28..31.
+  const auto nibble = hn::And(hn::BitCast(du, hn::Iota(di, 0)), hn::Set(du, 7));
+  const auto up = hn::Sub(hn::Set(du, 28), hn::ShiftLeft<2>(nibble));
+  const auto top = hn::BitCast(di, hn::BitCast(du, words) << up);
+  return hn::ConvertTo(df, hn::ShiftRight<28>(top));
+#endif
 }
 
 /// int8 row with group scales -> fp32.
@@ -177,24 +214,10 @@ HWY_INLINE void DecodeRowInt8(const RowCodec& c, const int8_t* src, const void* 
 
 /// Packed int4 codes (element 2k in the low nibble of byte k) -> float codes in dst[0, count).
 HWY_INLINE void Int4ToFloat(const uint8_t* packed, int count, float* dst) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
   int d = 0;
-#if HWY_TARGET != HWY_SCALAR  // one-lane vectors cannot be halved
-  {
-    const DF df;
-    const hn::Rebind<int8_t, DF> d8;  // one code per float lane
-    const hn::Half<decltype(d8)> dh;  // the bytes holding them
-    const hn::Rebind<int32_t, DF> d32;
-    const int n = static_cast<int>(hn::Lanes(df));
-    for (; d + n <= count; d += n) {
-      const auto bytes = hn::LoadU(dh, reinterpret_cast<const int8_t*>(packed + d / 2));
-      const auto low = hn::ShiftRight<4>(hn::ShiftLeft<4>(bytes));  // sign-extended nibbles
-      const auto high = hn::ShiftRight<4>(bytes);
-      const auto codes =
-          hn::InterleaveLower(d8, hn::ZeroExtendVector(d8, low), hn::ZeroExtendVector(d8, high));
-      hn::StoreU(hn::ConvertTo(df, hn::PromoteTo(d32, codes)), df, dst + d);
-    }
-  }
-#endif
+  for (; d + n <= count; d += n) hn::StoreU(Int4Lanes(packed, d), df, dst + d);
   for (; d < count; ++d) dst[d] = static_cast<float>(Int4At(packed, d));
 }
 

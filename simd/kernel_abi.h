@@ -7,6 +7,8 @@
 #ifndef DYNATTN_SIMD_KERNEL_ABI_H_
 #define DYNATTN_SIMD_KERNEL_ABI_H_
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -41,6 +43,21 @@ struct SlotMap {
   int64_t Slot(int64_t b, int64_t p) const {
     if (mode == Mode::kOffset) return starts[b] + p;
     return starts[b * table_stride + p / page_size] + p % page_size;
+  }
+
+  /// out[j] = Slot(b, p0 + j) for j < count, with one division per page instead of per position.
+  void Slots(int64_t b, int64_t p0, int count, int64_t* out) const {
+    if (mode == Mode::kOffset) {
+      for (int j = 0; j < count; ++j) out[j] = starts[b] + p0 + j;
+      return;
+    }
+    for (int j = 0; j < count;) {
+      const int64_t within = (p0 + j) % page_size;
+      const int64_t first = starts[b * table_stride + (p0 + j) / page_size] + within;
+      const int64_t run = std::min<int64_t>(count - j, page_size - within);
+      for (int64_t k = 0; k < run; ++k) out[j + k] = first + k;
+      j += static_cast<int>(run);
+    }
   }
 };
 
@@ -119,6 +136,23 @@ struct Scratch {
     if (floats.size() < n) floats.resize(n);
     return floats.data();
   }
+  /// Reserves consecutive parts of the given sizes (in floats), each 64-byte aligned relative to
+  /// the first, and returns their starts.
+  template <size_t kParts>
+  std::array<float*, kParts> Carve(const size_t (&sizes)[kParts]) {
+    size_t total = 0;
+    for (size_t size : sizes) total += PaddedSize(size);
+    float* next = Reserve(total);
+    std::array<float*, kParts> parts;
+    for (size_t i = 0; i < kParts; ++i) {
+      parts[i] = next;
+      next += PaddedSize(sizes[i]);
+    }
+    return parts;
+  }
+
+ private:
+  static size_t PaddedSize(size_t n) { return (n + 15) / 16 * 16; }
 };
 
 /// One validated cache write (KeyValueCache step 1): new token t of request b goes to

@@ -15,7 +15,7 @@
 namespace dynattn::internal {
 
 /// Query rows per work item (times the GQA group size gives the query vectors of a tile).
-inline constexpr int kRowTile = 16;
+inline constexpr int kRowTile = 32;
 /// Keys per context split; a multiple of kKeyTile. Long contexts of few requests become several
 /// work items so that every core has work; their states merge exactly afterwards.
 inline constexpr int64_t kSplitKeys = 1024;

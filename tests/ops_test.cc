@@ -84,6 +84,16 @@ TEST_SUITE("ops") {
     RunRandomCases("multi_head_cache_attention", 700000, options, 6);
     RunRandomCases("key_value_cache", 800000, options, 3);
   }
+  TEST_CASE(
+      "decode shapes (the fused kernel: few query rows, D a multiple of 16) match the "
+      "reference on every target") {
+    dynattn_ref::GenOptions options;
+    options.max_seqlen = 3;
+    options.max_context = 400;
+    options.lane_head_dims = true;
+    RunRandomCases("multi_head_cache_attention", 900000, options);
+    RunRandomCases("multi_head_attention", 1000000, options, 10);
+  }
 }
 
 }  // namespace

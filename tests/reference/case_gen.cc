@@ -95,13 +95,13 @@ struct Plan {
 // ----------------------------------------------------------------------------------------------
 // Drawing the plan.
 
-int64_t DrawHeadDim(Rng& rng, bool small) {
+int64_t DrawHeadDim(Rng& rng, bool small, bool lane_multiple) {
   static const std::vector<std::pair<int64_t, int>> kWeighted = {
       {1, 3},  {2, 3},  {3, 2},  {4, 4},  {5, 2},  {7, 2},  {8, 4},   {16, 4},
       {24, 2}, {32, 3}, {40, 1}, {64, 2}, {80, 1}, {96, 1}, {128, 2}, {256, 1}};
   std::vector<int64_t> pool;
   for (const auto& [d, weight] : kWeighted) {
-    if (small && d > 16) continue;
+    if ((small && d > 16) || (lane_multiple && d % 16 != 0)) continue;
     pool.insert(pool.end(), weight, d);
   }
   return rng.Pick(pool);
@@ -109,7 +109,7 @@ int64_t DrawHeadDim(Rng& rng, bool small) {
 
 // GQA ratio R in 1..8 and Hkv with Hq = R * Hkv <= 16; wide heads get fewer of them.
 void DrawHeads(Rng& rng, const GenOptions& options, Plan* plan) {
-  plan->d = DrawHeadDim(rng, options.small);
+  plan->d = DrawHeadDim(rng, options.small, options.lane_head_dims);
   const int64_t max_hq = options.small ? 4 : std::clamp<int64_t>(1024 / plan->d, 4, 16);
   const int64_t ratio = rng.Int(1, std::min<int64_t>(8, max_hq));
   plan->hkv = rng.Int(1, max_hq / ratio);

@@ -24,10 +24,11 @@ struct Case {
 };
 
 struct GenOptions {
-  int max_batch = 6;      // requests per step (a step is occasionally empty, B = 0)
-  int max_seqlen = 40;    // new tokens of one request
-  int max_context = 200;  // kvlen of one request
-  bool small = false;     // caps B <= 3, seqlen <= 8, context <= 24, D <= 16, Hq <= 4, L <= 2
+  int max_batch = 6;            // requests per step (a step is occasionally empty, B = 0)
+  int max_seqlen = 40;          // new tokens of one request
+  int max_context = 200;        // kvlen of one request
+  bool small = false;           // caps B <= 3, seqlen <= 8, context <= 24, D <= 16, Hq <= 4, L <= 2
+  bool lane_head_dims = false;  // D only among the multiples of 16 (the fused decode kernel's)
 };
 
 // A random valid case of `op`; identical for identical (op, seed, options).

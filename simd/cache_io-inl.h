@@ -1,0 +1,89 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Kernel family: the two KeyValueCache steps: quantize and store new tokens, and gather context
+// rows back into activations (repeated num_repeat times per KV head).
+//
+// Why it looks like this: both are per-row codec calls (codec-inl.h), so the cache format has one
+// definition; parallelism comes from src/execute.cc handing out chunks of rows.
+
+#if defined(DYNATTN_SIMD_CACHE_IO_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_SIMD_CACHE_IO_INL_H_
+#undef DYNATTN_SIMD_CACHE_IO_INL_H_
+#else
+#define DYNATTN_SIMD_CACHE_IO_INL_H_
+#endif
+
+#include <algorithm>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "simd/codec-inl.h"
+#include "simd/kernel_abi.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dynattn {
+namespace HWY_NAMESPACE {
+
+/// Request owning packed query row t (seqstarts is non-decreasing; empty requests own no row).
+HWY_INLINE int64_t RequestOfRow(const internal::Batch& batch, int64_t t) {
+  const int64_t* end = batch.seqstarts + batch.size + 1;
+  return std::upper_bound(batch.seqstarts, end, t) - batch.seqstarts - 1;
+}
+
+template <CacheElem kElem>
+void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t token_end) {
+  const CacheDesc& cache = p.kv.cache;
+  const int dim = cache.head_dim;
+  const size_t size = p.io_type == DType::kF32 ? 4 : 2;
+  std::vector<float> values(dim);
+  std::vector<int8_t> codes(dim);
+  for (int64_t t = token_begin; t < token_end; ++t) {
+    const int64_t b = RequestOfRow(p.batch, t);
+    const int64_t position = p.batch.start_pos[b] + (t - p.batch.seqstarts[b]);
+    const int64_t slot = p.kv.slots.Slot(b, position);
+    for (int h = 0; h < cache.num_kv_heads; ++h) {
+      const int64_t offset = (t * cache.num_kv_heads + h) * dim;
+      LoadActivations(static_cast<const char*>(p.current_key) + offset * size, p.io_type, dim,
+                      values.data());
+      EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.key, slot, h, values.data(),
+                       codes.data());
+      LoadActivations(static_cast<const char*>(p.current_value) + offset * size, p.io_type, dim,
+                      values.data());
+      EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.value, slot, h, values.data(),
+                       codes.data());
+    }
+  }
+}
+
+template <CacheElem kElem>
+void GatherRows(const internal::GatherProblem& p, int64_t b, int64_t pos_begin, int64_t pos_end,
+                internal::Scratch* scratch) {
+  const CacheDesc& cache = p.kv.cache;
+  const int dim = cache.head_dim;
+  const RowCodec codec = RowCodec::For(cache, p.io_type);
+  float* row = scratch->Reserve(2 * static_cast<size_t>(dim) + 1);
+  float* scales = row + dim;
+  const size_t size = p.io_type == DType::kF32 ? 4 : 2;
+  const int out_heads = cache.num_kv_heads * p.num_repeat;
+  for (int64_t pos = pos_begin; pos < pos_end; ++pos) {
+    const int64_t slot = p.kv.slots.Slot(b, pos);
+    const int64_t out_row = p.batch.kvstarts[b] + pos;
+    for (int plane = 0; plane < 2; ++plane) {
+      const CachePlane& source = plane == 0 ? cache.key : cache.value;
+      char* out = static_cast<char*>(plane == 0 ? p.key : p.value);
+      for (int h = 0; h < cache.num_kv_heads; ++h) {
+        DecodeRow<kElem>(cache, codec, source, slot, h, row, scales);
+        for (int r = 0; r < p.num_repeat; ++r) {
+          const int64_t offset = (out_row * out_heads + h * p.num_repeat + r) * dim;
+          StoreActivations(row, p.io_type, dim, out + offset * size);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace dynattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // DYNATTN_SIMD_CACHE_IO_INL_H_

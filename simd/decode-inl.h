@@ -1,0 +1,456 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Kernel family: fused decode attention. Work items with few query vectors (the GQA group of one
+// query row, or of a few rows of a multi-token decode) read each cached key and value row once,
+// in its own layout, and consume its codes inside the dot products and the P.V accumulation.
+//
+// Why it looks like this:
+// * Decode does 2R flops per cached element (R query vectors share a KV head), so it is bound by
+//   bytes and by the work spent per element. Nothing is decoded into a buffer: each vector of
+//   codes is widened, scaled and rounded exactly as the spec defines (codec-inl.h) in registers,
+//   and used at once by every query vector of the item.
+// * Dimensions across lanes: key rows need no transposed tile. Each dot product keeps
+//   kVirtualLanes partial sums (lane l sums d = l, l + 16, ...: one fused multiply-add chain
+//   each), folded by the fixed tree of SumOfTile. Eight dot products are folded together with
+//   in-register shuffles. AVX2 (two vectors per virtual row) and AVX-512 (one) run the same
+//   chains and the same tree, so their bits agree; narrower targets fold through memory.
+// * Values: each output element is one chain over the keys in order, as in the tiled path.
+// * Addressing: the slots of a tile are computed once (one division per page), and the group
+//   scales of a row are widened once and spread over lanes with a table lookup.
+
+#if defined(DYNATTN_SIMD_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_SIMD_DECODE_INL_H_
+#undef DYNATTN_SIMD_DECODE_INL_H_
+#else
+#define DYNATTN_SIMD_DECODE_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "simd/codec-inl.h"
+#include "simd/kernel_abi.h"
+#include "simd/softmax-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dynattn {
+namespace HWY_NAMESPACE {
+
+using internal::AttentionProblem;
+using internal::kKeyTile;
+using internal::kVirtualLanes;
+
+/// Lanes of a physical vector, and physical vectors per virtual row of kVirtualLanes floats.
+constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
+constexpr int kVectorsPerRow = kVirtualLanes / kLanes;
+
+/// Largest item (in query vectors) that runs fused; larger ones use the tiled path.
+constexpr int kFusedMaxVectors = 8;
+
+/// True when items of `vectors` query vectors run through the fused decode kernel.
+HWY_INLINE bool UseFusedDecode(const AttentionProblem& p, int vectors) {
+  return vectors <= kFusedMaxVectors && p.head_dim % kVirtualLanes == 0;
+}
+
+/// True when decoded values of this cache need a rounding to fp16 (the scale type or T1).
+template <CacheElem kElem>
+HWY_INLINE bool DecodeRounds(const AttentionProblem& p) {
+  if (kElem == CacheElem::kF16) return false;  // already fp16 values
+  const bool io_f16 = p.io_type == DType::kF16;
+  if (kElem == CacheElem::kF32) return io_f16;
+  return io_f16 || p.kv.cache.scale_type == ScaleType::kF16;
+}
+
+/// How the group scales of a row are kept per row and spread over the lanes of a vector.
+struct ScaleLanes {
+  enum class Mode : uint8_t {
+    kNone,       ///< Unquantized cache.
+    kBroadcast,  ///< Group size a power of two >= lanes: one scale per vector.
+    kLookup,     ///< Group size a power of two < lanes: a table lookup of kLanes / G scales.
+    kExpanded,   ///< Other group sizes: one scale per element, expanded per row.
+  };
+  Mode mode = Mode::kNone;
+  int shift = 0;       ///< log2(group size) in the power-of-two modes.
+  int row_floats = 0;  ///< Floats per row in the scale buffer (with kLanes of slack).
+  int groups = 0;      ///< Group scales per row.
+
+  static ScaleLanes For(const CacheDesc& cache) {
+    ScaleLanes s;
+    if (cache.elem == CacheElem::kF32 || cache.elem == CacheElem::kF16) return s;
+    const int group = cache.quant_group;
+    s.groups = cache.head_dim / group;
+    const bool power_of_two = (group & (group - 1)) == 0;
+    while (power_of_two && (1 << s.shift) < group) ++s.shift;
+    s.mode = !power_of_two ? Mode::kExpanded : group >= kLanes ? Mode::kBroadcast : Mode::kLookup;
+    const int stored = s.mode == Mode::kExpanded ? cache.head_dim : cache.head_dim / group;
+    s.row_floats = (stored + 2 * kLanes - 1) / kLanes * kLanes;
+    return s;
+  }
+
+  /// The scales of elements [e, e + kLanes) of a row whose buffer is `scales`.
+  HWY_INLINE hn::Vec<DF> At(const float* scales, int e) const {
+    const DF df;
+    if (mode == Mode::kBroadcast) return hn::Set(df, scales[e >> shift]);
+    if (mode == Mode::kExpanded) return hn::LoadU(df, scales + e);
+    const hn::RebindToSigned<DF> di;
+    const auto index = hn::ShiftRightSame(hn::Iota(di, 0), shift);  // lane l -> l / G
+    return hn::TableLookupLanes(hn::LoadU(df, scales + (e >> shift)),
+                                hn::IndicesFromVec(df, index));
+  }
+};
+
+/// Widens the group scales of one row (at `src`) into `out` as `lanes` keeps them.
+HWY_INLINE void LoadRowScales(const CacheDesc& cache, const void* src, const ScaleLanes& lanes,
+                              float* out) {
+  const bool f16 = cache.scale_type == ScaleType::kF16;
+  if (lanes.mode == ScaleLanes::Mode::kExpanded) {
+    RowCodec codec;
+    codec.head_dim = cache.head_dim;
+    codec.quant_group = cache.quant_group;
+    codec.scale_is_f16 = f16;
+    ExpandScales(codec, src, out);
+    return;
+  }
+  const int groups = lanes.groups;
+  if (!f16) {
+    std::copy(static_cast<const float*>(src), static_cast<const float*>(src) + groups, out);
+    return;
+  }
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  const auto* half = static_cast<const hwy::float16_t*>(src);
+  int g = 0;
+  for (; g + kLanes <= groups; g += kLanes)
+    hn::StoreU(hn::PromoteTo(df, hn::LoadU(df16, half + g)), df, out + g);
+  for (; g < groups; ++g) out[g] = internal::F16ToF32(static_cast<const uint16_t*>(src)[g]);
+}
+
+/// Elements [e, e + kLanes) of a cached row as T1 sees them: T1(T3(code * scale)).
+template <CacheElem kElem, bool kRound>
+HWY_INLINE hn::Vec<DF> DecodeLanes(const void* row, const float* scales, const ScaleLanes& lanes,
+                                   int e) {
+  const DF df;
+  if constexpr (kElem == CacheElem::kF32) {
+    const auto v = hn::LoadU(df, static_cast<const float*>(row) + e);
+    return kRound ? RoundToF16(v) : v;
+  } else if constexpr (kElem == CacheElem::kF16) {
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    return hn::PromoteTo(df, hn::LoadU(df16, static_cast<const hwy::float16_t*>(row) + e));
+  } else {
+    const auto codes = kElem == CacheElem::kInt8 ? Int8Lanes(static_cast<const int8_t*>(row) + e)
+                                                 : Int4Lanes(static_cast<const uint8_t*>(row), e);
+    const auto product = hn::Mul(codes, lanes.At(scales, e));
+    return kRound ? RoundToF16(product) : product;
+  }
+}
+
+/// out[x] = the fixed-tree sum of the kVirtualLanes partial sums of accumulator x, for x < kCount.
+/// acc holds kCount virtual rows of kVectorsPerRow vectors each.
+template <int kCount>
+HWY_INLINE void FoldVirtualLanes(const hn::Vec<DF>* acc, float* out) {
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+  const DF df;
+  for (int x = 0; x < kCount; ++x) {
+    HWY_ALIGN float lanes[kVirtualLanes];
+    for (int a = 0; a < kVectorsPerRow; ++a)
+      hn::Store(acc[x * kVectorsPerRow + a], df, lanes + a * kLanes);
+    for (int width = kVirtualLanes / 2; width >= 1; width /= 2) {
+      for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+    }
+    out[x] = lanes[0];
+  }
+#else
+  const hn::FixedTag<float, 8> d8;
+  const hn::Repartition<double, decltype(d8)> d64;
+  // Lane i of the folded vector holds accumulator kOrder[i] (see the shuffles below).
+  constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  for (int first = 0; first < kCount; first += 8) {
+    hn::Vec<decltype(d8)> a[8];
+    for (int i = 0; i < 8; ++i) {  // fold by 8: lane l + lane l + 8
+      const hn::Vec<DF>* x = acc + (first + i) * kVectorsPerRow;
+      if (first + i >= kCount) {
+        a[i] = hn::Zero(d8);
+        continue;
+      }
+#if HWY_TARGET <= HWY_AVX3  // one 512-bit vector per virtual row
+      a[i] = hn::Add(hn::LowerHalf(d8, x[0]), hn::UpperHalf(d8, x[0]));
+#else                       // two 256-bit vectors
+      a[i] = hn::Add(x[0], x[1]);
+#endif
+    }
+    hn::Vec<decltype(d8)> b[4];
+    for (int k = 0; k < 4; ++k) {  // fold by 4: the 128-bit halves; b[k] = [a[2k] | a[2k+1]]
+      b[k] = hn::Add(hn::ConcatLowerLower(d8, a[2 * k + 1], a[2 * k]),
+                     hn::ConcatUpperUpper(d8, a[2 * k + 1], a[2 * k]));
+    }
+    hn::Vec<decltype(d8)> c[2];
+    for (int m = 0; m < 2; ++m) {  // fold by 2: lane pairs (i, i + 2) within each 128-bit block
+      const auto lo = hn::BitCast(d64, b[2 * m]), hi = hn::BitCast(d64, b[2 * m + 1]);
+      c[m] = hn::Add(hn::BitCast(d8, hn::InterleaveLower(d64, lo, hi)),
+                     hn::BitCast(d8, hn::InterleaveUpper(d64, lo, hi)));
+    }
+    // fold by 1: even + odd lanes.
+    const auto sums = hn::Add(hn::ConcatEven(d8, c[1], c[0]), hn::ConcatOdd(d8, c[1], c[0]));
+    HWY_ALIGN float lanes[8];
+    hn::Store(sums, d8, lanes);
+    for (int i = 0; i < 8; ++i) {
+      if (first + kOrder[i] < kCount) out[first + kOrder[i]] = lanes[i];
+    }
+  }
+#endif
+}
+
+/// Keys scored per step for blocks of kBlock query vectors: as many accumulators as registers
+/// allow (32 vector registers on AVX-512, 16 elsewhere).
+template <int kBlock>
+constexpr int FusedKeys() {
+  constexpr int kBudget = kVectorsPerRow == 1 ? 16 : 8;
+  constexpr int kKeys = kBudget / (kBlock * kVectorsPerRow);
+  return kKeys < 1 ? 1 : (kKeys > 8 ? 8 : kKeys);
+}
+
+/// The rows of one tile of one plane: row pointers, scale pointers and widened group scales.
+struct TileRows {
+  const void* rows[kKeyTile];
+  const void* scale_rows[kKeyTile];
+  float* scales;   ///< kKeyTile x row_floats.
+  int row_floats;  ///< Scale buffer stride.
+};
+
+/// dots[v * kKeyTile + k] = q_v . k_k for kBlock query vectors (rows of `queries`, padded_dim
+/// apart) and kKeys key rows starting at row j of `keys`.
+template <CacheElem kElem, bool kRound, int kBlock, int kKeys>
+HWY_INLINE void FusedDots(const float* queries, int padded_dim, const TileRows& keys, int j,
+                          const ScaleLanes& lanes, int head_dim, float* dots) {
+  const DF df;
+  hn::Vec<DF> acc[kBlock * kKeys * kVectorsPerRow];
+  for (auto& v : acc) v = hn::Zero(df);
+  for (int chunk = 0; chunk < head_dim; chunk += kVirtualLanes) {
+    for (int a = 0; a < kVectorsPerRow; ++a) {
+      const int e = chunk + a * kLanes;
+      hn::Vec<DF> q[kBlock];
+      for (int v = 0; v < kBlock; ++v) q[v] = hn::LoadU(df, queries + v * padded_dim + e);
+      for (int k = 0; k < kKeys; ++k) {
+        const auto key = DecodeLanes<kElem, kRound>(
+            keys.rows[j + k], keys.scales + (j + k) * keys.row_floats, lanes, e);
+        for (int v = 0; v < kBlock; ++v) {
+          hn::Vec<DF>& sum = acc[(v * kKeys + k) * kVectorsPerRow + a];
+          sum = hn::MulAdd(q[v], key, sum);
+        }
+      }
+    }
+  }
+  float folded[kBlock * kKeys];
+  FoldVirtualLanes<kBlock * kKeys>(acc, folded);
+  for (int v = 0; v < kBlock; ++v) {
+    for (int k = 0; k < kKeys; ++k) dots[v * kKeyTile + j + k] = folded[v * kKeys + k];
+  }
+}
+
+/// acc_v[e, e + kParts * kLanes) += sum_j p_v[j] * value_j, one chain per element in key order.
+template <CacheElem kElem, bool kRound, int kBlock, int kParts>
+HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
+                                     const TileRows& values, int count, const ScaleLanes& lanes,
+                                     int e, int padded_dim, float* acc) {
+  const DF df;
+  hn::Vec<DF> sums[kBlock][kParts];
+  for (int v = 0; v < kBlock; ++v) {
+    for (int u = 0; u < kParts; ++u)
+      sums[v][u] = hn::LoadU(df, acc + v * padded_dim + e + u * kLanes);
+  }
+  for (int j = 0; j < count; ++j) {
+    if (!active[j]) continue;
+    hn::Vec<DF> value[kParts];
+    for (int u = 0; u < kParts; ++u) {
+      value[u] = DecodeLanes<kElem, kRound>(values.rows[j], values.scales + j * values.row_floats,
+                                            lanes, e + u * kLanes);
+    }
+    for (int v = 0; v < kBlock; ++v) {
+      const auto weight = hn::Set(df, probs[v * kKeyTile + j]);
+      for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(weight, value[u], sums[v][u]);
+    }
+  }
+  for (int v = 0; v < kBlock; ++v) {
+    for (int u = 0; u < kParts; ++u)
+      hn::StoreU(sums[v][u], df, acc + v * padded_dim + e + u * kLanes);
+  }
+}
+
+template <CacheElem kElem, bool kRound, int kBlock>
+HWY_INLINE void FusedAccumulate(const float* probs, const uint8_t* active, const TileRows& values,
+                                int count, const ScaleLanes& lanes, int head_dim, int padded_dim,
+                                float* acc) {
+  int e = 0;
+  for (; e + 2 * kLanes <= head_dim; e += 2 * kLanes) {
+    FusedAccumulateLanes<kElem, kRound, kBlock, 2>(probs, active, values, count, lanes, e,
+                                                   padded_dim, acc);
+  }
+  for (; e < head_dim; e += kLanes) {
+    FusedAccumulateLanes<kElem, kRound, kBlock, 1>(probs, active, values, count, lanes, e,
+                                                   padded_dim, acc);
+  }
+}
+
+/// Points `tile` at the rows (and scale rows) of `slots` of one plane.
+template <CacheElem kElem>
+HWY_INLINE void PointTileRows(const CacheDesc& cache, const CachePlane& plane, const int64_t* slots,
+                              int kv_head, int count, bool quantized, TileRows* tile) {
+  for (int j = 0; j < count; ++j) {
+    tile->rows[j] = RowPointer<kElem>(plane, slots[j], kv_head);
+    if (quantized) tile->scale_rows[j] = ScalePointer(cache, plane, slots[j], kv_head);
+  }
+}
+
+/// Widens the group scales of the tile's rows (nothing for unquantized caches).
+HWY_INLINE void WidenTileScales(const CacheDesc& cache, const ScaleLanes& lanes, int count,
+                                TileRows* tile) {
+  if (lanes.mode == ScaleLanes::Mode::kNone) return;
+  for (int j = 0; j < count; ++j) {
+    LoadRowScales(cache, tile->scale_rows[j], lanes, tile->scales + j * tile->row_floats);
+  }
+}
+
+/// Prefetches the bytes [p, p + bytes) into the cache.
+HWY_INLINE void PrefetchBytes(const void* p, size_t bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const uintptr_t last = reinterpret_cast<uintptr_t>(p) + bytes - 1;
+  for (uintptr_t line = first; line <= last; line += 64) {
+#if HWY_ARCH_X86
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+#else
+    hwy::Prefetch(reinterpret_cast<const char*>(line));
+#endif
+  }
+}
+
+/// Bytes of one cached row, and of its group scales.
+struct RowBytes {
+  size_t row = 0, scales = 0;
+
+  static RowBytes For(const CacheDesc& cache) {
+    RowBytes b;
+    const size_t dim = cache.head_dim;
+    switch (cache.elem) {
+      case CacheElem::kF32:
+        b.row = 4 * dim;
+        break;
+      case CacheElem::kF16:
+        b.row = 2 * dim;
+        break;
+      case CacheElem::kInt8:
+        b.row = dim;
+        break;
+      case CacheElem::kInt4:
+        b.row = dim / 2;
+        break;
+    }
+    if (cache.elem == CacheElem::kInt8 || cache.elem == CacheElem::kInt4) {
+      b.scales = dim / cache.quant_group * (cache.scale_type == ScaleType::kF16 ? 2 : 4);
+    }
+    return b;
+  }
+};
+
+/// Prefetches rows [j, min(j + n, count)) of a tile, with their scales.
+HWY_INLINE void PrefetchTileRows(const TileRows& tile, int j, int n, int count,
+                                 const RowBytes& bytes) {
+  for (int k = j; k < std::min(j + n, count); ++k) {
+    PrefetchBytes(tile.rows[k], bytes.row);
+    if (bytes.scales != 0) PrefetchBytes(tile.scale_rows[k], bytes.scales);
+  }
+}
+
+/// The key and value rows of one tile, and its key range.
+struct FusedTile {
+  TileRows keys, values;
+  int64_t key0 = 0;
+  int count = 0;
+};
+
+/// Computes the slots of keys [key0, key0 + count) and points `tile` at their rows.
+template <CacheElem kElem>
+HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w, int64_t key0,
+                          int64_t* slots, FusedTile* tile) {
+  tile->key0 = key0;
+  tile->count =
+      static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(kKeyTile, w.key_end - key0)));
+  if (tile->count == 0) return;
+  const CacheDesc& cache = p.kv.cache;
+  const bool quantized = cache.elem == CacheElem::kInt8 || cache.elem == CacheElem::kInt4;
+  p.kv.slots.Slots(w.request, key0, tile->count, slots);
+  PointTileRows<kElem>(cache, cache.key, slots, w.kv_head, tile->count, quantized, &tile->keys);
+  PointTileRows<kElem>(cache, cache.value, slots, w.kv_head, tile->count, quantized, &tile->values);
+}
+
+/// One fused work item with kBlock >= its query vectors. While a tile is scored, the rows of the
+/// next one are prefetched: rows of a KV head are strided (often a page apart) in the common
+/// layouts, where the hardware prefetchers do not follow.
+template <CacheElem kElem, bool kRound, int kBlock>
+void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, float* states,
+                      internal::Scratch* scratch) {
+  const int rows = w.row_end - w.row_begin;
+  const int dp = p.padded_dim;
+  const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
+  const RowBytes bytes = RowBytes::For(p.kv.cache);
+  const size_t n = kBlock, scale_floats = size_t{kKeyTile} * lanes.row_floats;
+  const auto parts =
+      scratch->Carve({n * dp, n * dp, n, n, size_t(dp), n * kKeyTile, 2 * kKeyTile, kKeyTile,
+                      scale_floats, scale_floats, scale_floats, scale_floats});
+  float* queries = parts[0];
+  const VectorStates s{parts[1], parts[2], parts[3], parts[4]};
+  float* scores = parts[5];
+  int64_t* slots = reinterpret_cast<int64_t*>(parts[6]);
+  uint8_t* active = reinterpret_cast<uint8_t*>(parts[7]);
+  FusedTile tiles[2];
+  for (int t = 0; t < 2; ++t) {
+    tiles[t].keys.scales = parts[8 + 2 * t];
+    tiles[t].values.scales = parts[9 + 2 * t];
+    tiles[t].keys.row_floats = tiles[t].values.row_floats = lanes.row_floats;
+  }
+  LoadQueries(p, w, rows, kBlock, queries);
+  s.Reset(kBlock, dp);
+  constexpr int kKeys = FusedKeys<kBlock>();
+  PointTile<kElem>(p, w, w.key_begin, slots, &tiles[0]);
+  for (int t = 0; tiles[t].count > 0; t ^= 1) {
+    FusedTile& tile = tiles[t];
+    const FusedTile& next = tiles[t ^ 1];
+    PointTile<kElem>(p, w, tile.key0 + kKeyTile, slots, &tiles[t ^ 1]);
+    WidenTileScales(p.kv.cache, lanes, tile.count, &tile.keys);
+    WidenTileScales(p.kv.cache, lanes, tile.count, &tile.values);
+    int j = 0;
+    for (; j + kKeys <= tile.count; j += kKeys) {
+      PrefetchTileRows(next.keys, j, kKeys, next.count, bytes);
+      PrefetchTileRows(next.values, j, kKeys, next.count, bytes);
+      FusedDots<kElem, kRound, kBlock, kKeys>(queries, dp, tile.keys, j, lanes, p.head_dim, scores);
+    }
+    PrefetchTileRows(next.keys, j, kKeyTile, next.count, bytes);
+    PrefetchTileRows(next.values, j, kKeyTile, next.count, bytes);
+    for (; j < tile.count; ++j) {
+      FusedDots<kElem, kRound, kBlock, 1>(queries, dp, tile.keys, j, lanes, p.head_dim, scores);
+    }
+    SoftmaxBlock(p, w, rows, 0, kBlock, tile.key0, tile.count, scores, s);
+    MarkActiveKeys<kBlock>(scores, tile.count, active);
+    FusedAccumulate<kElem, kRound, kBlock>(scores, active, tile.values, tile.count, lanes,
+                                           p.head_dim, dp, s.acc);
+  }
+  FinishItem(p, w, rows, s, states);
+}
+
+/// A work item through the fused decode kernel (UseFusedDecode holds).
+template <CacheElem kElem, bool kRound>
+void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* states,
+                 internal::Scratch* scratch) {
+  const int vectors = p.group_size * (w.row_end - w.row_begin);
+  if (vectors <= 1) return AttendFusedBlock<kElem, kRound, 1>(p, w, states, scratch);
+  if (vectors <= 2) return AttendFusedBlock<kElem, kRound, 2>(p, w, states, scratch);
+  if (vectors <= 4) return AttendFusedBlock<kElem, kRound, 4>(p, w, states, scratch);
+  return AttendFusedBlock<kElem, kRound, 8>(p, w, states, scratch);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace dynattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // DYNATTN_SIMD_DECODE_INL_H_

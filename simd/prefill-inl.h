@@ -1,0 +1,218 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Kernel family: tiled attention for prefill and chunked-prefill work items (many query vectors
+// per item), and the general path for any head size.
+//
+// Why it looks like this:
+// * Keys across lanes: the decoded key tile is transposed, so each score is one fused
+//   multiply-add chain over d = 0..D-1 and each output element one chain over the keys, whatever
+//   the vector width; no horizontal sum.
+// * Register blocking: blocks of 8 (or 4) query vectors (rows of a tile times the GQA group of its
+//   KV head) share every key and value load.
+// * Quantized K/V tiles are decoded once per tile into L1/L2-resident fp32 scratch (codec-inl.h)
+//   with the exact spec rounding; many query vectors then reuse them.
+
+#if defined(DYNATTN_SIMD_PREFILL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_SIMD_PREFILL_INL_H_
+#undef DYNATTN_SIMD_PREFILL_INL_H_
+#else
+#define DYNATTN_SIMD_PREFILL_INL_H_
+#endif
+
+#include <algorithm>
+#include <iterator>
+
+#include "hwy/highway.h"
+#include "simd/codec-inl.h"
+#include "simd/kernel_abi.h"
+#include "simd/softmax-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dynattn {
+namespace HWY_NAMESPACE {
+
+using internal::AttentionProblem;
+using internal::kKeyTile;
+using internal::kVirtualLanes;
+
+/// Query vectors scored together share each load of the key and value tiles. Blocks of 8 keep
+/// enough independent FMA chains in flight for prefill tiles; decode tiles with a GQA group of 4
+/// use blocks of 4. The block size changes no bit: every dot product and every output element is
+/// its own chain.
+constexpr int kQueryBlock = 8;
+
+/// Keys scored per pass of ScoreBlock: two virtual rows on AVX-512, so that each broadcast query
+/// element feeds two fused multiply-adds (one otherwise: AVX2 already holds two vectors per row).
+constexpr int kScoreKeys = hn::MaxLanes(DF()) >= kVirtualLanes ? 2 * kVirtualLanes : kVirtualLanes;
+
+/// dots[v][j] = q_v . k_j for kBlock query vectors (rows of `queries`, padded_dim apart) and
+/// the first `num_keys` keys of a transposed tile (keys_t[d * kKeyTile + j], zero-padded to a
+/// multiple of kScoreKeys). Each dot is one sequential fused multiply-add chain over d.
+template <int kBlock>
+HWY_INLINE void ScoreBlock(const float* queries, int padded_dim, const float* keys_t, int head_dim,
+                           int num_keys, float* dots) {
+  const DF df;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  constexpr int kVectors = kScoreKeys / kN;
+  for (int j0 = 0; j0 < num_keys; j0 += kScoreKeys) {
+    hn::Vec<DF> acc[kBlock][kVectors];
+    for (int v = 0; v < kBlock; ++v) {
+      for (int a = 0; a < kVectors; ++a) acc[v][a] = hn::Zero(df);
+    }
+    for (int d = 0; d < head_dim; ++d) {
+      const float* k = keys_t + d * kKeyTile + j0;
+      hn::Vec<DF> kv[kVectors];
+      for (int a = 0; a < kVectors; ++a) kv[a] = hn::LoadU(df, k + a * kN);
+      for (int v = 0; v < kBlock; ++v) {
+        const auto q = hn::Set(df, queries[v * padded_dim + d]);
+        for (int a = 0; a < kVectors; ++a) acc[v][a] = hn::MulAdd(q, kv[a], acc[v][a]);
+      }
+    }
+    for (int v = 0; v < kBlock; ++v) {
+      for (int a = 0; a < kVectors; ++a)
+        hn::StoreU(acc[v][a], df, dots + v * kKeyTile + j0 + a * kN);
+    }
+  }
+}
+
+/// acc_v[d, d + kParts * lanes) += sum_j p_v[j] * values[j][...], one fused multiply-add chain per
+/// element in key order. Keys no vector attends to are skipped (adding 0 * v changes no bit of a
+/// finite accumulator).
+template <int kBlock, int kParts>
+HWY_INLINE void AccumulateLanes(const float* probs, const float* values, const uint8_t* active,
+                                int num_keys, int padded_dim, int d, float* acc) {
+  const DF df;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  hn::Vec<DF> sums[kBlock][kParts];
+  for (int v = 0; v < kBlock; ++v) {
+    for (int u = 0; u < kParts; ++u) sums[v][u] = hn::LoadU(df, acc + v * padded_dim + d + u * kN);
+  }
+  for (int j = 0; j < num_keys; ++j) {
+    if (!active[j]) continue;
+    hn::Vec<DF> value[kParts];
+    for (int u = 0; u < kParts; ++u) value[u] = hn::LoadU(df, values + j * padded_dim + d + u * kN);
+    for (int v = 0; v < kBlock; ++v) {
+      const auto p = hn::Set(df, probs[v * kKeyTile + j]);
+      for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(p, value[u], sums[v][u]);
+    }
+  }
+  for (int v = 0; v < kBlock; ++v) {
+    for (int u = 0; u < kParts; ++u) hn::StoreU(sums[v][u], df, acc + v * padded_dim + d + u * kN);
+  }
+}
+
+/// acc_v += sum_j p_v[j] * values[j] over the whole padded row, two vectors per pass.
+template <int kBlock>
+HWY_INLINE void AccumulateBlock(const float* probs, const float* values, const uint8_t* active,
+                                int num_keys, int padded_dim, float* acc) {
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  int d = 0;
+  for (; d + 2 * kN <= padded_dim; d += 2 * kN) {
+    AccumulateLanes<kBlock, 2>(probs, values, active, num_keys, padded_dim, d, acc);
+  }
+  for (; d < padded_dim; d += kN) {
+    AccumulateLanes<kBlock, 1>(probs, values, active, num_keys, padded_dim, d, acc);
+  }
+}
+
+/// Decodes context keys [key0, key0 + count) of one plane into rows of padded_dim floats.
+template <CacheElem kElem>
+HWY_INLINE void DecodeTile(const AttentionProblem& p, const CachePlane& plane,
+                           const RowCodec& codec, int64_t request, int kv_head, int64_t key0,
+                           int count, float* rows, float* scales_tmp) {
+  for (int j = 0; j < count; ++j) {
+    float* row = rows + j * p.padded_dim;
+    const int64_t slot = p.kv.slots.Slot(request, key0 + j);
+    DecodeRow<kElem>(p.kv.cache, codec, plane, slot, kv_head, row, scales_tmp);
+    ZeroPad(row, p.head_dim, p.padded_dim);
+  }
+}
+
+/// keys_t[d * kKeyTile + j] = keys[j][d] for j < count (zeros up to a multiple of kScoreKeys).
+HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int padded_dim,
+                              float* keys_t) {
+  const int padded_count =
+      std::min<int>(kKeyTile, (count + kScoreKeys - 1) / kScoreKeys * kScoreKeys);
+  for (int d = 0; d < head_dim; ++d) {
+    float* out = keys_t + d * kKeyTile;
+    for (int j = 0; j < count; ++j) out[j] = keys[j * padded_dim + d];
+    for (int j = count; j < padded_count; ++j) out[j] = 0.0f;
+  }
+}
+
+/// Scratch carve-up for one tiled work item.
+struct ItemScratch {
+  VectorStates states;  ///< Running softmax states of the item's query vectors.
+  float* queries;       ///< padded vectors x padded_dim
+  float* keys;          ///< kKeyTile x padded_dim
+  float* keys_t;        ///< head_dim x kKeyTile: the key tile transposed
+  float* values;        ///< kKeyTile x padded_dim
+  float* scores;        ///< kQueryBlock x kKeyTile
+  float* scales;        ///< head_dim + 1 (group scales of one row)
+  uint8_t* active;      ///< kKeyTile flags: some vector of the block gives the key weight
+
+  /// Splits the worker's scratch; `vectors` is a multiple of kQueryBlock / 2.
+  static ItemScratch Carve(int vectors, const AttentionProblem& p, internal::Scratch* scratch) {
+    const size_t dp = p.padded_dim, dim = p.head_dim, n = vectors;
+    const auto parts = scratch->Carve({n * dp, n, n, dp, n * dp, kKeyTile * dp, dim * kKeyTile,
+                                       kKeyTile * dp, kQueryBlock * kKeyTile, dim + 1, kKeyTile});
+    return {{parts[0], parts[1], parts[2], parts[3]},
+            parts[4],
+            parts[5],
+            parts[6],
+            parts[7],
+            parts[8],
+            parts[9],
+            reinterpret_cast<uint8_t*>(parts[10])};
+  }
+};
+
+/// Scores, softmax and value accumulation of query vectors [first, first + kBlock) against one
+/// decoded tile.
+template <int kBlock>
+HWY_INLINE void AttendBlock(const AttentionProblem& p, const internal::WorkItem& w, int rows,
+                            int first, int64_t key0, int count, const ItemScratch& s) {
+  const int dp = p.padded_dim;
+  ScoreBlock<kBlock>(s.queries + static_cast<int64_t>(first) * dp, dp, s.keys_t, p.head_dim, count,
+                     s.scores);
+  SoftmaxBlock(p, w, rows, first, kBlock, key0, count, s.scores, s.states);
+  MarkActiveKeys<kBlock>(s.scores, count, s.active);
+  AccumulateBlock<kBlock>(s.scores, s.values, s.active, count, dp,
+                          s.states.acc + static_cast<int64_t>(first) * dp);
+}
+
+/// A work item through decoded, transposed tiles.
+template <CacheElem kElem>
+void AttendTiled(const AttentionProblem& p, const internal::WorkItem& w, float* states,
+                 internal::Scratch* scratch) {
+  const int rows = w.row_end - w.row_begin;
+  const int vectors = p.group_size * rows;
+  constexpr int kSmallBlock = kQueryBlock / 2;
+  const int padded_vectors = (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
+  const ItemScratch s = ItemScratch::Carve(padded_vectors, p, scratch);
+  const RowCodec codec = RowCodec::For(p.kv.cache, p.io_type);
+  LoadQueries(p, w, rows, padded_vectors, s.queries);
+  s.states.Reset(padded_vectors, p.padded_dim);
+  for (int64_t key0 = w.key_begin; key0 < w.key_end; key0 += kKeyTile) {
+    const int count = static_cast<int>(std::min<int64_t>(kKeyTile, w.key_end - key0));
+    DecodeTile<kElem>(p, p.kv.cache.key, codec, w.request, w.kv_head, key0, count, s.keys,
+                      s.scales);
+    TransposeTile(s.keys, count, p.head_dim, p.padded_dim, s.keys_t);
+    DecodeTile<kElem>(p, p.kv.cache.value, codec, w.request, w.kv_head, key0, count, s.values,
+                      s.scales);
+    int first = 0;
+    for (; first + kQueryBlock <= vectors; first += kQueryBlock) {
+      AttendBlock<kQueryBlock>(p, w, rows, first, key0, count, s);
+    }
+    for (; first < vectors; first += kSmallBlock) {
+      AttendBlock<kSmallBlock>(p, w, rows, first, key0, count, s);
+    }
+  }
+  FinishItem(p, w, rows, s.states, states);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace dynattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // DYNATTN_SIMD_PREFILL_INL_H_

@@ -1,0 +1,331 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Kernel family: the online softmax and the per-query-vector bookkeeping that both attention
+// paths (prefill-inl.h, decode-inl.h) share: scores finished with scale, ALiBi, causal limit and
+// mask; the running (max, sum, accumulator) state over fixed 64-key tiles; output rows, split
+// states and their exact merge.
+//
+// Why it looks like this: these steps fix the numerics of every path. exp is Highway's polynomial,
+// lane-wise; the one reduction across keys (the softmax sum) keeps kVirtualLanes partial sums
+// folded in a fixed tree; split states merge in split order. So bits depend on shapes only, never
+// on threads, request order or the SIMD target.
+
+#if defined(DYNATTN_SIMD_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_SIMD_SOFTMAX_INL_H_
+#undef DYNATTN_SIMD_SOFTMAX_INL_H_
+#else
+#define DYNATTN_SIMD_SOFTMAX_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "simd/codec-inl.h"
+#include "simd/kernel_abi.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dynattn {
+namespace HWY_NAMESPACE {
+
+using internal::AttentionProblem;
+using internal::kKeyTile;
+using internal::kVirtualLanes;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// exp(x) for one float with the same polynomial (and bits) as the vector path.
+HWY_INLINE float ExpScalar(float x) {
+  const DF df;
+  return hn::GetLane(hn::Exp(df, hn::Set(df, x)));
+}
+
+/// Sum of p[0, kKeyTile): kVirtualLanes partial sums (p[i], p[i + 16], ... in order) folded in a
+/// fixed tree, so every vector width gives the same bits.
+HWY_INLINE float SumOfTile(const float* p) {
+  const DF df;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  HWY_ALIGN float lanes[kVirtualLanes];
+  for (int a = 0; a < kVirtualLanes; a += kN) {
+    auto acc = hn::LoadU(df, p + a);
+    for (int j = kVirtualLanes; j < kKeyTile; j += kVirtualLanes)
+      acc = hn::Add(acc, hn::LoadU(df, p + j + a));
+    hn::Store(acc, df, lanes + a);
+  }
+  for (int width = kVirtualLanes / 2; width >= 1; width /= 2) {
+    for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+  }
+  return lanes[0];
+}
+
+/// dots[v][j] = q_v . k_j for kBlock query vectors (rows of `queries`, padded_dim apart) and
+/// the first `num_keys` keys of a transposed tile (keys_t[d * kKeyTile + j]). Each dot is one
+
+/// acc[0, n) *= factor.
+HWY_INLINE void ScaleRow(float factor, int n, float* acc) {
+  const DF df;
+  const auto f = hn::Set(df, factor);
+  for (int d = 0; d < n; d += static_cast<int>(hn::Lanes(df))) {
+    hn::StoreU(hn::Mul(hn::LoadU(df, acc + d), f), df, acc + d);
+  }
+}
+
+/// acc[0, n) += weight * v[0, n), one fused multiply-add per element.
+HWY_INLINE void AddScaledRow(float weight, const float* v, int n, float* acc) {
+  const DF df;
+  const auto w = hn::Set(df, weight);
+  for (int d = 0; d < n; d += static_cast<int>(hn::Lanes(df))) {
+    hn::StoreU(hn::MulAdd(w, hn::LoadU(df, v + d), hn::LoadU(df, acc + d)), df, acc + d);
+  }
+}
+
+/// out = acc / sum, or 0 for a row that saw no key (fully masked, or empty context).
+HWY_INLINE void NormalizeRow(const float* acc, float sum, int n, float* out) {
+  const DF df;
+  const auto s = hn::Set(df, sum);
+  for (int d = 0; d < n; d += static_cast<int>(hn::Lanes(df))) {
+    const auto v = sum > 0.0f ? hn::Div(hn::LoadU(df, acc + d), s) : hn::Zero(df);
+    hn::StoreU(v, df, out + d);
+  }
+}
+
+/// Running softmax state of one query vector.
+struct RowState {
+  float max = kNegInf;
+  float sum = 0.0f;
+  float* acc = nullptr;  ///< padded_dim floats.
+};
+
+/// Turns one row of scores (kKeyTile floats, -inf where masked or past the tile) into
+/// probabilities relative to the updated running max, rescaling the running sum and accumulator.
+/// Afterwards `scores` holds p_j (0 where masked); the caller adds sum_j p_j v_j.
+HWY_INLINE void OnlineSoftmaxStep(float* scores, int padded_dim, RowState* state) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  auto tile_max = hn::Set(df, kNegInf);
+  for (int j = 0; j < kKeyTile; j += n) tile_max = hn::Max(tile_max, hn::LoadU(df, scores + j));
+  const float new_max = std::max(state->max, hn::GetLane(hn::MaxOfLanes(df, tile_max)));
+  if (new_max == kNegInf) {  // nothing visible yet: every p_j is 0
+    std::fill(scores, scores + kKeyTile, 0.0f);
+    return;
+  }
+  const auto shift = hn::Set(df, new_max);
+  for (int j = 0; j < kKeyTile; j += n) {
+    hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, scores + j), shift)), df, scores + j);
+  }
+  if (state->max != new_max) {
+    const float alpha = ExpScalar(state->max - new_max);  // 0 when the old max is -inf
+    state->sum *= alpha;
+    ScaleRow(alpha, padded_dim, state->acc);
+    state->max = new_max;
+  }
+  state->sum += SumOfTile(scores);
+}
+
+/// Where a query vector (query row of a request, query head) reads its bias and limits from.
+struct QueryRow {
+  int64_t request = 0;
+  int64_t row = 0;       ///< Row within the request.
+  int head = 0;          ///< Query head.
+  int64_t last_key = 0;  ///< Last visible key (inclusive) under the causal / ALiBi rule.
+};
+
+/// Adds the additive mask (in the activation type) at (head, packed row, packed column).
+HWY_INLINE float MaskValue(const AttentionProblem& p, const QueryRow& r, int64_t key) {
+  const int64_t t = p.batch.seqstarts[r.request] + r.row;
+  const int64_t column = p.batch.kvstarts[r.request] + key;
+  const int64_t offset = r.head * p.mask_head_stride + t * p.mask_row_stride + column;
+  if (p.io_type == DType::kF32) return static_cast<const float*>(p.mask)[offset];
+  return internal::F16ToF32(static_cast<const uint16_t*>(p.mask)[offset]);
+}
+
+/// Turns the dots of one query vector against the tile at context key `key0` into scores:
+/// dot * scale + mask + ALiBi, and -inf for keys past the tile or past the row's causal limit.
+HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64_t key0,
+                             int num_keys, float* scores) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const int64_t limit = std::min<int64_t>(num_keys - 1, r.last_key - key0);  // last visible j
+  const int32_t last = static_cast<int32_t>(std::max<int64_t>(-1, limit));
+  const auto scale = hn::Set(df, p.score_scale);
+  const auto neg_inf = hn::Set(df, kNegInf);
+  const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[r.head] : 0.0f;
+  const auto base = hn::Set(df, static_cast<float>(key0 - r.last_key));
+  // Scores saturate at FLT_MAX: a dot product that overflows fp32 (keys near 1e38) then wins the
+  // softmax outright, which is the limit, instead of turning into inf - inf = NaN.
+  const auto largest = hn::Set(df, std::numeric_limits<float>::max());
+  for (int j = 0; j < kKeyTile; j += n) {
+    auto s = hn::Min(hn::Mul(hn::LoadU(df, scores + j), scale), largest);
+    const auto index = hn::Iota(di, j);
+    if (p.alibi_slopes != nullptr) {
+      // slope * (key - a), with key - a = (key0 - a) + j exact in float for any real context.
+      s = hn::Add(s, hn::Mul(hn::Set(df, slope), hn::Add(base, hn::ConvertTo(df, index))));
+    }
+    const auto visible = hn::RebindMask(df, hn::Lt(index, hn::Set(di, last + 1)));
+    hn::StoreU(hn::IfThenElse(visible, s, neg_inf), df, scores + j);
+  }
+  if (p.mask == nullptr) return;
+  for (int j = 0; j <= last; ++j) scores[j] += MaskValue(p, r, key0 + j);
+}
+
+/// Decodes context keys [key0, key0 + count) of one plane into rows of padded_dim floats.
+
+/// Packed output (or query) element offset of (request row, head).
+HWY_INLINE int64_t RowOffset(const AttentionProblem& p, int64_t request, int64_t row, int head) {
+  return ((p.batch.seqstarts[request] + row) * p.num_heads + head) * p.head_dim;
+}
+
+HWY_INLINE void* OutputRow(const AttentionProblem& p, int64_t request, int64_t row, int head) {
+  const size_t size = p.io_type == DType::kF32 ? 4 : 2;
+  return static_cast<char*>(p.output) + RowOffset(p, request, row, head) * size;
+}
+
+/// The query vectors of a work item, in (head of the group, row) order.
+HWY_INLINE QueryRow MakeQueryRow(const AttentionProblem& p, int64_t request, int kv_head,
+                                 int row_begin, int rows, int index) {
+  QueryRow r;
+  r.request = request;
+  r.head = kv_head * p.group_size + index / rows;
+  r.row = row_begin + index % rows;
+  const int64_t kvlen = p.batch.KvLen(request);
+  r.last_key = p.BottomRightLimited(request) ? kvlen - p.batch.SeqLen(request) + r.row : kvlen - 1;
+  return r;
+}
+
+HWY_INLINE void LoadQueries(const AttentionProblem& p, const internal::WorkItem& w, int rows,
+                            int padded_vectors, float* queries) {
+  const size_t size = p.io_type == DType::kF32 ? 4 : 2;
+  std::fill(queries + static_cast<int64_t>(p.group_size) * rows * p.padded_dim,
+            queries + static_cast<int64_t>(padded_vectors) * p.padded_dim, 0.0f);
+  for (int index = 0; index < p.group_size * rows; ++index) {
+    const int head = w.kv_head * p.group_size + index / rows;
+    const int64_t row = w.row_begin + index % rows;
+    const char* src = static_cast<const char*>(p.query) + RowOffset(p, w.request, row, head) * size;
+    float* dst = queries + static_cast<int64_t>(index) * p.padded_dim;
+    LoadActivations(src, p.io_type, p.head_dim, dst);
+    ZeroPad(dst, p.head_dim, p.padded_dim);
+  }
+}
+
+/// The running softmax states of a work item's query vectors, carved from the worker's scratch.
+struct VectorStates {
+  float* acc;      ///< vectors x padded_dim unnormalised accumulators.
+  float* maxes;    ///< Running maxima.
+  float* sums;     ///< Running sums.
+  float* row_out;  ///< padded_dim floats: one normalised row on its way out.
+
+  /// Empty states (max -inf, sum 0, accumulator 0) for `vectors` query vectors.
+  void Reset(int vectors, int padded_dim) const {
+    std::fill(acc, acc + static_cast<int64_t>(vectors) * padded_dim, 0.0f);
+    std::fill(maxes, maxes + vectors, kNegInf);
+    std::fill(sums, sums + vectors, 0.0f);
+  }
+};
+
+/// Writes the finished rows of a work item (single split) to the output.
+HWY_INLINE void WriteOutputs(const AttentionProblem& p, const internal::WorkItem& w, int rows,
+                             const VectorStates& s) {
+  for (int index = 0; index < p.group_size * rows; ++index) {
+    const int head = w.kv_head * p.group_size + index / rows;
+    const int64_t row = w.row_begin + index % rows;
+    NormalizeRow(s.acc + static_cast<int64_t>(index) * p.padded_dim, s.sums[index], p.padded_dim,
+                 s.row_out);
+    StoreActivations(s.row_out, p.io_type, p.head_dim, OutputRow(p, w.request, row, head));
+  }
+}
+
+/// Saves (max, sum, accumulator) of every query vector of a split work item.
+HWY_INLINE void WriteStates(const AttentionProblem& p, const internal::WorkItem& w, int vectors,
+                            const VectorStates& s, float* states) {
+  const int64_t stride = internal::StateFloats(p.padded_dim);
+  for (int index = 0; index < vectors; ++index) {
+    float* state = states + (w.state_index + index) * stride;
+    state[0] = s.maxes[index];
+    state[1] = s.sums[index];
+    std::copy(s.acc + static_cast<int64_t>(index) * p.padded_dim,
+              s.acc + static_cast<int64_t>(index + 1) * p.padded_dim, state + 2);
+  }
+}
+
+/// Finishes the dots of query vectors [first, first + block) against one tile (`scores`, rows of
+/// kKeyTile) and folds them into the vectors' running states. Afterwards `scores` holds the
+/// probabilities relative to the updated maxima; padding vectors (index >= vectors) get zeros.
+HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const internal::WorkItem& w, int rows,
+                             int first, int block, int64_t key0, int count, float* scores,
+                             const VectorStates& s) {
+  const int vectors = p.group_size * rows;
+  for (int v = 0; v < block; ++v) {
+    float* row = scores + v * kKeyTile;
+    const int index = first + v;
+    if (index >= vectors) {  // padding vector: attends to nothing
+      std::fill(row, row + kKeyTile, 0.0f);
+      continue;
+    }
+    FinishScores(p, MakeQueryRow(p, w.request, w.kv_head, w.row_begin, rows, index), key0, count,
+                 row);
+    RowState state{s.maxes[index], s.sums[index],
+                   s.acc + static_cast<int64_t>(index) * p.padded_dim};
+    OnlineSoftmaxStep(row, p.padded_dim, &state);
+    s.maxes[index] = state.max;
+    s.sums[index] = state.sum;
+  }
+}
+
+/// active[j] = 1 when some of the kBlock probability rows gives key j a non-zero weight.
+template <int kBlock>
+HWY_INLINE void MarkActiveKeys(const float* probs, int num_keys, uint8_t* active) {
+  for (int j = 0; j < num_keys; ++j) {
+    bool any = false;
+    for (int v = 0; v < kBlock; ++v) any |= probs[v * kKeyTile + j] != 0.0f;
+    active[j] = any;
+  }
+}
+
+/// Ends a work item: its output rows when it covers the whole context, else its split states.
+HWY_INLINE void FinishItem(const AttentionProblem& p, const internal::WorkItem& w, int rows,
+                           const VectorStates& s, float* states) {
+  if (w.num_splits == 1) {
+    WriteOutputs(p, w, rows, s);
+  } else {
+    WriteStates(p, w, p.group_size * rows, s, states);
+  }
+}
+
+/// Merges the split states of one tile in split order and writes its output rows. Exact for
+/// empty splits (max -inf, sum 0): they are skipped, never turned into NaN.
+inline void MergeSplits(const AttentionProblem& p, const internal::MergeTask& task,
+                        const float* states, internal::Scratch* scratch) {
+  const int rows = task.row_end - task.row_begin;
+  const int vectors = p.group_size * rows;
+  const int64_t stride = internal::StateFloats(p.padded_dim);
+  float* acc = scratch->Reserve(2 * static_cast<size_t>(p.padded_dim));
+  float* out = acc + p.padded_dim;
+  for (int index = 0; index < vectors; ++index) {
+    float global_max = kNegInf;
+    for (int s = 0; s < task.num_splits; ++s) {
+      global_max = std::max(global_max, states[(task.state_index + s * vectors + index) * stride]);
+    }
+    std::fill(acc, acc + p.padded_dim, 0.0f);
+    float sum = 0.0f;
+    for (int s = 0; s < task.num_splits && global_max != kNegInf; ++s) {
+      const float* state = states + (task.state_index + s * vectors + index) * stride;
+      if (state[0] == kNegInf) continue;
+      const float weight = state[0] == global_max ? 1.0f : ExpScalar(state[0] - global_max);
+      sum += state[1] * weight;
+      AddScaledRow(weight, state + 2, p.padded_dim, acc);
+    }
+    NormalizeRow(acc, sum, p.padded_dim, out);
+    const int head = task.kv_head * p.group_size + index / rows;
+    StoreActivations(out, p.io_type, p.head_dim,
+                     OutputRow(p, task.request, task.row_begin + index % rows, head));
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace dynattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // DYNATTN_SIMD_SOFTMAX_INL_H_
