@@ -37,6 +37,7 @@ void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t t
   const size_t size = p.io_type == DType::kF32 ? 4 : 2;
   std::vector<float> values(dim);
   std::vector<int8_t> codes(dim);
+  std::vector<float> scales(dim);
   for (int64_t t = token_begin; t < token_end; ++t) {
     const int64_t b = RequestOfRow(p.batch, t);
     const int64_t position = p.batch.start_pos[b] + (t - p.batch.seqstarts[b]);
@@ -46,11 +47,11 @@ void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t t
       LoadActivations(static_cast<const char*>(p.current_key) + offset * size, p.io_type, dim,
                       values.data());
       EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.key, slot, h, values.data(),
-                       codes.data());
+                       codes.data(), scales.data());
       LoadActivations(static_cast<const char*>(p.current_value) + offset * size, p.io_type, dim,
                       values.data());
       EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.value, slot, h, values.data(),
-                       codes.data());
+                       codes.data(), scales.data());
     }
   }
 }

@@ -275,32 +275,158 @@ HWY_INLINE void DecodeRow(const CacheDesc& cache, const RowCodec& c, const Cache
 }
 
 // ------------------------------------------------------------------------------------------------
-// Quantization of new tokens (spec pmx-ops §2.1, §2.2): scalar and literal.
+// Decoding a vector of lanes at a time, in registers (the fused decode kernel, and tile decoding
+// when the head size is a multiple of the lane count).
 
-/// The spec's quantization of one group of `count` values (already in T1, held as floats).
-/// Returns the scale s (in T1) and writes codes in [-qmax, qmax].
-HWY_INLINE float QuantizeGroup(const float* x, int count, int qmax, bool io_is_f16, int8_t* q) {
+/// Lanes of a physical vector, and physical vectors per virtual row of kVirtualLanes floats.
+constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
+constexpr int kVectorsPerRow = internal::kVirtualLanes / kLanes;
+
+/// True when decoded values of this cache need a rounding to fp16 (the scale type or T1).
+template <CacheElem kElem>
+HWY_INLINE bool DecodeRounds(const internal::AttentionProblem& p) {
+  if (kElem == CacheElem::kF16) return false;  // already fp16 values
+  const bool io_f16 = p.io_type == DType::kF16;
+  if (kElem == CacheElem::kF32) return io_f16;
+  return io_f16 || p.kv.cache.scale_type == ScaleType::kF16;
+}
+
+/// How the group scales of a row are kept per row and spread over the lanes of a vector.
+struct ScaleLanes {
+  enum class Mode : uint8_t {
+    kNone,       ///< Unquantized cache.
+    kBroadcast,  ///< Group size a power of two >= lanes: one scale per vector.
+    kLookup,     ///< Group size a power of two < lanes: a table lookup of kLanes / G scales.
+    kExpanded,   ///< Other group sizes: one scale per element, expanded per row.
+  };
+  Mode mode = Mode::kNone;
+  int shift = 0;       ///< log2(group size) in the power-of-two modes.
+  int row_floats = 0;  ///< Floats per row in the scale buffer (with kLanes of slack).
+  int groups = 0;      ///< Group scales per row.
+
+  static ScaleLanes For(const CacheDesc& cache) {
+    ScaleLanes s;
+    if (cache.elem == CacheElem::kF32 || cache.elem == CacheElem::kF16) return s;
+    const int group = cache.quant_group;
+    s.groups = cache.head_dim / group;
+    const bool power_of_two = (group & (group - 1)) == 0;
+    while (power_of_two && (1 << s.shift) < group) ++s.shift;
+    s.mode = !power_of_two ? Mode::kExpanded : group >= kLanes ? Mode::kBroadcast : Mode::kLookup;
+    const int stored = s.mode == Mode::kExpanded ? cache.head_dim : cache.head_dim / group;
+    s.row_floats = (stored + 2 * kLanes - 1) / kLanes * kLanes;
+    return s;
+  }
+
+  /// The scales of elements [e, e + kLanes) of a row whose buffer is `scales`.
+  HWY_INLINE hn::Vec<DF> At(const float* scales, int e) const {
+    const DF df;
+    if (mode == Mode::kBroadcast) return hn::Set(df, scales[e >> shift]);
+    if (mode == Mode::kExpanded) return hn::LoadU(df, scales + e);
+    const hn::RebindToSigned<DF> di;
+    const auto index = hn::ShiftRightSame(hn::Iota(di, 0), shift);  // lane l -> l / G
+    return hn::TableLookupLanes(hn::LoadU(df, scales + (e >> shift)),
+                                hn::IndicesFromVec(df, index));
+  }
+};
+
+/// Widens the group scales of one row (at `src`) into `out` as `lanes` keeps them.
+HWY_INLINE void LoadRowScales(const CacheDesc& cache, const void* src, const ScaleLanes& lanes,
+                              float* out) {
+  const bool f16 = cache.scale_type == ScaleType::kF16;
+  if (lanes.mode == ScaleLanes::Mode::kExpanded) {
+    RowCodec codec;
+    codec.head_dim = cache.head_dim;
+    codec.quant_group = cache.quant_group;
+    codec.scale_is_f16 = f16;
+    ExpandScales(codec, src, out);
+    return;
+  }
+  const int groups = lanes.groups;
+  if (!f16) {
+    std::copy(static_cast<const float*>(src), static_cast<const float*>(src) + groups, out);
+    return;
+  }
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  const auto* half = static_cast<const hwy::float16_t*>(src);
+  int g = 0;
+  for (; g + kLanes <= groups; g += kLanes)
+    hn::StoreU(hn::PromoteTo(df, hn::LoadU(df16, half + g)), df, out + g);
+  for (; g < groups; ++g) out[g] = internal::F16ToF32(static_cast<const uint16_t*>(src)[g]);
+}
+
+/// Elements [e, e + kLanes) of a cached row as T1 sees them: T1(T3(code * scale)).
+template <CacheElem kElem, bool kRound>
+HWY_INLINE hn::Vec<DF> DecodeLanes(const void* row, const float* scales, const ScaleLanes& lanes,
+                                   int e) {
+  const DF df;
+  if constexpr (kElem == CacheElem::kF32) {
+    const auto v = hn::LoadU(df, static_cast<const float*>(row) + e);
+    return kRound ? RoundToF16(v) : v;
+  } else if constexpr (kElem == CacheElem::kF16) {
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    return hn::PromoteTo(df, hn::LoadU(df16, static_cast<const hwy::float16_t*>(row) + e));
+  } else {
+    const auto codes = kElem == CacheElem::kInt8 ? Int8Lanes(static_cast<const int8_t*>(row) + e)
+                                                 : Int4Lanes(static_cast<const uint8_t*>(row), e);
+    const auto product = hn::Mul(codes, lanes.At(scales, e));
+    return kRound ? RoundToF16(product) : product;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Quantization of new tokens (spec pmx-ops §2.1, §2.2). The group scale is computed literally in
+// scalar code; the codes are vectorised, which changes no bit: division is correctly rounded in
+// every lane, the fp16 rounding is RoundToF16 (bit-identical to the scalar one), and Round is
+// round-to-nearest-even like std::nearbyint in the default mode.
+
+/// The spec's scale of one group of `count` values (already in T1, held as floats), in T1.
+HWY_INLINE float GroupScale(const float* x, int count, int qmax, bool io_is_f16) {
   float m = 0.0f;
   for (int i = 0; i < count; ++i) m = std::max(m, std::fabs(x[i]));
   float s = m / static_cast<float>(qmax);
   if (io_is_f16) s = internal::RoundToF16(s);
   const float eps = io_is_f16 ? internal::RoundToF16(1e-5f) : 1e-5f;
   if (!(s >= eps)) s = eps;  // also maps a NaN scale (NaN input) to eps
-  for (int i = 0; i < count; ++i) {
-    float quotient = x[i] / s;
-    if (io_is_f16) quotient = internal::RoundToF16(quotient);
-    const float r = std::nearbyint(quotient);  // ties to even (default rounding mode)
-    const float clamped =
-        std::min(std::max(r, -static_cast<float>(qmax)), static_cast<float>(qmax));
-    q[i] = (clamped == clamped) ? static_cast<int8_t>(clamped) : 0;  // NaN input -> 0
-  }
   return s;
 }
 
+/// The code of x / s: rounded to T1, to the nearest integer (ties to even), clamped to
+/// [-qmax, qmax]; NaN gives 0.
+HWY_INLINE int8_t QuantizeScalar(float x, float s, int qmax, bool io_is_f16) {
+  float quotient = x / s;
+  if (io_is_f16) quotient = internal::RoundToF16(quotient);
+  const float r = std::nearbyint(quotient);  // ties to even (default rounding mode)
+  const float clamped = std::min(std::max(r, -static_cast<float>(qmax)), static_cast<float>(qmax));
+  return (clamped == clamped) ? static_cast<int8_t>(clamped) : 0;
+}
+
+/// q[i] = QuantizeScalar(x[i], scales[i]) for i < count, a vector at a time.
+HWY_INLINE void QuantizeCodes(const float* x, const float* scales, int count, int qmax,
+                              bool io_is_f16, int8_t* q) {
+  const DF df;
+  const hn::Rebind<int32_t, DF> d32;
+  const hn::Rebind<int8_t, DF> d8;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto high = hn::Set(df, static_cast<float>(qmax));
+  const auto low = hn::Neg(high);
+  int i = 0;
+  for (; i + n <= count; i += n) {
+    auto quotient = hn::Div(hn::LoadU(df, x + i), hn::LoadU(df, scales + i));
+    if (io_is_f16) quotient = RoundToF16(quotient);
+    const auto r = hn::Round(quotient);
+    const auto clamped = hn::IfThenElseZero(hn::Eq(r, r), hn::Min(hn::Max(r, low), high));
+    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(d32, clamped)), d8, q + i);
+  }
+  for (; i < count; ++i) q[i] = QuantizeScalar(x[i], scales[i], qmax, io_is_f16);
+}
+
 /// Stores one new row (D values in T1, held as floats) into (slot, head) of `plane`.
+/// `codes_tmp` holds D codes and `scales_tmp` D floats.
 template <CacheElem kElem>
 HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePlane& plane,
-                          int64_t slot, int head, const float* x, int8_t* codes_tmp) {
+                          int64_t slot, int head, const float* x, int8_t* codes_tmp,
+                          float* scales_tmp) {
   const int dim = cache.head_dim;
   void* row = const_cast<void*>(RowPointer<kElem>(plane, slot, head));
   if constexpr (kElem == CacheElem::kF32) {
@@ -313,13 +439,15 @@ HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePla
     const int group = cache.quant_group;
     void* scale = const_cast<void*>(ScalePointer(cache, plane, slot, head));
     for (int g = 0; g < dim / group; ++g) {
-      const float s = QuantizeGroup(x + g * group, group, qmax, io_is_f16, codes_tmp + g * group);
+      const float s = GroupScale(x + g * group, group, qmax, io_is_f16);
+      std::fill(scales_tmp + g * group, scales_tmp + (g + 1) * group, s);
       if (cache.scale_type == ScaleType::kF16) {
         static_cast<uint16_t*>(scale)[g] = internal::F32ToF16(s);
       } else {
         static_cast<float*>(scale)[g] = s;
       }
     }
+    QuantizeCodes(x, scales_tmp, dim, qmax, io_is_f16, codes_tmp);
     if constexpr (kElem == CacheElem::kInt8) {
       std::copy(codes_tmp, codes_tmp + dim, static_cast<int8_t*>(row));
     } else {
@@ -337,8 +465,14 @@ HWY_INLINE void LoadActivations(const void* src, DType io, int count, float* dst
   if (io == DType::kF32) {
     std::copy(static_cast<const float*>(src), static_cast<const float*>(src) + count, dst);
   } else {
-    const uint16_t* half = static_cast<const uint16_t*>(src);
-    for (int i = 0; i < count; ++i) dst[i] = internal::F16ToF32(half[i]);
+    const DF df;
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    const int n = static_cast<int>(hn::Lanes(df));
+    const auto* half = static_cast<const hwy::float16_t*>(src);
+    int i = 0;
+    for (; i + n <= count; i += n)
+      hn::StoreU(hn::PromoteTo(df, hn::LoadU(df16, half + i)), df, dst + i);
+    for (; i < count; ++i) dst[i] = internal::F16ToF32(static_cast<const uint16_t*>(src)[i]);
   }
 }
 

@@ -42,108 +42,12 @@ using internal::AttentionProblem;
 using internal::kKeyTile;
 using internal::kVirtualLanes;
 
-/// Lanes of a physical vector, and physical vectors per virtual row of kVirtualLanes floats.
-constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
-constexpr int kVectorsPerRow = kVirtualLanes / kLanes;
-
 /// Largest item (in query vectors) that runs fused; larger ones use the tiled path.
 constexpr int kFusedMaxVectors = 8;
 
 /// True when items of `vectors` query vectors run through the fused decode kernel.
 HWY_INLINE bool UseFusedDecode(const AttentionProblem& p, int vectors) {
   return vectors <= kFusedMaxVectors && p.head_dim % kVirtualLanes == 0;
-}
-
-/// True when decoded values of this cache need a rounding to fp16 (the scale type or T1).
-template <CacheElem kElem>
-HWY_INLINE bool DecodeRounds(const AttentionProblem& p) {
-  if (kElem == CacheElem::kF16) return false;  // already fp16 values
-  const bool io_f16 = p.io_type == DType::kF16;
-  if (kElem == CacheElem::kF32) return io_f16;
-  return io_f16 || p.kv.cache.scale_type == ScaleType::kF16;
-}
-
-/// How the group scales of a row are kept per row and spread over the lanes of a vector.
-struct ScaleLanes {
-  enum class Mode : uint8_t {
-    kNone,       ///< Unquantized cache.
-    kBroadcast,  ///< Group size a power of two >= lanes: one scale per vector.
-    kLookup,     ///< Group size a power of two < lanes: a table lookup of kLanes / G scales.
-    kExpanded,   ///< Other group sizes: one scale per element, expanded per row.
-  };
-  Mode mode = Mode::kNone;
-  int shift = 0;       ///< log2(group size) in the power-of-two modes.
-  int row_floats = 0;  ///< Floats per row in the scale buffer (with kLanes of slack).
-  int groups = 0;      ///< Group scales per row.
-
-  static ScaleLanes For(const CacheDesc& cache) {
-    ScaleLanes s;
-    if (cache.elem == CacheElem::kF32 || cache.elem == CacheElem::kF16) return s;
-    const int group = cache.quant_group;
-    s.groups = cache.head_dim / group;
-    const bool power_of_two = (group & (group - 1)) == 0;
-    while (power_of_two && (1 << s.shift) < group) ++s.shift;
-    s.mode = !power_of_two ? Mode::kExpanded : group >= kLanes ? Mode::kBroadcast : Mode::kLookup;
-    const int stored = s.mode == Mode::kExpanded ? cache.head_dim : cache.head_dim / group;
-    s.row_floats = (stored + 2 * kLanes - 1) / kLanes * kLanes;
-    return s;
-  }
-
-  /// The scales of elements [e, e + kLanes) of a row whose buffer is `scales`.
-  HWY_INLINE hn::Vec<DF> At(const float* scales, int e) const {
-    const DF df;
-    if (mode == Mode::kBroadcast) return hn::Set(df, scales[e >> shift]);
-    if (mode == Mode::kExpanded) return hn::LoadU(df, scales + e);
-    const hn::RebindToSigned<DF> di;
-    const auto index = hn::ShiftRightSame(hn::Iota(di, 0), shift);  // lane l -> l / G
-    return hn::TableLookupLanes(hn::LoadU(df, scales + (e >> shift)),
-                                hn::IndicesFromVec(df, index));
-  }
-};
-
-/// Widens the group scales of one row (at `src`) into `out` as `lanes` keeps them.
-HWY_INLINE void LoadRowScales(const CacheDesc& cache, const void* src, const ScaleLanes& lanes,
-                              float* out) {
-  const bool f16 = cache.scale_type == ScaleType::kF16;
-  if (lanes.mode == ScaleLanes::Mode::kExpanded) {
-    RowCodec codec;
-    codec.head_dim = cache.head_dim;
-    codec.quant_group = cache.quant_group;
-    codec.scale_is_f16 = f16;
-    ExpandScales(codec, src, out);
-    return;
-  }
-  const int groups = lanes.groups;
-  if (!f16) {
-    std::copy(static_cast<const float*>(src), static_cast<const float*>(src) + groups, out);
-    return;
-  }
-  const DF df;
-  const hn::Rebind<hwy::float16_t, DF> df16;
-  const auto* half = static_cast<const hwy::float16_t*>(src);
-  int g = 0;
-  for (; g + kLanes <= groups; g += kLanes)
-    hn::StoreU(hn::PromoteTo(df, hn::LoadU(df16, half + g)), df, out + g);
-  for (; g < groups; ++g) out[g] = internal::F16ToF32(static_cast<const uint16_t*>(src)[g]);
-}
-
-/// Elements [e, e + kLanes) of a cached row as T1 sees them: T1(T3(code * scale)).
-template <CacheElem kElem, bool kRound>
-HWY_INLINE hn::Vec<DF> DecodeLanes(const void* row, const float* scales, const ScaleLanes& lanes,
-                                   int e) {
-  const DF df;
-  if constexpr (kElem == CacheElem::kF32) {
-    const auto v = hn::LoadU(df, static_cast<const float*>(row) + e);
-    return kRound ? RoundToF16(v) : v;
-  } else if constexpr (kElem == CacheElem::kF16) {
-    const hn::Rebind<hwy::float16_t, DF> df16;
-    return hn::PromoteTo(df, hn::LoadU(df16, static_cast<const hwy::float16_t*>(row) + e));
-  } else {
-    const auto codes = kElem == CacheElem::kInt8 ? Int8Lanes(static_cast<const int8_t*>(row) + e)
-                                                 : Int4Lanes(static_cast<const uint8_t*>(row), e);
-    const auto product = hn::Mul(codes, lanes.At(scales, e));
-    return kRound ? RoundToF16(product) : product;
-  }
 }
 
 /// out[x] = the fixed-tree sum of the kVirtualLanes partial sums of accumulator x, for x < kCount.

@@ -128,6 +128,49 @@ HWY_INLINE void DecodeTile(const AttentionProblem& p, const CachePlane& plane,
   }
 }
 
+/// DecodeTile for head sizes that are a multiple of the lane count: one pass per row, the codes
+/// decoded in registers (DecodeLanes) and stored once.
+template <CacheElem kElem, bool kRound>
+HWY_INLINE void DecodeTileLanes(const AttentionProblem& p, const CachePlane& plane,
+                                const ScaleLanes& lanes, int64_t request, int kv_head, int64_t key0,
+                                int count, float* rows, float* scales_tmp) {
+  const DF df;
+  for (int j = 0; j < count; ++j) {
+    float* row = rows + j * p.padded_dim;
+    const int64_t slot = p.kv.slots.Slot(request, key0 + j);
+    if (lanes.mode != ScaleLanes::Mode::kNone) {
+      LoadRowScales(p.kv.cache, ScalePointer(p.kv.cache, plane, slot, kv_head), lanes, scales_tmp);
+    }
+    const void* src = RowPointer<kElem>(plane, slot, kv_head);
+    for (int e = 0; e < p.head_dim; e += kLanes) {
+      hn::StoreU(DecodeLanes<kElem, kRound>(src, scales_tmp, lanes, e), df, row + e);
+    }
+    ZeroPad(row, p.head_dim, p.padded_dim);
+  }
+}
+
+/// Decodes the key and value tiles of [key0, key0 + count).
+template <CacheElem kElem>
+HWY_INLINE void DecodeTiles(const AttentionProblem& p, const RowCodec& codec,
+                            const ScaleLanes& lanes, const internal::WorkItem& w, int64_t key0,
+                            int count, float* keys, float* values, float* scales_tmp) {
+  const CacheDesc& cache = p.kv.cache;
+  if (p.head_dim % kLanes != 0) {
+    DecodeTile<kElem>(p, cache.key, codec, w.request, w.kv_head, key0, count, keys, scales_tmp);
+    DecodeTile<kElem>(p, cache.value, codec, w.request, w.kv_head, key0, count, values, scales_tmp);
+  } else if (kElem != CacheElem::kF16 && DecodeRounds<kElem>(p)) {
+    DecodeTileLanes<kElem, true>(p, cache.key, lanes, w.request, w.kv_head, key0, count, keys,
+                                 scales_tmp);
+    DecodeTileLanes<kElem, true>(p, cache.value, lanes, w.request, w.kv_head, key0, count, values,
+                                 scales_tmp);
+  } else {
+    DecodeTileLanes<kElem, false>(p, cache.key, lanes, w.request, w.kv_head, key0, count, keys,
+                                  scales_tmp);
+    DecodeTileLanes<kElem, false>(p, cache.value, lanes, w.request, w.kv_head, key0, count, values,
+                                  scales_tmp);
+  }
+}
+
 /// keys_t[d * kKeyTile + j] = keys[j][d] for j < count (zeros up to a multiple of kScoreKeys).
 HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int padded_dim,
                               float* keys_t) {
@@ -148,14 +191,15 @@ struct ItemScratch {
   float* keys_t;        ///< head_dim x kKeyTile: the key tile transposed
   float* values;        ///< kKeyTile x padded_dim
   float* scores;        ///< kQueryBlock x kKeyTile
-  float* scales;        ///< head_dim + 1 (group scales of one row)
+  float* scales;        ///< head_dim + 2 * 16 (group scales of one row, with lane slack)
   uint8_t* active;      ///< kKeyTile flags: some vector of the block gives the key weight
 
   /// Splits the worker's scratch; `vectors` is a multiple of kQueryBlock / 2.
   static ItemScratch Carve(int vectors, const AttentionProblem& p, internal::Scratch* scratch) {
     const size_t dp = p.padded_dim, dim = p.head_dim, n = vectors;
-    const auto parts = scratch->Carve({n * dp, n, n, dp, n * dp, kKeyTile * dp, dim * kKeyTile,
-                                       kKeyTile * dp, kQueryBlock * kKeyTile, dim + 1, kKeyTile});
+    const auto parts =
+        scratch->Carve({n * dp, n, n, dp, n * dp, kKeyTile * dp, dim * kKeyTile, kKeyTile * dp,
+                        kQueryBlock * kKeyTile, dim + 2 * kVirtualLanes, kKeyTile});
     return {{parts[0], parts[1], parts[2], parts[3]},
             parts[4],
             parts[5],
@@ -191,15 +235,13 @@ void AttendTiled(const AttentionProblem& p, const internal::WorkItem& w, float* 
   const int padded_vectors = (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
   const ItemScratch s = ItemScratch::Carve(padded_vectors, p, scratch);
   const RowCodec codec = RowCodec::For(p.kv.cache, p.io_type);
+  const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
   LoadQueries(p, w, rows, padded_vectors, s.queries);
   s.states.Reset(padded_vectors, p.padded_dim);
   for (int64_t key0 = w.key_begin; key0 < w.key_end; key0 += kKeyTile) {
     const int count = static_cast<int>(std::min<int64_t>(kKeyTile, w.key_end - key0));
-    DecodeTile<kElem>(p, p.kv.cache.key, codec, w.request, w.kv_head, key0, count, s.keys,
-                      s.scales);
+    DecodeTiles<kElem>(p, codec, lanes, w, key0, count, s.keys, s.values, s.scales);
     TransposeTile(s.keys, count, p.head_dim, p.padded_dim, s.keys_t);
-    DecodeTile<kElem>(p, p.kv.cache.value, codec, w.request, w.kv_head, key0, count, s.values,
-                      s.scales);
     int first = 0;
     for (; first + kQueryBlock <= vectors; first += kQueryBlock) {
       AttendBlock<kQueryBlock>(p, w, rows, first, key0, count, s);
