@@ -95,6 +95,11 @@ void PrintBaselines(const std::vector<BaselineResult>& baselines, std::FILE* out
     std::fprintf(out, "%-28s %9.2f %9.2f %12.2f %12.1f\n", b.shape.c_str(), b.onednn_ms, b.eigen_ms,
                  b.fp32_bytes / b.onednn_ms / 1e6, b.flops / b.onednn_ms / 1e6);
   }
+  if (!baselines.empty()) {  // the last shape (mixed) uses every primitive kind
+    const BaselineResult& last = baselines.back();
+    std::fprintf(out, "oneDNN primitives (%s): %s\n", last.shape.c_str(),
+                 last.onednn_implementations.c_str());
+  }
 }
 
 }  // namespace
