@@ -2,9 +2,14 @@
 
 #include "bench/machine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -75,7 +80,38 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+/// Clock ticks all CPUs spent busy (user, nice, system, irq, softirq, steal) since boot.
+double MachineBusyTicks() {
+  std::ifstream file("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  file >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  return file ? user + nice + system + irq + softirq + steal : 0;
+}
+
+/// Clock ticks this process (all its threads) has run, user and system.
+double OwnTicks() {
+  std::ifstream file("/proc/self/stat");
+  std::string line;
+  std::getline(file, line);
+  const size_t name_end = line.rfind(')');  // the command name may hold spaces
+  if (name_end == std::string::npos) return 0;
+  std::istringstream fields(line.substr(name_end + 1));
+  std::string skip;
+  for (int i = 0; i < 11; ++i) fields >> skip;  // state .. cmajflt (fields 3-13)
+  double utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return utime + stime;
+}
+
 }  // namespace
+
+double ForeignCpuSeconds() {
+  const double ticks = MachineBusyTicks() - OwnTicks();
+  return std::max(0.0, ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+int CpuCount() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 double MeasureReadBandwidth(int threads) {
   const size_t n = size_t{512} << 18;  // 512 MiB of floats

@@ -9,6 +9,7 @@ packages=(
   libtbb-dev                        # oneTBB: parallelism over work items
   doctest-dev                       # doctest: the test suites
   libcli11-dev                      # CLI11: the dynattn command line
+  libdnnl-dev libeigen3-dev         # oneDNN and Eigen: the baselines of `dynattn bench`
 )
 
 missing=()

@@ -96,7 +96,7 @@ int RunDemoCommand() {
       median * 1e3, KvBytesRead(step) / 1e6, KvBytesRead(step) / median / 1e9,
       AttentionFlops(step) / 1e9, AttentionFlops(step) / median / 1e9);
   // The two halves of the step on their own (the decode half is bound by KV bytes, the prefill
-  // half by arithmetic); `dynattn_bench` relates such figures to the machine's limits.
+  // half by arithmetic); `dynattn bench` relates such figures to the machine's limits.
   std::vector<int64_t> decodes(kDecodes);
   for (int i = 0; i < kDecodes; ++i) decodes[i] = i;
   dynattn_ref::Array rows, sub_out;

@@ -11,12 +11,37 @@
 #include "src/cli/demo_command.h"
 #include "src/cli/run_command.h"
 
+#ifdef DYNATTN_HAVE_BENCH
+#include "bench/bench_command.h"
+#endif
+
 #ifndef DYNATTN_VERSION
 #define DYNATTN_VERSION "unknown"
 #endif
 
 namespace dynattn::cli {
 namespace {
+
+#ifdef DYNATTN_HAVE_BENCH
+using bench::AddBenchCommand;
+using bench::BenchOptions;
+using bench::RunBenchCommand;
+#else
+struct BenchOptions {};
+
+/// Without bench/ (meson option `bench` off, or oneDNN/Eigen/OpenMP missing) the command still
+/// exists, to say so.
+CLI::App* AddBenchCommand(CLI::App* app, BenchOptions*) {
+  CLI::App* bench = app->add_subcommand("bench", "(not built: needs oneDNN, Eigen and OpenMP)");
+  bench->allow_extras();
+  return bench;
+}
+
+int RunBenchCommand(const BenchOptions&) {
+  ReportError("this dynattn was built without the benchmark (meson option bench, oneDNN, Eigen)");
+  return kExitFailure;
+}
+#endif
 
 int Main(int argc, char** argv) {
   CLI::App app("dynattn: run libdynattn's PMX attention ops on .npy files", "dynattn");
@@ -25,6 +50,8 @@ int Main(int argc, char** argv) {
   RunRequest run_request;
   CLI::App* run = AddRunCommand(&app, &run_request);
   CLI::App* demo = AddDemoCommand(&app);
+  BenchOptions bench_options;
+  CLI::App* bench = AddBenchCommand(&app, &bench_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& success) {  // --help or --version.
@@ -35,6 +62,7 @@ int Main(int argc, char** argv) {
   }
   if (run->parsed()) return RunCommand(run_request);
   if (demo->parsed()) return RunDemoCommand();
+  if (bench->parsed()) return RunBenchCommand(bench_options);
   ReportError("no command given (see dynattn --help)");
   return kExitInvalid;
 }

@@ -56,6 +56,17 @@ void FillCache(const StepShape& s, int64_t max_t, std::mt19937_64& rng, dynattn_
   (*in)["scale"] = std::move(scale);
 }
 
+/// Offset mode: request b owns slots [cachestarts[b], cachestarts[b] + kvlen_b), in order.
+std::vector<int64_t> RegionStarts(const StepShape& s, int64_t* max_t) {
+  std::vector<int64_t> starts;
+  *max_t = 0;
+  for (const StepRequest& r : s.requests) {
+    starts.push_back(*max_t);
+    *max_t += r.start_pos + r.seqlen;
+  }
+  return starts;
+}
+
 void FillAttrs(Step* step) {
   const StepShape& s = step->shape;
   MultiHeadCacheAttentionAttrs& a = step->attrs;
@@ -64,7 +75,7 @@ void FillAttrs(Step* step) {
   a.attention.num_kv_heads = s.num_kv_heads;
   a.cache.quant_bit = s.quant_bit;
   a.cache.quant_group = s.quant_group;
-  a.cache.cache_mode = 1;
+  a.cache.cache_mode = s.cache_mode;
   a.cache.cache_layout = s.cache_layout;
   a.cache.page_size = s.page_size;
   dynattn_ref::Attrs& r = step->reference_attrs;
@@ -73,7 +84,7 @@ void FillAttrs(Step* step) {
   r.num_kv_heads = s.num_kv_heads;
   r.quant_bit = s.quant_bit;
   r.quant_group = s.quant_group;
-  r.cache_mode = 1;
+  r.cache_mode = s.cache_mode;
   r.cache_layout = s.cache_layout;
   r.page_size = s.page_size;
 }
@@ -127,13 +138,18 @@ Step BuildStep(const StepShape& shape, uint64_t seed) {
   in["current_value"] = RandomF16({tq, shape.num_kv_heads, shape.head_dim}, rng);
   in["seqstarts"] = dynattn_ref::MakeI64({batch + 1}, seqstarts);
   in["kvstarts"] = dynattn_ref::MakeI64({batch + 1}, kvstarts);
-  in["cachestarts"] =
-      dynattn_ref::MakeI64({batch, table_width}, PageTable(shape, table_width, pages, rng));
+  int64_t max_t = pages * shape.page_size;
+  if (shape.cache_mode == 0) {
+    in["cachestarts"] = dynattn_ref::MakeI64({batch}, RegionStarts(shape, &max_t));
+  } else {
+    in["cachestarts"] =
+        dynattn_ref::MakeI64({batch, table_width}, PageTable(shape, table_width, pages, rng));
+  }
   in["start_pos"] = dynattn_ref::MakeI64({batch}, start_pos);
   in["decoding_batches"] = dynattn_ref::ScalarI64(shape.decoding_batches);
   in["max_seqlen"] = dynattn_ref::ScalarI64(max_seqlen);
   in["max_kvlen"] = dynattn_ref::ScalarI64(max_kvlen);
-  FillCache(shape, pages * shape.page_size, rng, &in);
+  FillCache(shape, max_t, rng, &in);
   FillAttrs(&step);
   return step;
 }
@@ -154,7 +170,8 @@ Step SubStep(const Step& step, const std::vector<int64_t>& picked, const Array& 
   const int64_t* qs = Starts(step, "seqstarts");
   const int64_t* ks = Starts(step, "kvstarts");
   const Array& table = step.inputs.at("cachestarts");
-  const int64_t width = table.shape[1];
+  const bool paged = table.shape.size() == 2;  // else offset mode: one start per request
+  const int64_t width = paged ? table.shape[1] : 1;
   Step sub = step;
   std::vector<int64_t> seqstarts{0}, kvstarts{0}, start_pos, cachestarts;
   *rows = Rows(out, 0, 0);
@@ -179,7 +196,8 @@ Step SubStep(const Step& step, const std::vector<int64_t>& picked, const Array& 
   sub.inputs["seqstarts"] = dynattn_ref::MakeI64({batch + 1}, seqstarts);
   sub.inputs["kvstarts"] = dynattn_ref::MakeI64({batch + 1}, kvstarts);
   sub.inputs["start_pos"] = dynattn_ref::MakeI64({batch}, start_pos);
-  sub.inputs["cachestarts"] = dynattn_ref::MakeI64({batch, width}, cachestarts);
+  sub.inputs["cachestarts"] = paged ? dynattn_ref::MakeI64({batch, width}, cachestarts)
+                                    : dynattn_ref::MakeI64({batch}, cachestarts);
   sub.inputs["decoding_batches"] = dynattn_ref::ScalarI64(decodes);
   return sub;
 }

@@ -27,6 +27,7 @@ struct StepShape {
   int head_dim = 128;
   int quant_bit = 8;  ///< 0 (fp16 cache), 8 or 4.
   int quant_group = 8;
+  int cache_mode = 1;  ///< 1: paged (pages of `page_size`), 0: one contiguous region per request.
   int page_size = 128;
   int cache_layout = 3;
   std::vector<StepRequest> requests;
@@ -41,8 +42,9 @@ struct Step {
   dynattn_ref::Attrs reference_attrs;
 };
 
-/// Builds a step with fp16 activations: pages handed out in shuffled order, and a cache whose
-/// every slot holds valid random history (fp16 values, or int8/int4 codes with positive scales).
+/// Builds a step with fp16 activations and a cache whose every slot holds valid random history
+/// (fp16 values, or int8/int4 codes with positive scales). Paged steps get their pages in shuffled
+/// order; offset steps (cache_mode 0) get one contiguous region per request, in request order.
 Step BuildStep(const StepShape& shape, uint64_t seed);
 
 /// Runs MultiHeadCacheAttention on `step` (its cache and scale are updated) into `out`, which is

@@ -1,0 +1,285 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// `dynattn bench` (see the header). Everything is built before the first timed call; then every
+// step and every baseline shape is called once per round (interleaved, so that the load of this
+// shared machine weighs on all of them alike), each call after a cache flush (cold KV, as in a
+// model whose layers each read their cache once per token), and medians are reported.
+
+#include "bench/bench_command.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "bench/baselines_eigen.h"
+#include "bench/baselines_onednn.h"
+#include "bench/machine.h"
+#include "bench/report.h"
+#include "bench/step_matrix.h"
+#include "src/cli/run_command.h"
+
+namespace dynattn::bench {
+namespace {
+
+/// One timed thing: a libdynattn step, or one baseline on one shape.
+struct Timed {
+  std::string label;
+  std::function<bool()> call;  ///< False on failure, reported.
+  std::vector<double> seconds;
+};
+
+/// The composed baselines on one shape, shared by every row of that shape.
+struct Baseline {
+  std::string shape, kind;
+  int64_t context = 0;
+  double flops = 0;
+  std::unique_ptr<Fp32Batch> batch;
+  std::unique_ptr<OneDnnAttention> onednn;
+  std::unique_ptr<EigenAttention> eigen;
+  size_t onednn_timed = 0, eigen_timed = 0;
+};
+
+/// Everything one run holds. Vectors are filled before any pointer into them is taken.
+struct Plan {
+  std::vector<BenchRow> rows;
+  std::vector<cli::Step> steps;          ///< Per row.
+  std::vector<dynattn_ref::Array> outs;  ///< Per row.
+  std::vector<size_t> row_baseline;      ///< Per row: index into baselines.
+  std::vector<size_t> row_timed;         ///< Per row: index into timed.
+  std::vector<Baseline> baselines;
+  std::vector<Timed> timed;
+};
+
+/// libgomp's default wait policy spins after each parallel region. When another process holds
+/// one of the cores, the spinning thread keeps the one still working off the free core, and each
+/// of oneDNN's many parallel regions stalls for a scheduler slice (decode 8x4096: 190 ms, against
+/// 40 ms with passive waiting, on the 2-core VM; both take 25 ms when it is idle). OpenMP reads
+/// the policy once, at start-up, so unless the caller chose one, the command runs itself again
+/// with OMP_WAIT_POLICY=passive. Returns only when that did not happen.
+void RerunWithPassiveOpenMp() {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  for (std::string arg; std::getline(file, arg, '\0');) args.push_back(arg);
+  if (args.empty()) return;
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  execv("/proc/self/exe", argv.data());
+  unsetenv("OMP_WAIT_POLICY");  // exec failed: go on with the default policy
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Progress on stderr: the current call on one rewritten line on a terminal, else one line per
+/// round.
+void ShowProgress(int round, int rounds, const std::string& label) {
+  static const bool terminal = isatty(STDERR_FILENO) != 0;
+  const std::string what =
+      round == 0 ? "warm-up" : "round " + std::to_string(round) + "/" + std::to_string(rounds);
+  if (terminal) {
+    std::fprintf(stderr, "\r\033[K%s%s%s", what.c_str(), label.empty() ? "" : ": ", label.c_str());
+  } else if (label.empty()) {
+    std::fprintf(stderr, "%s\n", what.c_str());
+  }
+}
+
+size_t FindOrAddBaseline(const BenchRow& row, Plan* plan) {
+  for (size_t i = 0; i < plan->baselines.size(); ++i) {
+    if (plan->baselines[i].shape == row.baseline) return i;
+  }
+  Baseline b;
+  b.shape = row.baseline;
+  b.kind = row.kind;
+  b.context = row.context;
+  plan->baselines.push_back(std::move(b));
+  return plan->baselines.size() - 1;
+}
+
+void BuildSteps(Plan* plan) {
+  uint64_t seed = 1;
+  for (const BenchRow& row : plan->rows) {
+    std::fprintf(stderr, "building %s ...\n", row.step.c_str());
+    plan->steps.push_back(cli::BuildStep(row.shape, seed++));
+    plan->outs.emplace_back();
+    plan->row_baseline.push_back(FindOrAddBaseline(row, plan));
+  }
+}
+
+void BuildBaselines(int threads, Plan* plan) {
+  uint64_t seed = 1000;
+  for (size_t r = 0; r < plan->rows.size(); ++r) {
+    Baseline& b = plan->baselines[plan->row_baseline[r]];
+    if (b.batch != nullptr) continue;
+    std::fprintf(stderr, "building baselines for %s ...\n", b.shape.c_str());
+    const cli::StepShape& s = plan->rows[r].shape;
+    b.flops = cli::AttentionFlops(plan->steps[r]);
+    b.batch = std::make_unique<Fp32Batch>(
+        RandomFp32Batch(s.num_heads, s.num_kv_heads, s.head_dim, BaselineRequests(s), seed++));
+    b.onednn = std::make_unique<OneDnnAttention>(b.batch.get(), threads);
+    b.eigen = std::make_unique<EigenAttention>(b.batch.get(), threads);
+  }
+}
+
+/// libdynattn on row `r`'s step.
+Timed StepCall(Plan* plan, size_t r, int threads) {
+  return {plan->rows[r].step,
+          [plan, r, threads] {
+            RunOptions options;
+            options.num_threads = threads;
+            const Status s = cli::RunStep(&plan->steps[r], &plan->outs[r], options);
+            if (!s.ok()) cli::ReportError(plan->rows[r].step + ": " + s.message());
+            return s.ok();
+          },
+          {}};
+}
+
+/// The timed calls, grouped by shape: oneDNN, Eigen, then libdynattn's rows of that shape.
+void ListTimedCalls(int threads, Plan* plan) {
+  plan->row_timed.assign(plan->rows.size(), 0);
+  for (size_t i = 0; i < plan->baselines.size(); ++i) {
+    Baseline* b = &plan->baselines[i];
+    b->onednn_timed = plan->timed.size();
+    plan->timed.push_back({"oneDNN " + b->shape, [b] { return b->onednn->Run(), true; }, {}});
+    b->eigen_timed = plan->timed.size();
+    plan->timed.push_back({"Eigen " + b->shape, [b] { return b->eigen->Run(), true; }, {}});
+    for (size_t r = 0; r < plan->rows.size(); ++r) {
+      if (plan->row_baseline[r] != i) continue;
+      plan->row_timed[r] = plan->timed.size();
+      plan->timed.push_back(StepCall(plan, r, threads));
+    }
+  }
+}
+
+/// One call after a cache flush; its time is kept when `keep`.
+bool TimeCall(Timed* t, bool keep) {
+  FlushCaches();
+  const auto start = std::chrono::steady_clock::now();
+  if (!t->call()) return false;
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  if (keep) t->seconds.push_back(took.count());
+  return true;
+}
+
+/// A warm-up round (untimed), then `rounds` timed rounds; sets *foreign_load to the share of
+/// the machine's CPU time that other processes took during the timed rounds.
+bool RunRounds(int rounds, Plan* plan, double* foreign_load) {
+  double foreign_start = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (int round = 0; round <= rounds; ++round) {
+    if (round == 1) {
+      foreign_start = ForeignCpuSeconds();
+      start = std::chrono::steady_clock::now();
+    }
+    ShowProgress(round, rounds, "");
+    for (Timed& t : plan->timed) {
+      ShowProgress(round, rounds, t.label);
+      if (!TimeCall(&t, round > 0)) return false;
+    }
+  }
+  const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - start;
+  *foreign_load = (ForeignCpuSeconds() - foreign_start) / (wall.count() * CpuCount());
+  ShowProgress(rounds, rounds, "done\n");
+  return true;
+}
+
+RowResult Evaluate(const Plan& plan, size_t r, const MachineLimits& machine) {
+  const BenchRow& row = plan.rows[r];
+  const Baseline& b = plan.baselines[plan.row_baseline[r]];
+  const double seconds = Median(plan.timed[plan.row_timed[r]].seconds);
+  const double bytes = cli::KvBytesRead(plan.steps[r]);
+  const double flops = cli::AttentionFlops(plan.steps[r]);
+  RowResult out;
+  out.step = row.step;
+  out.kind = row.kind;
+  out.cache = CacheName(row.shape.quant_bit);
+  out.cache_mode = CacheModeName(row.shape.cache_mode);
+  out.context = row.context;
+  out.median_ms = seconds * 1e3;
+  out.gbps = bytes / seconds / 1e9;
+  out.gflops = flops / seconds / 1e9;
+  out.roofline_ms =
+      1e3 * std::max(bytes / (machine.bandwidth_gbps * 1e9), flops / (machine.fma_gflops * 1e9));
+  out.onednn_ms = Median(plan.timed[b.onednn_timed].seconds) * 1e3;
+  out.eigen_ms = Median(plan.timed[b.eigen_timed].seconds) * 1e3;
+  return out;
+}
+
+BaselineResult Summarize(const Plan& plan, const Baseline& b) {
+  BaselineResult out;
+  out.shape = b.shape;
+  out.kind = b.kind;
+  out.context = b.context;
+  out.onednn_ms = Median(plan.timed[b.onednn_timed].seconds) * 1e3;
+  out.eigen_ms = Median(plan.timed[b.eigen_timed].seconds) * 1e3;
+  out.fp32_bytes = Fp32KvBytes(*b.batch);
+  out.flops = b.flops;
+  out.onednn_implementations = b.onednn->Implementations();
+  return out;
+}
+
+MachineLimits MeasureMachine(int threads) {
+  std::fprintf(stderr, "measuring the machine (read bandwidth, FMA peak) ...\n");
+  MachineLimits machine;
+  machine.target = CpuTargetName();
+  machine.threads = threads;
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  machine.openmp_wait_policy = policy != nullptr ? policy : "default";
+  machine.bandwidth_gbps = MeasureReadBandwidth(threads);
+  machine.fma_gflops = MeasureFmaPeak(threads);
+  return machine;
+}
+
+int Report(const BenchOptions& options, const MachineLimits& machine, const Plan& plan) {
+  std::vector<RowResult> rows;
+  for (size_t r = 0; r < plan.rows.size(); ++r) rows.push_back(Evaluate(plan, r, machine));
+  std::vector<BaselineResult> baselines;
+  for (const Baseline& b : plan.baselines) baselines.push_back(Summarize(plan, b));
+  PrintReport(machine, rows, baselines, stdout);
+  if (!options.json.empty() &&
+      !WriteJson(options.json, machine, options.repetitions, rows, baselines)) {
+    cli::ReportError("cannot write " + options.json);
+    return cli::kExitFailure;
+  }
+  return cli::kExitOk;
+}
+
+}  // namespace
+
+CLI::App* AddBenchCommand(CLI::App* app, BenchOptions* options) {
+  CLI::App* bench = app->add_subcommand(
+      "bench", "Time serving steps against this machine's limits and oneDNN/Eigen baselines");
+  bench->add_flag("--quick", options->quick, "Decode 8x4096, prefill 512 and the mixed step only");
+  bench->add_option("--threads", options->threads, "Threads of every measurement (default 2)")
+      ->check(CLI::Range(1, 1024));
+  bench->add_option("--repetitions", options->repetitions, "Timed calls per step (default 7)")
+      ->check(CLI::Range(1, 1000));
+  bench->add_option("--json", options->json, "Also write the results to this JSON file");
+  return bench;
+}
+
+int RunBenchCommand(const BenchOptions& options) {
+  RerunWithPassiveOpenMp();
+  MachineLimits machine = MeasureMachine(options.threads);
+  Plan plan;
+  plan.rows = StepMatrix(options.quick);
+  BuildSteps(&plan);
+  BuildBaselines(options.threads, &plan);
+  ListTimedCalls(options.threads, &plan);
+  if (!RunRounds(options.repetitions, &plan, &machine.foreign_load)) return cli::kExitFailure;
+  return Report(options, machine, plan);
+}
+
+}  // namespace dynattn::bench

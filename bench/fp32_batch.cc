@@ -1,0 +1,56 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Random fp32 batches for the composed baselines. A cheap generator keeps the largest shapes
+// (1 GB of K and V) quick to fill; the values only need to be finite and varied.
+
+#include "bench/fp32_batch.h"
+
+#include <cmath>
+
+namespace dynattn::bench {
+namespace {
+
+/// splitmix64: a fast, well-mixed stream of 64-bit values.
+uint64_t NextBits(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::vector<float> RandomFloats(size_t n, uint64_t* state) {
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(NextBits(state) >> 40) * 0x1p-23f - 1.0f;
+  return v;
+}
+
+}  // namespace
+
+float Fp32Batch::scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
+
+Fp32Batch RandomFp32Batch(int num_heads, int num_kv_heads, int head_dim,
+                          const std::vector<Fp32Request>& requests, uint64_t seed) {
+  Fp32Batch batch;
+  batch.num_heads = num_heads;
+  batch.num_kv_heads = num_kv_heads;
+  batch.head_dim = head_dim;
+  batch.requests = requests;
+  uint64_t state = seed;
+  for (const Fp32Request& r : requests) {
+    const size_t rows = static_cast<size_t>(num_heads) * r.seqlen * head_dim;
+    const size_t keys = static_cast<size_t>(num_kv_heads) * r.context * head_dim;
+    batch.query.push_back(RandomFloats(rows, &state));
+    batch.key.push_back(RandomFloats(keys, &state));
+    batch.value.push_back(RandomFloats(keys, &state));
+    batch.out.emplace_back(rows, 0.0f);
+  }
+  return batch;
+}
+
+double Fp32KvBytes(const Fp32Batch& batch) {
+  double tokens = 0;
+  for (const Fp32Request& r : batch.requests) tokens += static_cast<double>(r.context);
+  return tokens * batch.num_kv_heads * batch.head_dim * 2 * sizeof(float);
+}
+
+}  // namespace dynattn::bench

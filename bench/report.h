@@ -1,0 +1,65 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// What `dynattn bench` prints and writes: the figures of every row relative to the machine's
+// limits and to the composed baselines, as a table on stdout and as one JSON object (written by
+// hand: the format is small and fixed, and the project takes no JSON dependency for it).
+
+#ifndef DYNATTN_BENCH_REPORT_H_
+#define DYNATTN_BENCH_REPORT_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace dynattn::bench {
+
+/// The machine's limits, measured in the same run.
+struct MachineLimits {
+  std::string target;              ///< CpuTargetName(), e.g. "AVX3".
+  int threads = 0;                 ///< Threads of every measurement and of every timed call.
+  double bandwidth_gbps = 0;       ///< Streaming read, all threads.
+  double fma_gflops = 0;           ///< fp32 FMA peak, all threads.
+  double foreign_load = 0;         ///< Share of all CPUs' time other processes took while timing.
+  std::string openmp_wait_policy;  ///< OMP_WAIT_POLICY of the baselines, or "default".
+};
+
+/// Medians of the two composed fp32 baselines on one shape.
+struct BaselineResult {
+  std::string shape;    ///< e.g. "decode_8x4096".
+  std::string kind;     ///< "decode", "prefill" or "mixed".
+  int64_t context = 0;  ///< As BenchRow::context.
+  double onednn_ms = 0;
+  double eigen_ms = 0;
+  double fp32_bytes = 0;  ///< fp32 K and V bytes read.
+  double flops = 0;       ///< Causal-effective flops (as the libdynattn rows count them).
+  std::string onednn_implementations;  ///< oneDNN's chosen primitive implementations.
+};
+
+/// One libdynattn row and its figures.
+struct RowResult {
+  std::string step, kind, cache, cache_mode;
+  int64_t context = 0;
+  double median_ms = 0;
+  double gbps = 0;         ///< KV bytes read (its own cache type) per second.
+  double gflops = 0;       ///< Causal-effective flops per second.
+  double roofline_ms = 0;  ///< max(bytes / bandwidth, flops / FMA peak).
+  double onednn_ms = 0;    ///< The baselines' medians on the same shape.
+  double eigen_ms = 0;
+
+  double roofline_pct() const { return 100.0 * roofline_ms / median_ms; }
+  double vs_onednn() const { return onednn_ms / median_ms; }  ///< > 1: libdynattn faster.
+  double vs_eigen() const { return eigen_ms / median_ms; }
+};
+
+/// Prints the machine line, the rows table and the baselines table to `out`.
+void PrintReport(const MachineLimits& machine, const std::vector<RowResult>& rows,
+                 const std::vector<BaselineResult>& baselines, std::FILE* out);
+
+/// Writes the JSON object to `path`; false (with errno set by stdio) when it cannot be written.
+bool WriteJson(const std::string& path, const MachineLimits& machine, int repetitions,
+               const std::vector<RowResult>& rows, const std::vector<BaselineResult>& baselines);
+
+}  // namespace dynattn::bench
+
+#endif  // DYNATTN_BENCH_REPORT_H_

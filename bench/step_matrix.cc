@@ -1,0 +1,95 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The step matrix: decodes at several contexts for every cache type and both cache modes (the
+// memory-bound side), causal prefills (the compute-bound side), and the demo's mixed step.
+
+#include "bench/step_matrix.h"
+
+#include <algorithm>
+
+namespace dynattn::bench {
+namespace {
+
+using cli::StepShape;
+
+StepShape Decodes(int requests, int64_t context, int quant_bit, int cache_mode) {
+  StepShape s;
+  s.quant_bit = quant_bit;
+  s.cache_mode = cache_mode;
+  for (int i = 0; i < requests; ++i) s.requests.push_back({context - 1, 1});
+  s.decoding_batches = requests;
+  return s;
+}
+
+StepShape Prefill(int64_t tokens, int quant_bit) {
+  StepShape s;
+  s.quant_bit = quant_bit;
+  s.requests.push_back({0, tokens});
+  return s;
+}
+
+/// 24 decodes at contexts 513..7873 and two 512-token prefill chunks (fresh, and after 1024).
+StepShape Mixed() {
+  StepShape s;
+  for (int i = 0; i < 24; ++i) s.requests.push_back({512 + i * 320, 1});
+  s.requests.push_back({0, 512});
+  s.requests.push_back({1024, 512});
+  s.decoding_batches = 24;
+  return s;
+}
+
+int64_t LargestContext(const StepShape& s) {
+  int64_t largest = 0;
+  for (const cli::StepRequest& r : s.requests) largest = std::max(largest, r.start_pos + r.seqlen);
+  return largest;
+}
+
+BenchRow DecodeRow(int64_t context, int quant_bit, int cache_mode) {
+  const std::string shape = "decode_8x" + std::to_string(context);
+  return {shape + "_" + CacheName(quant_bit) + "_" + CacheModeName(cache_mode), "decode", shape,
+          context, Decodes(8, context, quant_bit, cache_mode)};
+}
+
+BenchRow PrefillRow(int64_t tokens, int quant_bit) {
+  const std::string shape = "prefill_" + std::to_string(tokens) + "_causal";
+  return {shape + "_" + CacheName(quant_bit), "prefill", shape, tokens, Prefill(tokens, quant_bit)};
+}
+
+BenchRow MixedRow() {
+  const StepShape s = Mixed();
+  return {"mixed_24dec_2x512_int8", "mixed", "mixed_24dec_2x512", LargestContext(s), s};
+}
+
+}  // namespace
+
+const char* CacheName(int quant_bit) {
+  return quant_bit == 0 ? "f16" : quant_bit == 8 ? "int8" : "int4";
+}
+
+const char* CacheModeName(int cache_mode) { return cache_mode == 0 ? "offset" : "paged"; }
+
+std::vector<BenchRow> StepMatrix(bool quick) {
+  std::vector<BenchRow> rows;
+  for (int bits : {0, 8, 4}) rows.push_back(DecodeRow(4096, bits, 1));
+  if (!quick) {
+    for (int64_t context : {512, 2048, 16384}) {
+      for (int bits : {0, 8, 4}) {
+        for (int mode : {1, 0}) rows.push_back(DecodeRow(context, bits, mode));
+      }
+    }
+  }
+  for (int bits : {0, 8}) rows.push_back(PrefillRow(512, bits));
+  if (!quick) rows.push_back(PrefillRow(2048, 8));
+  rows.push_back(MixedRow());
+  return rows;
+}
+
+std::vector<Fp32Request> BaselineRequests(const cli::StepShape& shape) {
+  std::vector<Fp32Request> requests;
+  for (const cli::StepRequest& r : shape.requests) {
+    requests.push_back({r.seqlen, r.start_pos + r.seqlen});
+  }
+  return requests;
+}
+
+}  // namespace dynattn::bench

@@ -1,0 +1,166 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The benchmark's pieces are only worth their figures if they compute attention: the composed
+// oneDNN and Eigen baselines are checked against the float64 reference on small decode and causal
+// prefill batches, and the serving steps of both cache modes through libdynattn likewise.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bench/baselines_eigen.h"
+#include "bench/baselines_onednn.h"
+#include "bench/fp32_batch.h"
+#include "bench/step_matrix.h"
+#include "src/cli/serving_step.h"
+#include "tests/reference/reference.h"
+
+namespace {
+
+using dynattn::bench::Fp32Batch;
+using dynattn::bench::Fp32Request;
+using dynattn_ref::Array;
+using dynattn_ref::Dt;
+
+/// Packs per-request [Hkv, rows, D] blocks of `batch` into the reference's (tokens, heads, D).
+Array Tokens(const Fp32Batch& batch, const std::vector<std::vector<float>>& blocks, bool queries) {
+  const int64_t heads = queries ? batch.num_heads : batch.num_kv_heads, d = batch.head_dim;
+  int64_t total = 0;
+  for (const Fp32Request& r : batch.requests) total += queries ? r.seqlen : r.context;
+  Array a = dynattn_ref::MakeArray(Dt::kF32, {total, heads, d});
+  float* data = a.data<float>();
+  int64_t first = 0;
+  for (size_t b = 0; b < batch.requests.size(); ++b) {
+    const int64_t n = queries ? batch.requests[b].seqlen : batch.requests[b].context;
+    for (int64_t h = 0; h < heads; ++h) {  // query head h = g * R + r sits at block row r * n + t
+      for (int64_t t = 0; t < n; ++t) {
+        const float* from = blocks[b].data() + (h * n + t) * d;
+        std::copy(from, from + d, data + ((first + t) * heads + h) * d);
+      }
+    }
+    first += n;
+  }
+  return a;
+}
+
+/// The reference's MultiHeadAttention inputs for `batch` (its decodes must come first).
+dynattn_ref::Tensors ReferenceInputs(const Fp32Batch& batch) {
+  std::vector<int64_t> seqstarts{0}, kvstarts{0};
+  int64_t max_seqlen = 0, max_kvlen = 0;
+  for (const Fp32Request& r : batch.requests) {
+    seqstarts.push_back(seqstarts.back() + r.seqlen);
+    kvstarts.push_back(kvstarts.back() + r.context);
+    max_seqlen = std::max(max_seqlen, r.seqlen);
+    max_kvlen = std::max(max_kvlen, r.context);
+  }
+  const int64_t count = static_cast<int64_t>(batch.requests.size());
+  int64_t decodes = 0;  // the leading single-token requests
+  while (decodes < count && batch.requests[decodes].seqlen == 1) ++decodes;
+  return {{"query", Tokens(batch, batch.query, true)},
+          {"key", Tokens(batch, batch.key, false)},
+          {"value", Tokens(batch, batch.value, false)},
+          {"seqstarts", dynattn_ref::MakeI64({count + 1}, seqstarts)},
+          {"kvstarts", dynattn_ref::MakeI64({count + 1}, kvstarts)},
+          {"decoding_batches", dynattn_ref::ScalarI64(decodes)},
+          {"max_seqlen", dynattn_ref::ScalarI64(max_seqlen)},
+          {"max_kvlen", dynattn_ref::ScalarI64(max_kvlen)}};
+}
+
+dynattn_ref::AttnResult Reference(const Fp32Batch& batch) {
+  dynattn_ref::Attrs attrs;
+  attrs.num_heads = batch.num_heads;
+  attrs.num_kv_heads = batch.num_kv_heads;
+  attrs.head_dim = batch.head_dim;
+  attrs.is_causal = 1;
+  return dynattn_ref::MultiHeadAttention(attrs, ReferenceInputs(batch));
+}
+
+/// Runs `Baseline` on a copy of `batch` and checks it against the fp32 tolerance of the spec.
+template <typename Baseline>
+void CheckBaseline(const char* name, const Fp32Batch& batch, const dynattn_ref::AttnResult& want,
+                   int threads) {
+  Fp32Batch run = batch;
+  Baseline baseline(&run, threads);
+  baseline.Run();
+  double worst = 0;
+  const std::string error = dynattn_ref::CheckAttention(want, Tokens(run, run.out, true), &worst);
+  CHECK_MESSAGE(error.empty(), error);
+  MESSAGE(std::string(name) << " on " << threads << " threads: worst error " << worst
+                            << " of the fp32 bound");
+}
+
+void CheckBaselines(const std::vector<Fp32Request>& requests) {
+  const Fp32Batch batch = dynattn::bench::RandomFp32Batch(32, 8, 128, requests, 42);
+  const dynattn_ref::AttnResult want = Reference(batch);
+  for (int threads : {1, 2}) {
+    CheckBaseline<dynattn::bench::OneDnnAttention>("oneDNN", batch, want, threads);
+    CheckBaseline<dynattn::bench::EigenAttention>("Eigen", batch, want, threads);
+  }
+}
+
+/// A small serving step through libdynattn, against the reference MultiHeadCacheAttention.
+void CheckStep(int quant_bit, int cache_mode) {
+  dynattn::cli::StepShape shape;
+  shape.num_heads = 8;
+  shape.num_kv_heads = 2;
+  shape.head_dim = 64;
+  shape.quant_bit = quant_bit;
+  shape.cache_mode = cache_mode;
+  shape.page_size = 16;
+  shape.requests = {{40, 1}, {130, 1}, {0, 21}, {33, 9}};
+  shape.decoding_batches = 2;
+  const dynattn::cli::Step original = dynattn::cli::BuildStep(shape, 5);
+  dynattn::cli::Step step = original;
+  Array out;
+  REQUIRE(dynattn::cli::RunStep(&step, &out).ok());
+  const dynattn_ref::AttnResult want =
+      dynattn_ref::MultiHeadCacheAttention(original.reference_attrs, original.inputs);
+  const std::string error = dynattn_ref::CheckAttention(want, out);
+  CHECK_MESSAGE(error.empty(), error);
+}
+
+TEST_SUITE("bench") {
+  TEST_CASE("composed baselines match the float64 reference on decodes") {
+    CheckBaselines({{1, 1}, {1, 37}, {1, 200}, {1, 129}});
+  }
+
+  TEST_CASE("composed baselines match the float64 reference on causal prefills") {
+    CheckBaselines({{17, 17}, {64, 64}, {9, 40}});
+  }
+
+  TEST_CASE("composed baselines match the float64 reference on a mixed batch") {
+    CheckBaselines({{1, 300}, {1, 5}, {33, 33}, {12, 100}});
+  }
+
+  TEST_CASE("the step matrix has the issue's rows, each named once") {
+    const std::vector<dynattn::bench::BenchRow> full = dynattn::bench::StepMatrix(false);
+    const std::vector<dynattn::bench::BenchRow> quick = dynattn::bench::StepMatrix(true);
+    CHECK(full.size() == 25);  // 3 decode 8x4096, 18 decode 8x{512,2048,16384}, 3 prefill, mixed
+    CHECK(quick.size() == 6);
+    std::set<std::string> names, shapes;
+    for (const dynattn::bench::BenchRow& row : full) {
+      names.insert(row.step);
+      shapes.insert(row.baseline);
+    }
+    CHECK(names.size() == full.size());
+    CHECK(shapes.size() == 7);  // the baselines run once per shape
+    CHECK(names.count("decode_8x16384_int4_offset") == 1);
+    CHECK(names.count("prefill_2048_causal_int8") == 1);
+    CHECK(names.count("mixed_24dec_2x512_int8") == 1);
+  }
+
+  TEST_CASE("serving steps run correctly in both cache modes") {
+    for (int quant_bit : {0, 8, 4}) {
+      for (int cache_mode : {1, 0}) {
+        CAPTURE(quant_bit);
+        CAPTURE(cache_mode);
+        CheckStep(quant_bit, cache_mode);
+      }
+    }
+  }
+}
+
+}  // namespace
