@@ -61,11 +61,14 @@ struct Plan {
 /// libgomp's default wait policy spins after each parallel region. When another process holds
 /// one of the cores, the spinning thread keeps the one still working off the free core, and each
 /// of oneDNN's many parallel regions stalls for a scheduler slice (decode 8x4096: 190 ms, against
-/// 40 ms with passive waiting, on the 2-core VM; both take 25 ms when it is idle). OpenMP reads
-/// the policy once, at start-up, so unless the caller chose one, the command runs itself again
-/// with OMP_WAIT_POLICY=passive. Returns only when that did not happen.
+/// 40 ms with passive waiting, on the 2-core VM; on the idle VM passive waiting costs up to about
+/// 10%). OpenMP reads the policy once, at start-up, so unless the caller chose one (or a spin
+/// count: GOMP_SPINCOUNT=300000 is libgomp's default), the command runs itself again with
+/// OMP_WAIT_POLICY=passive. Returns only when that did not happen.
 void RerunWithPassiveOpenMp() {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) {
+    return;
+  }
   std::ifstream file("/proc/self/cmdline", std::ios::binary);
   std::vector<std::string> args;
   for (std::string arg; std::getline(file, arg, '\0');) args.push_back(arg);
@@ -236,7 +239,10 @@ MachineLimits MeasureMachine(int threads) {
   machine.target = CpuTargetName();
   machine.threads = threads;
   const char* policy = std::getenv("OMP_WAIT_POLICY");
-  machine.openmp_wait_policy = policy != nullptr ? policy : "default";
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  machine.openmp_wait_policy = policy != nullptr ? policy
+                               : spin != nullptr ? std::string("spin count ") + spin
+                                                 : "default";
   machine.bandwidth_gbps = MeasureReadBandwidth(threads);
   machine.fma_gflops = MeasureFmaPeak(threads);
   return machine;
