@@ -6,10 +6,12 @@
 #define DYNATTN_DYNATTN_H_
 
 #include "dynattn/cache.h"
+#include "dynattn/merge.h"
 #include "dynattn/named_args.h"
 #include "dynattn/ops.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"
+#include "dynattn/unified.h"
 
 namespace dynattn {
 
