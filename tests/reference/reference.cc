@@ -497,7 +497,7 @@ double Dot(const double* x, const double* y, int64_t n) {
 // Softmax over keys and the weighted sum of values for query row i of request b, head h.
 // Returns false (and leaves `out` untouched) when every key is hidden or there is none.
 bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int64_t h, int64_t i,
-               double* out) {
+               double* out, double* lse) {
   const int64_t kvlen = call.batches.kvlen(b), d = call.d;
   const int64_t kvh = h / (call.hq / call.hkv);  // §5.2 GQA
   const double* q = &call.query[((call.batches.seqstarts[b] + i) * call.hq + h) * d];
@@ -520,6 +520,7 @@ bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int
     for (int64_t e = 0; e < d; ++e) acc[e] += weight * v[e];
   }
   for (int64_t e = 0; e < d; ++e) out[e] = acc[e] / sum;
+  *lse = best + std::log(sum);
   return true;
 }
 
@@ -551,6 +552,7 @@ AttnResult Attend(const AttentionCall& call, const Context& context,
   result.out.assign(rows * hq * d, kNaN);
   result.vmax.assign(rows, 0.0);
   result.must_be_zero.assign(rows * hq, 0);
+  result.lse.assign(rows * hq, kNaN);
   const std::vector<int64_t> heads = HeadsToCompute(call, only_heads);
   for (int64_t b = 0; b < call.batches.count(); ++b) {
     const double vmax = ContextValueMax(call, context, b);
@@ -559,9 +561,10 @@ AttnResult Attend(const AttentionCall& call, const Context& context,
       result.vmax[row] = vmax;
       for (int64_t h : heads) {
         double* out = &result.out[(row * hq + h) * d];
-        if (AttendRow(call, context, b, h, i, out)) continue;
+        if (AttendRow(call, context, b, h, i, out, &result.lse[row * hq + h])) continue;
         std::fill(out, out + d, 0.0);  // §5.6 [REC]: fully masked / empty context -> 0
         result.must_be_zero[row * hq + h] = 1;
+        result.lse[row * hq + h] = -kInf;
       }
     }
   }
@@ -750,6 +753,65 @@ AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
   result.cache = std::move(kvc.cache);
   result.scale = std::move(kvc.scale);
   return result;
+}
+
+AttnResult UnifiedAttention(const Attrs& attrs, const Tensors& inputs) {
+  Require(attrs.block_size >= 1, "block_size must be >= 1");
+  const std::vector<int64_t> qsl =
+      ReadI64Vector(Need(inputs, "query_start_loc"), "query_start_loc");
+  RequireStarts(qsl, "query_start_loc");
+  const int64_t count = static_cast<int64_t>(qsl.size()) - 1;
+  const std::vector<int64_t> context = ReadI64Vector(Need(inputs, "context_lens"), "context_lens");
+  Require(static_cast<int64_t>(context.size()) == count, "context_lens must have B entries");
+  const Array& table = Need(inputs, "block_table");
+  Require(table.dt == Dt::kI64 && table.shape.size() == 2 && table.shape[0] == count,
+          "block_table must be int64 (B, max_blocks)");
+  // The definition: MultiHeadCacheAttention in paged mode, pages = blocks, each request's new
+  // tokens last in its context, causal for every request.
+  Tensors mhca = inputs;
+  for (const char* name : {"query_start_loc", "context_lens", "block_table"}) mhca.erase(name);
+  std::vector<int64_t> kvstarts{0}, start_pos, pages;
+  int64_t max_seqlen = 0, max_kvlen = 0;
+  for (int64_t b = 0; b < count; ++b) {
+    Require(context[b] >= 0, "context_lens must be >= 0");
+    const int64_t seqlen = qsl[b + 1] - qsl[b];
+    kvstarts.push_back(kvstarts.back() + context[b] + seqlen);
+    start_pos.push_back(context[b]);
+    max_seqlen = std::max(max_seqlen, seqlen);
+    max_kvlen = std::max(max_kvlen, context[b] + seqlen);
+  }
+  for (int64_t i = 0; i < table.numel(); ++i) pages.push_back(LoadI64(table, i) * attrs.block_size);
+  mhca["seqstarts"] = MakeI64({count + 1}, qsl);
+  mhca["kvstarts"] = MakeI64({count + 1}, kvstarts);
+  mhca["start_pos"] = MakeI64({count}, start_pos);
+  mhca["cachestarts"] = MakeI64(table.shape, pages);
+  mhca["decoding_batches"] = ScalarI64(0);
+  mhca["max_seqlen"] = ScalarI64(max_seqlen);
+  mhca["max_kvlen"] = ScalarI64(max_kvlen);
+  Attrs paged = attrs;
+  paged.is_causal = 1;
+  paged.cache_mode = 1;
+  paged.page_size = attrs.block_size;
+  return MultiHeadCacheAttention(paged, mhca);
+}
+
+std::string CheckLse(const AttnResult& ref, const Array& got) {
+  if (got.dt != Dt::kF32) return "lse must be f32";
+  if (got.numel() != static_cast<int64_t>(ref.lse.size())) return "lse has the wrong element count";
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double want = ref.lse[i], value = LoadAsDouble(got, i);
+    if (std::isnan(want)) continue;
+    const bool ok = want == -kInf
+                        ? value == -kInf
+                        : std::fabs(value - want) <= 1e-4 * std::max(1.0, std::fabs(want));
+    if (!ok) {
+      std::ostringstream text;
+      text.precision(9);
+      text << "lse at (row, head) index " << i << ": got " << value << " want " << want;
+      return text.str();
+    }
+  }
+  return "";
 }
 
 std::string CheckAttention(const AttnResult& ref, const Array& got, double* worst_ratio) {

@@ -63,6 +63,7 @@ struct Attrs {
   int num_heads = 0, head_dim = 0, is_causal = 1, is_alibi = 0, num_kv_heads = 0, num_layer = 1,
       layer_idx = 0, quant_bit = 0, quant_group = 8, num_repeat = 1, cache_mode = 0,
       cache_layout = 0, page_size = 128;
+  int block_size = 0;  // unified attention only
 };
 
 // Result of KeyValueCache: the exact expected bytes of every output.
@@ -76,6 +77,7 @@ struct AttnResult {
   std::vector<double> out;            // (Tq, Hq, D)
   std::vector<double> vmax;           // per query row: largest |V element| of its request context
   std::vector<uint8_t> must_be_zero;  // per (row, head): fully masked or kvlen 0 -> exactly 0
+  std::vector<double> lse;            // per (row, head): natural-log log-sum-exp of the scores
   Array cache, scale;                 // MHCA only: expected cache/scale after the call
 };
 
@@ -94,6 +96,17 @@ AttnResult MultiHeadAttention(const Attrs& attrs, const Tensors& inputs,
 // gathered dequantized K/V.
 AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
                                    const std::vector<int>& only_heads = {});
+
+// Unified attention (unified-and-ksana §1, §6), by its definition: token i of request b sits at
+// position context_lens[b] + i and attends causally to positions 0..p of its request, i.e.
+// MultiHeadCacheAttention in paged mode with one page per block (cachestarts[b][j] =
+// block_table[b][j] * block_size), start_pos = context_lens, kvlen = context + query tokens.
+// Inputs: query, current_key, current_value, query_start_loc, context_lens, block_table (int64),
+// cache, scale; attrs.block_size is the block size, cache_mode/page_size are ignored.
+AttnResult UnifiedAttention(const Attrs& attrs, const Tensors& inputs);
+
+// Compares an f32 (T, Hq) log-sum-exp with ref.lse: |err| <= 1e-4 * max(1, |ref|), -inf exactly.
+std::string CheckLse(const AttnResult& ref, const Array& got);
 
 // Compares an fp32/fp16 output tensor of shape (Tq, Hq, D) with `ref` using the §12 tolerances:
 //   fp32: |out - ref| <= 1e-5 * max(1, vmax);  fp16: |out - ref| <= 1e-2 * |ref| + 5e-4 * max(4,
