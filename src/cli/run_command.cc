@@ -7,8 +7,6 @@
 
 #include "src/cli/run_command.h"
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
@@ -22,18 +20,30 @@
 #include "dynattn/named_args.h"
 #include "dynattn/ops.h"
 #include "src/cli/npy.h"
+#include "src/cli/run_support.h"
+#include "src/cli/unified_run.h"
 
 namespace dynattn::cli {
 namespace {
 
 namespace fs = std::filesystem;
 
-using Arrays = std::map<std::string, NpyArray>;
-using Attributes = std::map<std::string, int>;
+using run_support::AllocateOutput;
+using run_support::Arrays;
+using run_support::AttentionOutputShape;
+using run_support::Attributes;
+using run_support::Lookup;
+using run_support::MakeCacheAttrs;
 
-enum class OpKind { kKeyValueCache, kMultiHeadAttention, kMultiHeadCacheAttention };
+enum class OpKind {
+  kKeyValueCache,
+  kMultiHeadAttention,
+  kMultiHeadCacheAttention,
+  kUnifiedAttention,
+};
 
-// What the tool needs to know about one op: its file inputs and its attributes (spec §4-§6).
+// What the tool needs to know about one op: its file inputs and its attributes (pmx-ops §4-§6,
+// unified-and-ksana §1 for unified_attention).
 struct OpSpec {
   const char* name;
   OpKind kind;
@@ -42,13 +52,14 @@ struct OpSpec {
   std::vector<std::string> attributes;
 };
 
-// Attributes with the PPLNN parser's defaults, in the spec's order.
+// Attributes with the PPLNN parser's defaults, in the spec's order, then unified attention's own
+// (block_size has no default: 0 is rejected, so it must be given).
 const std::vector<std::pair<std::string, int>>& AttributeDefaults() {
   static const std::vector<std::pair<std::string, int>> defaults = {
       {"num_heads", 0},    {"head_dim", 0},   {"is_causal", 1},  {"is_alibi", 0},
       {"num_kv_heads", 0}, {"num_layer", 1},  {"layer_idx", 0},  {"quant_bit", 0},
       {"quant_group", 8},  {"num_repeat", 1}, {"cache_mode", 0}, {"cache_layout", 0},
-      {"page_size", 128}};
+      {"page_size", 128},  {"block_size", 0}, {"return_lse", 0}};
   return defaults;
 }
 
@@ -74,6 +85,13 @@ const std::vector<OpSpec>& OpSpecs() {
        {"scale", "attn_mask"},
        {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "num_layer", "layer_idx",
         "quant_bit", "quant_group", "cache_mode", "cache_layout", "page_size"}},
+      {"unified_attention",
+       OpKind::kUnifiedAttention,
+       {"query", "current_key", "current_value", "query_start_loc", "context_lens", "block_table",
+        "cache"},
+       {"scale"},
+       {"num_heads", "head_dim", "num_kv_heads", "num_layer", "layer_idx", "quant_bit",
+        "quant_group", "cache_layout", "block_size", "is_alibi", "return_lse"}},
   };
   return specs;
 }
@@ -99,8 +117,8 @@ Status FindOp(const std::string& name, const OpSpec** spec) {
     }
   }
   return Status::Invalid("OP '" + name + "'",
-                         "unknown op; expected key_value_cache, multi_head_attention or "
-                         "multi_head_cache_attention");
+                         "unknown op; expected key_value_cache, multi_head_attention, "
+                         "multi_head_cache_attention or unified_attention");
 }
 
 // Parses a whole string as an int in [min, max].
@@ -115,7 +133,7 @@ bool ParseInt(const std::string& text, int64_t min, int64_t max, int* value) {
 
 Status ParseAttribute(const std::string& name, const std::string& text, int* value) {
   const std::string flag = "--" + name;
-  const bool is_bool = name == "is_causal" || name == "is_alibi";
+  const bool is_bool = name == "is_causal" || name == "is_alibi" || name == "return_lse";
   if (is_bool) {
     if (!ParseInt(text, 0, 1, value)) return Status::Invalid(flag, "'" + text + "' is not 0 or 1");
     return Status::Ok();
@@ -217,45 +235,6 @@ Status LoadInputs(const std::string& dir, const OpSpec& spec, Arrays* arrays) {
   return Status::Ok();
 }
 
-/// Views of the outputs, else of the inputs, by spec name; absent when neither has it.
-TensorLookup Lookup(Arrays& inputs, Arrays* outputs) {
-  return [&inputs, outputs](const std::string& name) {
-    for (Arrays* arrays : {outputs, &inputs}) {
-      auto it = arrays->find(name);
-      if (it != arrays->end()) return it->second.View();
-    }
-    return TensorView();
-  };
-}
-
-int64_t PhysicalMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_size <= 0) return std::numeric_limits<int64_t>::max();
-  return static_cast<int64_t>(pages) * page_size;
-}
-
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string text = "(";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(shape[i]);
-  return text + ")";
-}
-
-// Allocates a zeroed output, refusing sizes this machine cannot hold.
-Status AllocateOutput(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
-                      Arrays* outputs) {
-  int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
-  for (int64_t extent : shape) {
-    if (__builtin_mul_overflow(bytes, extent, &bytes)) bytes = std::numeric_limits<int64_t>::max();
-  }
-  if (bytes > PhysicalMemoryBytes()) {
-    return Status::Invalid(name, "output of shape " + ShapeText(shape) + " needs " +
-                                     std::to_string(bytes) + " bytes, more than this machine has");
-  }
-  (*outputs)[name] = MakeZeroArray(dtype, shape);
-  return Status::Ok();
-}
-
 // kvstarts[B] when kvstarts looks sane, else 0 (the library then reports what is wrong).
 int64_t GatheredRows(const Arrays& inputs) {
   const NpyArray& kvstarts = inputs.at("kvstarts");
@@ -265,24 +244,6 @@ int64_t GatheredRows(const Arrays& inputs) {
   int64_t last = 0;
   std::memcpy(&last, kvstarts.bytes.data() + (kvstarts.bytes.size() - sizeof(last)), sizeof(last));
   return last >= 0 && last <= (int64_t{1} << 31) ? last : 0;
-}
-
-// (Tq, Hq, D) of the query when it is rank 3, else an empty output the library will reject.
-std::vector<int64_t> AttentionOutputShape(const NpyArray& query) {
-  if (query.shape.size() == 3) return query.shape;
-  return {0, 0, 0};
-}
-
-CacheAttrs MakeCacheAttrs(const Attributes& attributes) {
-  CacheAttrs cache;
-  cache.num_layer = attributes.at("num_layer");
-  cache.layer_idx = attributes.at("layer_idx");
-  cache.quant_bit = attributes.at("quant_bit");
-  cache.quant_group = attributes.at("quant_group");
-  cache.cache_mode = attributes.at("cache_mode");
-  cache.cache_layout = attributes.at("cache_layout");
-  cache.page_size = attributes.at("page_size");
-  return cache;
 }
 
 AttentionAttrs MakeAttentionAttrs(const Attributes& attributes) {
@@ -342,6 +303,8 @@ Status CallOp(const OpSpec& spec, const Attributes& attributes, const RunOptions
       return CallMultiHeadAttention(attributes, options, inputs, outputs);
     case OpKind::kMultiHeadCacheAttention:
       return CallMultiHeadCacheAttention(attributes, options, inputs, outputs);
+    case OpKind::kUnifiedAttention:
+      return CallUnifiedAttention(attributes, options, inputs, outputs);
   }
   return Status::Invalid(spec.name, "unhandled op");
 }
@@ -429,7 +392,8 @@ CLI::App* AddRunCommand(CLI::App* app, RunRequest* request) {
   CLI::App* run = app->add_subcommand(
       "run", "Run one op on the .npy files of a directory and write its outputs as .npy files");
   run->add_option("OP", request->op,
-                  "key_value_cache, multi_head_attention or multi_head_cache_attention")
+                  "key_value_cache, multi_head_attention, multi_head_cache_attention or "
+                  "unified_attention")
       ->required();
   run->add_option("--inputs", request->inputs_dir, "Directory with one NAME.npy per input")
       ->required();

@@ -1,8 +1,9 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // `dynattn run OP --inputs DIR --outputs OUTDIR [--threads N] [--ATTR VALUE ...]`: runs one PMX op
-// on tensors stored as .npy files, so that other implementations (the float64 reference, PPLNN,
-// notebooks) can be compared with libdynattn through files, without linking to it.
+// (or unified attention) on tensors stored as .npy files, so that other implementations (the
+// float64 reference, PPLNN, notebooks) can be compared with libdynattn through files, without
+// linking to it.
 
 #ifndef DYNATTN_SRC_CLI_RUN_COMMAND_H_
 #define DYNATTN_SRC_CLI_RUN_COMMAND_H_

@@ -1,0 +1,71 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// `dynattn run unified_attention` (see the header). As for the other ops, the tool only shapes
+// the outputs and leaves every rule to the library, so that a file-driven run rejects exactly
+// what a direct call rejects, with the library's message naming the input.
+
+#include "src/cli/unified_run.h"
+
+#include <vector>
+
+#include "dynattn/unified.h"
+
+namespace dynattn::cli {
+namespace {
+
+using run_support::Arrays;
+using run_support::Attributes;
+
+UnifiedAttentionAttrs MakeUnifiedAttrs(const Attributes& attributes) {
+  UnifiedAttentionAttrs attrs;
+  attrs.num_heads = attributes.at("num_heads");
+  attrs.head_dim = attributes.at("head_dim");
+  attrs.num_kv_heads = attributes.at("num_kv_heads");
+  attrs.is_alibi = attributes.at("is_alibi") != 0;
+  return attrs;
+}
+
+// (T, Hq) of a rank-3 query, else an empty shape the library will reject with the query.
+std::vector<int64_t> LseShape(const NpyArray& query) {
+  if (query.shape.size() == 3) return {query.shape[0], query.shape[1]};
+  return {0, 0};
+}
+
+// The block cache of the `cache` tensor and the optional `scale` tensor.
+Status MakeBlockCache(const Attributes& attributes, const UnifiedAttentionAttrs& attrs,
+                      const TensorLookup& tensor, BlockCache* cache) {
+  const int num_kv_heads = attrs.num_kv_heads > 0 ? attrs.num_kv_heads : attrs.num_heads;
+  return MakePmxBlockCache(tensor("cache"), tensor("scale"),
+                           run_support::MakeCacheAttrs(attributes), num_kv_heads, attrs.head_dim,
+                           attributes.at("block_size"), cache);
+}
+
+}  // namespace
+
+Status CallUnifiedAttention(const Attributes& attributes, const RunOptions& options, Arrays& inputs,
+                            Arrays* outputs) {
+  const NpyArray& query = inputs.at("query");
+  DYNATTN_RETURN_IF_ERROR(run_support::AllocateOutput(
+      "attn_output", query.dtype, run_support::AttentionOutputShape(query), outputs));
+  if (attributes.at("return_lse") != 0) {
+    DYNATTN_RETURN_IF_ERROR(
+        run_support::AllocateOutput("lse", DType::kF32, LseShape(query), outputs));
+  }
+  const UnifiedAttentionAttrs attrs = MakeUnifiedAttrs(attributes);
+  const TensorLookup tensor = run_support::Lookup(inputs, outputs);
+  BlockCache cache;
+  DYNATTN_RETURN_IF_ERROR(MakeBlockCache(attributes, attrs, tensor, &cache));
+  UnifiedAttentionArgs args;
+  args.query = tensor("query");
+  args.current_key = tensor("current_key");
+  args.current_value = tensor("current_value");
+  args.query_start_loc = tensor("query_start_loc");
+  args.context_lens = tensor("context_lens");
+  args.block_table = tensor("block_table");
+  args.cache = &cache;
+  args.attn_output = tensor("attn_output");
+  args.lse = tensor("lse");
+  return UnifiedAttention(attrs, args, options);
+}
+
+}  // namespace dynattn::cli
