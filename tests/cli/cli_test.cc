@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "dynattn/dynattn.h"
 #include "dynattn/named_args.h"
 #include "src/cli/npy.h"
+#include "tests/reference/reference.h"
 
 namespace {
 
@@ -651,6 +653,344 @@ std::vector<BadRun> BadRuns() {
   };
 }
 
+// ---------------------------------------------------------------------------------------------
+// Unified attention: a random mixed step through the tool, against the float64 reference.
+
+constexpr const char* kUnified = "unified_attention";
+constexpr int kUnifiedBlockSize = 4;
+
+// What varies between the unified cases.
+struct UnifiedSetup {
+  DType activations = DType::kF16;
+  int quant_bit = 8;  // 0: plain cache of the activations' dtype, 8 or 4 with fp16 scales.
+  int cache_layout = 3;
+  int num_layer = 2;
+  int layer_idx = 1;
+  bool alibi = false;
+  bool lse = true;
+  uint64_t seed = 1;
+};
+
+// One request of the step: `query` new tokens after `context` cached ones, in the logical blocks
+// `blocks` (indices into the step's list of blocks, which are then given permuted physical ids).
+struct UnifiedRequest {
+  int64_t context = 0;
+  int64_t query = 0;
+  std::vector<int> blocks;
+};
+
+// Block size 4. Logical blocks: 0, 1 a two-block prefix (0 read by requests 1, 2, 4; 1 by 1, 2),
+// the rest each request's own. In order: a decode sharing the prefix (context 9), a prompt
+// (6 tokens), a multi-token decode (context 7, 3 tokens), a prefix-cached prompt chunk (context
+// 8, 5 tokens), a decode sharing only block 0 (context 6). 11 blocks in use of 14.
+const std::vector<UnifiedRequest>& UnifiedRequests() {
+  static const std::vector<UnifiedRequest> requests = {
+      {9, 1, {0, 1, 6}}, {0, 6, {2, 3}}, {7, 3, {8, 9, 10}}, {8, 5, {0, 1, 4, 5}}, {6, 1, {0, 7}}};
+  return requests;
+}
+constexpr int kUnifiedBlocksUsed = 11;
+constexpr int kUnifiedBlocks = 14;
+
+dynattn_ref::Dt RefDt(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return dynattn_ref::Dt::kF32;
+    case DType::kF16:
+      return dynattn_ref::Dt::kF16;
+    case DType::kI8:
+      return dynattn_ref::Dt::kI8;
+    default:
+      return dynattn_ref::Dt::kI64;
+  }
+}
+
+dynattn_ref::Array ToReference(const NpyArray& array) {
+  dynattn_ref::Array out;
+  out.dt = RefDt(array.dtype);
+  out.shape = array.shape;
+  out.bytes = array.bytes;
+  return out;
+}
+
+// A permutation of [0, n).
+std::vector<int64_t> Permutation(int64_t n, Lcg* rng) {
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = i;
+  for (int64_t i = n - 1; i > 0; --i) std::swap(ids[i], ids[rng->Next() % (i + 1)]);
+  return ids;
+}
+
+// (B, max_blocks) physical ids of every request's blocks; -1 past a request's last block.
+NpyArray BlockTable(const std::vector<int64_t>& physical) {
+  const std::vector<UnifiedRequest>& requests = UnifiedRequests();
+  size_t width = 0;
+  for (const UnifiedRequest& r : requests) width = std::max(width, r.blocks.size());
+  std::vector<int64_t> table(requests.size() * width, -1);
+  for (size_t b = 0; b < requests.size(); ++b) {
+    for (size_t j = 0; j < requests[b].blocks.size(); ++j) {
+      table[b * width + j] = physical[requests[b].blocks[j]];
+    }
+  }
+  return I64({static_cast<int64_t>(requests.size()), static_cast<int64_t>(width)}, table);
+}
+
+// One valid cached element: a value in [-2, 2) as the cache stores it, or a random code.
+void StoreValidElement(const UnifiedSetup& s, int64_t offset, Lcg* rng, NpyArray* cache) {
+  if (s.quant_bit == 8) {
+    cache->bytes[offset] = static_cast<uint8_t>(static_cast<int>(rng->Next() % 255) - 127);
+  } else if (s.quant_bit == 4) {
+    const int low = static_cast<int>(rng->Next() % 15) - 7, high = rng->Next() % 15 - 7;
+    cache->bytes[offset] = static_cast<uint8_t>((low & 0xF) | (high & 0xF) << 4);
+  } else if (s.activations == DType::kF16) {
+    const uint16_t bits = dynattn_ref::F16Bits(rng->Uniform(-2.0f, 2.0f));
+    std::memcpy(cache->bytes.data() + 2 * offset, &bits, 2);
+  } else {
+    const float value = rng->Uniform(-2.0f, 2.0f);
+    std::memcpy(cache->bytes.data() + 4 * offset, &value, 4);
+  }
+}
+
+// The cache (and scale) of the step: valid history in every slot of the blocks in use of layer
+// `layer_idx`; all-ones bytes (NaN for floats and scales) everywhere else, which a correct
+// implementation never reads.
+void FillUnifiedCache(const UnifiedSetup& s, const std::vector<int64_t>& physical, int64_t hkv,
+                      int64_t d, Lcg* rng, Arrays* inputs) {
+  const int64_t max_t = int64_t{kUnifiedBlocks} * kUnifiedBlockSize;
+  const int64_t row = s.quant_bit == 4 ? d / 2 : d, groups = d / 4;
+  const DType cache_dtype = s.quant_bit == 0 ? s.activations : DType::kI8;
+  NpyArray cache = MakeZeroArray(
+      cache_dtype, dynattn_ref::detail::CacheShape(s.cache_layout, s.num_layer, max_t, hkv, row));
+  NpyArray scale = MakeZeroArray(DType::kF16, dynattn_ref::detail::CacheShape(
+                                                  s.cache_layout, s.num_layer, max_t, hkv, groups));
+  std::fill(cache.bytes.begin(), cache.bytes.end(), 0xFF);
+  std::fill(scale.bytes.begin(), scale.bytes.end(), 0xFF);
+  const float scale_lo = s.quant_bit == 4 ? 0.1f : 0.005f;
+  for (int i = 0; i < kUnifiedBlocksUsed; ++i) {
+    for (int64_t slot = physical[i] * kUnifiedBlockSize;
+         slot < (physical[i] + 1) * kUnifiedBlockSize; ++slot) {
+      for (int kv = 0; kv < 2; ++kv) {
+        for (int64_t h = 0; h < hkv; ++h) {
+          for (int64_t x = 0; x < row; ++x) {
+            StoreValidElement(
+                s,
+                dynattn_ref::detail::CacheOffset(s.cache_layout, slot, s.layer_idx, kv, h, x,
+                                                 s.num_layer, max_t, hkv, row),
+                rng, &cache);
+          }
+          for (int64_t g = 0; g < groups; ++g) {
+            const uint16_t bits = dynattn_ref::F16Bits(rng->Uniform(scale_lo, 2 * scale_lo));
+            const int64_t at = dynattn_ref::detail::CacheOffset(
+                s.cache_layout, slot, s.layer_idx, kv, h, g, s.num_layer, max_t, hkv, groups);
+            std::memcpy(scale.bytes.data() + 2 * at, &bits, 2);
+          }
+        }
+      }
+    }
+  }
+  (*inputs)["cache"] = std::move(cache);
+  if (s.quant_bit != 0) (*inputs)["scale"] = std::move(scale);
+}
+
+NpyArray RandomActivations(DType dtype, const std::vector<int64_t>& shape, uint64_t seed) {
+  return dtype == DType::kF16 ? RandomF16(shape, seed, 12, 15) : RandomF32(shape, seed);
+}
+
+// The unified step of `s`: GQA 4:2, D = 16, quant groups of 4, block ids permuted.
+CliCase UnifiedCase(const UnifiedSetup& s) {
+  constexpr int64_t kHq = 4, kHkv = 2, kD = 16;
+  CliCase c;
+  c.op = kUnified;
+  Lcg rng(s.seed);
+  const std::vector<int64_t> physical = Permutation(kUnifiedBlocks, &rng);
+  std::vector<int64_t> qsl{0}, context;
+  for (const UnifiedRequest& r : UnifiedRequests()) {
+    qsl.push_back(qsl.back() + r.query);
+    context.push_back(r.context);
+  }
+  const int64_t t = qsl.back(), b = static_cast<int64_t>(context.size());
+  c.inputs["query"] = RandomActivations(s.activations, {t, kHq, kD}, s.seed + 1);
+  c.inputs["current_key"] = RandomActivations(s.activations, {t, kHkv, kD}, s.seed + 2);
+  c.inputs["current_value"] = RandomActivations(s.activations, {t, kHkv, kD}, s.seed + 3);
+  c.inputs["query_start_loc"] = I64({b + 1}, qsl);
+  c.inputs["context_lens"] = I64({b}, context);
+  c.inputs["block_table"] = BlockTable(physical);
+  FillUnifiedCache(s, physical, kHkv, kD, &rng, &c.inputs);
+  const auto text = [](int64_t value) { return std::to_string(value); };
+  c.flags = {"--num_heads",    text(kHq),
+             "--head_dim",     text(kD),
+             "--num_kv_heads", text(kHkv),
+             "--num_layer",    text(s.num_layer),
+             "--layer_idx",    text(s.layer_idx),
+             "--quant_bit",    text(s.quant_bit),
+             "--quant_group",  "4",
+             "--cache_layout", text(s.cache_layout),
+             "--block_size",   text(kUnifiedBlockSize),
+             "--is_alibi",     text(s.alibi),
+             "--return_lse",   text(s.lse)};
+  return c;
+}
+
+// The reference's attributes for `s` (as UnifiedCase sets the flags).
+dynattn_ref::Attrs UnifiedReferenceAttrs(const UnifiedSetup& s) {
+  dynattn_ref::Attrs attrs;
+  attrs.num_heads = 4;
+  attrs.head_dim = 16;
+  attrs.num_kv_heads = 2;
+  attrs.num_layer = s.num_layer;
+  attrs.layer_idx = s.layer_idx;
+  attrs.quant_bit = s.quant_bit;
+  attrs.quant_group = 4;
+  attrs.cache_layout = s.cache_layout;
+  attrs.is_alibi = s.alibi ? 1 : 0;
+  attrs.block_size = kUnifiedBlockSize;
+  return attrs;
+}
+
+// Checks one run's output directory against the reference: attention and LSE within the spec's
+// tolerances, cache and scale bytes exactly, and no other file.
+void CheckUnifiedOutputs(const UnifiedSetup& s, const dynattn_ref::AttnResult& want,
+                         const std::string& out_dir) {
+  std::set<std::string> written, wanted = {"attn_output.npy", "cache.npy"};
+  if (s.lse) wanted.insert("lse.npy");
+  if (s.quant_bit != 0) wanted.insert("scale.npy");
+  for (const auto& [file_name, bytes] : Snapshot(out_dir)) written.insert(file_name);
+  CHECK(written == wanted);
+  Arrays got;
+  for (const std::string& file_name : wanted) {
+    const std::string name = file_name.substr(0, file_name.size() - 4);
+    const Status status = ReadNpy(out_dir + "/" + file_name, &got[name]);
+    REQUIRE_MESSAGE(status.ok(), status.message());
+  }
+  CHECK(got["attn_output"].dtype == s.activations);
+  const std::string attention = dynattn_ref::CheckAttention(want, ToReference(got["attn_output"]));
+  CHECK_MESSAGE(attention.empty(), attention);
+  if (s.lse) {
+    CHECK(got["lse"].shape == std::vector<int64_t>{got["attn_output"].shape[0], 4});
+    const std::string lse = dynattn_ref::CheckLse(want, ToReference(got["lse"]));
+    CHECK_MESSAGE(lse.empty(), lse);
+  }
+  CHECK(got["cache"].shape == want.cache.shape);
+  CHECK(got["cache"].bytes == want.cache.bytes);
+  if (s.quant_bit != 0) {
+    CHECK(got["scale"].shape == want.scale.shape);
+    CHECK(got["scale"].bytes == want.scale.bytes);
+  }
+}
+
+// Runs the unified step of `s` at 1, 2 and 3 threads: every run must match the reference, give
+// the same bytes as the others and leave the inputs alone.
+void CheckUnifiedCase(const UnifiedSetup& s) {
+  const CliCase c = UnifiedCase(s);
+  dynattn_ref::Tensors reference_inputs;
+  for (const auto& [name, array] : c.inputs) reference_inputs[name] = ToReference(array);
+  const dynattn_ref::AttnResult want =
+      dynattn_ref::UnifiedAttention(UnifiedReferenceAttrs(s), reference_inputs);
+  TempDir scratch;
+  const std::string in_dir = scratch.Sub("in");
+  WriteInputs(c, in_dir);
+  const auto inputs_before = Snapshot(in_dir);
+  std::map<std::string, std::string> first_run;
+  for (const char* threads : {"1", "2", "3"}) {
+    CAPTURE(threads);
+    const std::string out_dir = scratch.Sub(std::string("out") + threads);
+    fs::create_directory(out_dir);
+    std::vector<std::string> args = RunArgs(c, in_dir, out_dir);
+    args.insert(args.end(), {"--threads", threads});
+    const CliResult result = RunCli(args, scratch);
+    INFO("stderr: ", result.err);
+    REQUIRE(result.exit_code == 0);
+    CHECK(HasOnlyTbbWarnings(result.err));
+    CheckUnifiedOutputs(s, want, out_dir);
+    if (first_run.empty()) first_run = Snapshot(out_dir);
+    CHECK(Snapshot(out_dir) == first_run);
+    CHECK(Snapshot(in_dir) == inputs_before);
+  }
+}
+
+// The base unified case with block table entry (request b, column j) set to logical block
+// `block`'s physical id.
+CliCase WithBlock(const CliCase& c, int64_t b, int64_t j, int64_t id) {
+  NpyArray table = c.inputs.at("block_table");
+  const int64_t value = id;
+  std::memcpy(table.bytes.data() + (b * table.shape[1] + j) * sizeof(int64_t), &value,
+              sizeof(value));
+  return WithInput(c, "block_table", table);
+}
+
+int64_t BlockId(const CliCase& c, int64_t b, int64_t j) {
+  const NpyArray& table = c.inputs.at("block_table");
+  int64_t id = 0;
+  std::memcpy(&id, table.bytes.data() + (b * table.shape[1] + j) * sizeof(int64_t), sizeof(id));
+  return id;
+}
+
+std::vector<BadRun> UnifiedBadRuns() {
+  const CliCase u = UnifiedCase({});
+  const int64_t t = u.inputs.at("query").shape[0];
+  return {
+      {"unified: missing block_table", Without(u, "block_table"), {"block_table"}},
+      {"unified: missing query_start_loc", Without(u, "query_start_loc"), {"query_start_loc"}},
+      {"unified: missing cache", Without(u, "cache"), {"cache"}},
+      {"unified: scale missing with quant_bit 8", Without(u, "scale"), {"scale"}},
+      {"unified: misspelled input file",
+       With(u, [](CliCase& c) { c.inputs["block_tables"] = c.inputs.at("block_table"); }),
+       {"block_tables"}},
+      {"unified: float context_lens",
+       WithInput(u, "context_lens", RandomF32({5}, 61)),
+       {"context_lens"}},
+      {"unified: int32 block_table",
+       WithPatchedFile(u, "block_table", "'<i8'", "'<i4'"),
+       {"block_table"}},
+      {"unified: context_lens with B+1 entries",
+       WithInput(u, "context_lens", I64({6}, {9, 0, 7, 8, 6, 0})),
+       {"context_lens", "query_start_loc"}},
+      {"unified: negative context_lens",
+       WithInput(u, "context_lens", I64({5}, {9, -1, 7, 8, 6})),
+       {"context_lens"}},
+      {"unified: query_start_loc[B] != T",
+       WithInput(u, "query_start_loc", I64({6}, {0, 1, 7, 10, 15, t - 1})),
+       {"query_start_loc", "query"}},
+      {"unified: query_start_loc decreasing",
+       WithInput(u, "query_start_loc", I64({6}, {0, 7, 1, 10, 15, t})),
+       {"query_start_loc"}},
+      {"unified: block id past the cache", WithBlock(u, 0, 2, kUnifiedBlocks), {"block_table"}},
+      {"unified: block id -1 that is read", WithBlock(u, 3, 1, -1), {"block_table"}},
+      {"unified: block_table with too few columns",
+       WithInput(u, "block_table", I64({5, 1}, {0, 1, 2, 3, 4})),
+       {"block_table"}},
+      {"unified: two requests write the same slot",
+       WithBlock(u, 2, 2, BlockId(u, 0, 2)),
+       {"block_table"}},
+      {"unified: a fresh token overwrites a shared prefix block",
+       WithBlock(u, 4, 1, BlockId(u, 0, 1)),
+       {"block_table"}},
+      {"unified: block_size not given",
+       With(u,
+            [](CliCase& c) {
+              for (size_t i = 0; i + 1 < c.flags.size(); i += 2) {
+                if (c.flags[i] == "--block_size")
+                  c.flags.erase(c.flags.begin() + i, c.flags.begin() + i + 2);
+              }
+            }),
+       {"block_size"}},
+      {"unified: block_size does not divide MaxT",
+       WithFlag(u, "--block_size", "3"),
+       {"block_size", "cache"}},
+      {"unified: return_lse 2", WithFlag(u, "--return_lse", "2"), {"return_lse"}},
+      {"unified: is_causal is not its attribute", WithFlag(u, "--is_causal", "1"), {"is_causal"}},
+      {"unified: page_size is not its attribute", WithFlag(u, "--page_size", "4"), {"page_size"}},
+      {"unified: cache shape does not match cache_layout",
+       WithFlag(u, "--cache_layout", "0"),
+       {"cache"}},
+      {"unified: num_heads not a multiple of num_kv_heads",
+       WithFlag(u, "--num_kv_heads", "3"),
+       {"num_heads", "num_kv_heads", "current_key", "cache"}},
+      {"unified: current_key dtype differs from query",
+       WithInput(u, "current_key", RandomF32({t, 2, 16}, 62)),
+       {"current_key"}},
+  };
+}
+
 TEST_SUITE("cli") {
   TEST_CASE("key_value_cache writes the library's key, value, cache and scale") {
     CheckValidCase(KvcCase());
@@ -664,6 +1004,48 @@ TEST_SUITE("cli") {
 
   TEST_CASE("multi_head_cache_attention without a scale writes no scale.npy") {
     CheckValidCase(MhcaPlainCase());
+  }
+
+  TEST_CASE("unified_attention matches the reference: fp16, int8 cache, layout 3, layer 1 of 2") {
+    CheckUnifiedCase({});
+  }
+
+  TEST_CASE("unified_attention matches the reference: fp32, plain cache, layout 0, ALiBi, no lse") {
+    UnifiedSetup s;
+    s.activations = DType::kF32;
+    s.quant_bit = 0;
+    s.cache_layout = 0;
+    s.num_layer = 1;
+    s.layer_idx = 0;
+    s.alibi = true;
+    s.lse = false;
+    s.seed = 2;
+    CheckUnifiedCase(s);
+  }
+
+  TEST_CASE("unified_attention matches the reference: fp16, int4 cache, layout 2, ALiBi") {
+    UnifiedSetup s;
+    s.quant_bit = 4;
+    s.cache_layout = 2;
+    s.num_layer = 3;
+    s.layer_idx = 0;
+    s.alibi = true;
+    s.seed = 3;
+    CheckUnifiedCase(s);
+  }
+
+  TEST_CASE("unified_attention matches the reference: fp16, plain fp16 cache, layout 1") {
+    UnifiedSetup s;
+    s.quant_bit = 0;
+    s.cache_layout = 1;
+    s.seed = 4;
+    CheckUnifiedCase(s);
+  }
+
+  TEST_CASE("every malformed unified_attention run exits 2 naming the input and writes nothing") {
+    const std::vector<BadRun> bad_runs = UnifiedBadRuns();
+    CHECK(bad_runs.size() >= 20);
+    for (const BadRun& bad : bad_runs) CheckRejected(bad);
   }
 
   TEST_CASE("every malformed run exits 2 with one line naming the input and writes nothing") {
