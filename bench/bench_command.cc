@@ -1,9 +1,10 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // `dynattn bench` (see the header). Everything is built before the first timed call; then every
-// step and every baseline shape is called once per round (interleaved, so that the load of this
-// shared machine weighs on all of them alike), each call after a cache flush (cold KV, as in a
-// model whose layers each read their cache once per token), and medians are reported.
+// step, every baseline shape and both forms of every shared-prefix step are called once per round
+// (interleaved, so that the load of this shared machine weighs on all of them alike), each call
+// after a cache flush (cold KV, as in a model whose layers each read their cache once per token),
+// and medians are reported.
 
 #include "bench/bench_command.h"
 
@@ -23,6 +24,7 @@
 #include "bench/baselines_onednn.h"
 #include "bench/machine.h"
 #include "bench/report.h"
+#include "bench/shared_prefix.h"
 #include "bench/step_matrix.h"
 #include "src/cli/run_command.h"
 
@@ -47,6 +49,14 @@ struct Baseline {
   size_t onednn_timed = 0, eigen_timed = 0;
 };
 
+/// A shared-prefix step, timed through UnifiedAttention and as independent decodes.
+struct SharedPrefixBench {
+  SharedPrefixStep step;
+  dynattn_ref::Array unified_out, decodes_out;
+  UnifiedStepSummary summary;
+  size_t unified_timed = 0, decodes_timed = 0;
+};
+
 /// Everything one run holds. Vectors are filled before any pointer into them is taken.
 struct Plan {
   std::vector<BenchRow> rows;
@@ -55,6 +65,7 @@ struct Plan {
   std::vector<size_t> row_baseline;      ///< Per row: index into baselines.
   std::vector<size_t> row_timed;         ///< Per row: index into timed.
   std::vector<Baseline> baselines;
+  std::vector<SharedPrefixBench> shared_prefix;
   std::vector<Timed> timed;
 };
 
@@ -149,7 +160,40 @@ Timed StepCall(Plan* plan, size_t r, int threads) {
           {}};
 }
 
-/// The timed calls, grouped by shape: oneDNN, Eigen, then libdynattn's rows of that shape.
+/// Builds the shared-prefix steps and their unified plans; false (reported) on failure.
+bool BuildSharedPrefix(Plan* plan) {
+  uint64_t seed = 2000;
+  for (const SharedPrefixShape& shape : SharedPrefixSteps()) {
+    std::fprintf(stderr, "building %s ...\n", SharedPrefixName(shape).c_str());
+    SharedPrefixBench bench;
+    bench.step = BuildSharedPrefixStep(shape, seed++);
+    const Status s = DescribeUnified(&bench.step, &bench.summary);
+    if (!s.ok()) {
+      cli::ReportError(SharedPrefixName(shape) + ": " + s.message());
+      return false;
+    }
+    plan->shared_prefix.push_back(std::move(bench));
+  }
+  return true;
+}
+
+/// UnifiedAttention (or, with `decodes`, the independent decodes) on a shared-prefix step.
+Timed SharedPrefixCall(SharedPrefixBench* b, bool decodes, int threads) {
+  const std::string name = SharedPrefixName(b->step.shape);
+  return {(decodes ? "decodes " : "unified ") + name,
+          [b, decodes, threads, name] {
+            RunOptions options;
+            options.num_threads = threads;
+            const Status s = decodes ? RunDecodes(&b->step, &b->decodes_out, options)
+                                     : RunUnified(&b->step, &b->unified_out, options);
+            if (!s.ok()) cli::ReportError(name + ": " + s.message());
+            return s.ok();
+          },
+          {}};
+}
+
+/// The timed calls, grouped by shape: oneDNN, Eigen, then libdynattn's rows of that shape; then
+/// each shared-prefix step, unified then as decodes.
 void ListTimedCalls(int threads, Plan* plan) {
   plan->row_timed.assign(plan->rows.size(), 0);
   for (size_t i = 0; i < plan->baselines.size(); ++i) {
@@ -163,6 +207,12 @@ void ListTimedCalls(int threads, Plan* plan) {
       plan->row_timed[r] = plan->timed.size();
       plan->timed.push_back(StepCall(plan, r, threads));
     }
+  }
+  for (SharedPrefixBench& b : plan->shared_prefix) {
+    b.unified_timed = plan->timed.size();
+    plan->timed.push_back(SharedPrefixCall(&b, false, threads));
+    b.decodes_timed = plan->timed.size();
+    plan->timed.push_back(SharedPrefixCall(&b, true, threads));
   }
 }
 
@@ -233,6 +283,22 @@ BaselineResult Summarize(const Plan& plan, const Baseline& b) {
   return out;
 }
 
+SharedPrefixResult SummarizeSharedPrefix(const Plan& plan, const SharedPrefixBench& b) {
+  const SharedPrefixShape& shape = b.step.shape;
+  SharedPrefixResult out;
+  out.step = SharedPrefixName(shape);
+  out.cache = CacheName(shape.quant_bit);
+  out.phase = b.summary.phase;
+  out.requests = shape.requests;
+  out.prefix = shape.prefix;
+  out.own = shape.own;
+  out.unified_ms = Median(plan.timed[b.unified_timed].seconds) * 1e3;
+  out.unified_bytes = static_cast<double>(b.summary.cache_bytes_read);
+  out.decodes_ms = Median(plan.timed[b.decodes_timed].seconds) * 1e3;
+  out.decodes_bytes = DecodesCacheBytes(shape);
+  return out;
+}
+
 MachineLimits MeasureMachine(int threads) {
   std::fprintf(stderr, "measuring the machine (read bandwidth, FMA peak) ...\n");
   MachineLimits machine;
@@ -253,9 +319,13 @@ int Report(const BenchOptions& options, const MachineLimits& machine, const Plan
   for (size_t r = 0; r < plan.rows.size(); ++r) rows.push_back(Evaluate(plan, r, machine));
   std::vector<BaselineResult> baselines;
   for (const Baseline& b : plan.baselines) baselines.push_back(Summarize(plan, b));
-  PrintReport(machine, rows, baselines, stdout);
+  std::vector<SharedPrefixResult> shared_prefix;
+  for (const SharedPrefixBench& b : plan.shared_prefix) {
+    shared_prefix.push_back(SummarizeSharedPrefix(plan, b));
+  }
+  PrintReport(machine, rows, baselines, shared_prefix, stdout);
   if (!options.json.empty() &&
-      !WriteJson(options.json, machine, options.repetitions, rows, baselines)) {
+      !WriteJson(options.json, machine, options.repetitions, rows, baselines, shared_prefix)) {
     cli::ReportError("cannot write " + options.json);
     return cli::kExitFailure;
   }
@@ -267,7 +337,13 @@ int Report(const BenchOptions& options, const MachineLimits& machine, const Plan
 CLI::App* AddBenchCommand(CLI::App* app, BenchOptions* options) {
   CLI::App* bench = app->add_subcommand(
       "bench", "Time serving steps against this machine's limits and oneDNN/Eigen baselines");
-  bench->add_flag("--quick", options->quick, "Decode 8x4096, prefill 512 and the mixed step only");
+  bench->add_flag("--quick", options->quick,
+                  "Decode 8x4096, prefill 512 and the mixed step only (no shared-prefix steps)");
+  bench
+      ->add_option("--only", options->only,
+                   "Run one part alone: steps (the step matrix and its baselines) or unified "
+                   "(the shared-prefix steps, unified vs independent decodes)")
+      ->check(CLI::IsMember({"steps", "unified"}));
   bench->add_option("--threads", options->threads, "Threads of every measurement (default 2)")
       ->check(CLI::Range(1, 1024));
   bench->add_option("--repetitions", options->repetitions, "Timed calls per step (default 7)")
@@ -280,9 +356,11 @@ int RunBenchCommand(const BenchOptions& options) {
   RerunWithPassiveOpenMp();
   MachineLimits machine = MeasureMachine(options.threads);
   Plan plan;
-  plan.rows = StepMatrix(options.quick);
+  if (options.only != "unified") plan.rows = StepMatrix(options.quick);
   BuildSteps(&plan);
   BuildBaselines(options.threads, &plan);
+  const bool shared_prefix = options.only == "unified" || (options.only.empty() && !options.quick);
+  if (shared_prefix && !BuildSharedPrefix(&plan)) return cli::kExitFailure;
   ListTimedCalls(options.threads, &plan);
   if (!RunRounds(options.repetitions, &plan, &machine.foreign_load)) return cli::kExitFailure;
   return Report(options, machine, plan);

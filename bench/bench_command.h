@@ -2,9 +2,10 @@
 //
 // `dynattn bench`: one command that measures this machine's limits (read bandwidth, fp32 FMA
 // peak) and, in the same run, times libdynattn on a fixed matrix of serving steps next to two
-// composed fp32 baselines (oneDNN, Eigen), so that every ratio it prints compares figures taken
-// under the same conditions. Lives in bench/ (oneDNN, Eigen, OpenMP) so that the library and the
-// rest of the tool build without those.
+// composed fp32 baselines (oneDNN, Eigen), and unified attention on shared-prefix decode steps
+// next to the same steps as independent decodes, so that every ratio it prints compares figures
+// taken under the same conditions. Lives in bench/ (oneDNN, Eigen, OpenMP) so that the library and
+// the rest of the tool build without those.
 
 #ifndef DYNATTN_BENCH_BENCH_COMMAND_H_
 #define DYNATTN_BENCH_BENCH_COMMAND_H_
@@ -19,7 +20,8 @@ namespace dynattn::bench {
 
 /// The `bench` command line.
 struct BenchOptions {
-  bool quick = false;   ///< Only decode 8x4096, prefill 512 and the mixed step.
+  bool quick = false;   ///< Only decode 8x4096, prefill 512 and the mixed step; no shared prefix.
+  std::string only;     ///< "steps" or "unified" (the shared-prefix steps): that part alone.
   int threads = 2;      ///< Threads of libdynattn, of both baselines and of the machine figures.
   int repetitions = 7;  ///< Timed calls per step and per baseline shape (the median is reported).
   std::string json;     ///< Where to write the JSON results; empty for none.

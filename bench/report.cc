@@ -70,6 +70,24 @@ std::string BaselineJson(const BaselineResult& b) {
               ", ", "}");
 }
 
+std::string SharedPrefixJson(const SharedPrefixResult& r, const MachineLimits& machine) {
+  return Join(
+      "{",
+      {Field("step", Quoted(r.step)), Field("cache", Quoted(r.cache)),
+       Field("requests", std::to_string(r.requests)), Field("prefix", std::to_string(r.prefix)),
+       Field("own", std::to_string(r.own)), Field("phase", Quoted(r.phase)),
+       Field("unified_ms", Number(r.unified_ms)),
+       Field("unified_cache_bytes", Number(r.unified_bytes)),
+       Field("unified_gbps", Number(r.unified_gbps())),
+       Field("unified_bandwidth_pct", Number(100.0 * r.unified_gbps() / machine.bandwidth_gbps)),
+       Field("decodes_ms", Number(r.decodes_ms)),
+       Field("decodes_cache_bytes", Number(r.decodes_bytes)),
+       Field("decodes_gbps", Number(r.decodes_gbps())),
+       Field("decodes_bandwidth_pct", Number(100.0 * r.decodes_gbps() / machine.bandwidth_gbps)),
+       Field("speedup", Number(r.speedup()))},
+      ", ", "}");
+}
+
 template <typename T, typename ToJson>
 std::string List(const std::vector<T>& items, ToJson to_json) {
   std::vector<std::string> texts;
@@ -78,6 +96,7 @@ std::string List(const std::vector<T>& items, ToJson to_json) {
 }
 
 void PrintRows(const std::vector<RowResult>& rows, std::FILE* out) {
+  if (rows.empty()) return;
   std::fprintf(out, "%-28s %9s %7s %8s %9s %8s %8s %8s\n", "step", "median ms", "GB/s", "GFLOP/s",
                "roofl. ms", "% roofl.", "vs oneDNN", "vs Eigen");
   for (const RowResult& r : rows) {
@@ -88,6 +107,7 @@ void PrintRows(const std::vector<RowResult>& rows, std::FILE* out) {
 }
 
 void PrintBaselines(const std::vector<BaselineResult>& baselines, std::FILE* out) {
+  if (baselines.empty()) return;
   std::fprintf(out, "\ncomposed fp32 baselines (K/V fp32 head-major, GQA heads stacked):\n");
   std::fprintf(out, "%-28s %9s %9s %12s %12s\n", "shape", "oneDNN ms", "Eigen ms", "oneDNN GB/s",
                "oneDNN GF/s");
@@ -102,10 +122,29 @@ void PrintBaselines(const std::vector<BaselineResult>& baselines, std::FILE* out
   }
 }
 
+void PrintSharedPrefix(const std::vector<SharedPrefixResult>& shared_prefix,
+                       const MachineLimits& machine, std::FILE* out) {
+  if (shared_prefix.empty()) return;
+  std::fprintf(out,
+               "\nshared prefix: unified attention vs the same step as independent paged decodes "
+               "(same cache):\n");
+  std::fprintf(out, "%-32s %5s %10s %9s %7s %6s %10s %9s %7s %6s %8s\n", "step", "phase",
+               "unified ms", "MB read", "GB/s", "% bw", "decodes ms", "MB read", "GB/s", "% bw",
+               "speedup");
+  for (const SharedPrefixResult& r : shared_prefix) {
+    std::fprintf(out, "%-32s %5s %10.2f %9.1f %7.2f %5.0f%% %10.2f %9.1f %7.2f %5.0f%% %7.2fx\n",
+                 r.step.c_str(), r.phase.c_str(), r.unified_ms, r.unified_bytes / 1e6,
+                 r.unified_gbps(), 100.0 * r.unified_gbps() / machine.bandwidth_gbps, r.decodes_ms,
+                 r.decodes_bytes / 1e6, r.decodes_gbps(),
+                 100.0 * r.decodes_gbps() / machine.bandwidth_gbps, r.speedup());
+  }
+}
+
 }  // namespace
 
 void PrintReport(const MachineLimits& machine, const std::vector<RowResult>& rows,
-                 const std::vector<BaselineResult>& baselines, std::FILE* out) {
+                 const std::vector<BaselineResult>& baselines,
+                 const std::vector<SharedPrefixResult>& shared_prefix, std::FILE* out) {
   std::fprintf(out, "machine: %s, %d threads: read %.1f GB/s, fp32 FMA %.0f GFLOP/s\n",
                machine.target.c_str(), machine.threads, machine.bandwidth_gbps, machine.fma_gflops);
   std::fprintf(out, "baselines: OpenMP wait policy %s\n", machine.openmp_wait_policy.c_str());
@@ -114,10 +153,14 @@ void PrintReport(const MachineLimits& machine, const std::vector<RowResult>& row
                machine.foreign_load > 0.1 ? " (figures are disturbed; rerun when it is idle)" : "");
   PrintRows(rows, out);
   PrintBaselines(baselines, out);
+  PrintSharedPrefix(shared_prefix, machine, out);
 }
 
 bool WriteJson(const std::string& path, const MachineLimits& machine, int repetitions,
-               const std::vector<RowResult>& rows, const std::vector<BaselineResult>& baselines) {
+               const std::vector<RowResult>& rows, const std::vector<BaselineResult>& baselines,
+               const std::vector<SharedPrefixResult>& shared_prefix) {
+  std::vector<std::string> shared;
+  for (const SharedPrefixResult& r : shared_prefix) shared.push_back(SharedPrefixJson(r, machine));
   const std::string json = Join(
       "{\n  ",
       {Field("bandwidth_gbps", Number(machine.bandwidth_gbps)),
@@ -126,7 +169,8 @@ bool WriteJson(const std::string& path, const MachineLimits& machine, int repeti
        Field("foreign_load_pct", Number(100.0 * machine.foreign_load)),
        Field("openmp_wait_policy", Quoted(machine.openmp_wait_policy)),
        Field("repetitions", std::to_string(repetitions)), Field("rows", List(rows, RowJson)),
-       Field("baselines", List(baselines, BaselineJson))},
+       Field("baselines", List(baselines, BaselineJson)),
+       Field("shared_prefix", Join("[\n    ", shared, ",\n    ", "\n  ]"))},
       ",\n  ", "\n}\n");
   std::FILE* file = std::fopen(path.c_str(), "w");
   if (file == nullptr) return false;

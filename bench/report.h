@@ -52,13 +52,35 @@ struct RowResult {
   double vs_eigen() const { return eigen_ms / median_ms; }
 };
 
-/// Prints the machine line, the rows table and the baselines table to `out`.
+/// A shared-prefix decode step through UnifiedAttention next to the same step as independent
+/// decodes (MultiHeadCacheAttention, paged, over the same cache memory).
+struct SharedPrefixResult {
+  std::string step;    ///< e.g. "shared_prefix_64x2048+256_f16".
+  std::string cache;   ///< "f16" or "int8".
+  std::string phase;   ///< The unified plan's paths (UnifiedStepSummary::phase), e.g. "-su".
+  int requests = 0;    ///< Decoding requests, one new token each.
+  int64_t prefix = 0;  ///< Shared prefix tokens.
+  int64_t own = 0;     ///< Cached tokens of each request after the prefix.
+  double unified_ms = 0;
+  double unified_bytes = 0;  ///< UnifiedStepSummary::cache_bytes_read.
+  double decodes_ms = 0;
+  double decodes_bytes = 0;  ///< Every context row of every request: K, V and scales.
+
+  double unified_gbps() const { return unified_bytes / unified_ms / 1e6; }
+  double decodes_gbps() const { return decodes_bytes / decodes_ms / 1e6; }
+  double speedup() const { return decodes_ms / unified_ms; }  ///< > 1: unified faster.
+};
+
+/// Prints the machine line, the rows table, the baselines table and the shared-prefix table to
+/// `out`; an empty table is left out.
 void PrintReport(const MachineLimits& machine, const std::vector<RowResult>& rows,
-                 const std::vector<BaselineResult>& baselines, std::FILE* out);
+                 const std::vector<BaselineResult>& baselines,
+                 const std::vector<SharedPrefixResult>& shared_prefix, std::FILE* out);
 
 /// Writes the JSON object to `path`; false (with errno set by stdio) when it cannot be written.
 bool WriteJson(const std::string& path, const MachineLimits& machine, int repetitions,
-               const std::vector<RowResult>& rows, const std::vector<BaselineResult>& baselines);
+               const std::vector<RowResult>& rows, const std::vector<BaselineResult>& baselines,
+               const std::vector<SharedPrefixResult>& shared_prefix);
 
 }  // namespace dynattn::bench
 
