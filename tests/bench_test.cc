@@ -2,7 +2,9 @@
 //
 // The benchmark's pieces are only worth their figures if they compute attention: the composed
 // oneDNN and Eigen baselines are checked against the float64 reference on small decode and causal
-// prefill batches, and the serving steps of both cache modes through libdynattn likewise.
+// prefill batches, and the serving steps of both cache modes through libdynattn likewise; the
+// shared-prefix step through UnifiedAttention and as independent decodes, against the reference
+// and against each other.
 
 #include <doctest/doctest.h>
 
@@ -14,6 +16,7 @@
 #include "bench/baselines_eigen.h"
 #include "bench/baselines_onednn.h"
 #include "bench/fp32_batch.h"
+#include "bench/shared_prefix.h"
 #include "bench/step_matrix.h"
 #include "src/cli/serving_step.h"
 #include "tests/reference/reference.h"
@@ -122,6 +125,53 @@ void CheckStep(int quant_bit, int cache_mode) {
   CHECK_MESSAGE(error.empty(), error);
 }
 
+/// The benchmark's shared-prefix step, reduced (6 requests, prefix 64, 32 own tokens, 8/2 heads,
+/// D = 64): UnifiedAttention and the independent decodes must both be correct attention for the
+/// step, so each matches the reference and the two match each other within the fp16 tolerance;
+/// both leave the cache the reference leaves; and the unified plan reads the prefix once.
+void CheckSharedPrefix(int quant_bit) {
+  dynattn::bench::SharedPrefixShape shape;
+  shape.requests = 6;
+  shape.prefix = 64;
+  shape.own = 32;
+  shape.num_heads = 8;
+  shape.num_kv_heads = 2;
+  shape.head_dim = 64;
+  shape.quant_bit = quant_bit;
+  const dynattn::bench::SharedPrefixStep original = dynattn::bench::BuildSharedPrefixStep(shape, 7);
+  const dynattn_ref::AttnResult want = dynattn_ref::UnifiedAttention(
+      dynattn::bench::SharedPrefixReferenceAttrs(shape), original.inputs);
+  dynattn::bench::SharedPrefixStep step = original;
+  dynattn::UnifiedStepSummary summary;
+  REQUIRE(dynattn::bench::DescribeUnified(&step, &summary).ok());
+  Array unified, decodes;
+  const dynattn::Status unified_status = dynattn::bench::RunUnified(&step, &unified);
+  REQUIRE_MESSAGE(unified_status.ok(), unified_status.message());
+  CHECK(step.inputs.at("cache").bytes == want.cache.bytes);
+  CHECK(step.inputs.count("scale") == (quant_bit != 0 ? 1 : 0));
+  if (quant_bit != 0) CHECK(step.inputs.at("scale").bytes == want.scale.bytes);
+  REQUIRE(dynattn::bench::RunDecodes(&step, &decodes).ok());
+  CHECK(step.inputs.at("cache").bytes == want.cache.bytes);
+  for (const Array* out : {&unified, &decodes}) {
+    const std::string error = dynattn_ref::CheckAttention(want, *out);
+    CHECK_MESSAGE(error.empty(), error);
+  }
+  dynattn_ref::AttnResult twin = want;  // the decodes' output as the expected values
+  for (size_t i = 0; i < twin.out.size(); ++i) {
+    twin.out[i] = dynattn_ref::LoadAsDouble(decodes, static_cast<int64_t>(i));
+  }
+  double worst = 0;
+  const std::string error = dynattn_ref::CheckAttention(twin, unified, &worst);
+  CHECK_MESSAGE(error.empty(), error);
+  MESSAGE("unified vs decodes (" << (quant_bit == 0 ? "f16" : "int8") << "): worst " << worst
+                                 << " of the fp16 bound; plan " << summary.phase << ", "
+                                 << summary.num_shared_blocks << " shared and "
+                                 << summary.num_unique_blocks << " unique blocks");
+  CHECK(summary.num_shared_blocks == shape.prefix / shape.block_size);
+  CHECK(summary.cache_bytes_read > 0);
+  CHECK(static_cast<double>(summary.cache_bytes_read) < dynattn::bench::DecodesCacheBytes(shape));
+}
+
 TEST_SUITE("bench") {
   TEST_CASE("composed baselines match the float64 reference on decodes") {
     CheckBaselines({{1, 1}, {1, 37}, {1, 200}, {1, 129}});
@@ -150,6 +200,14 @@ TEST_SUITE("bench") {
     CHECK(names.count("decode_8x16384_int4_offset") == 1);
     CHECK(names.count("prefill_2048_causal_int8") == 1);
     CHECK(names.count("mixed_24dec_2x512_int8") == 1);
+  }
+
+  TEST_CASE("the shared-prefix step: unified and independent decodes agree, fp16 cache") {
+    CheckSharedPrefix(0);
+  }
+
+  TEST_CASE("the shared-prefix step: unified and independent decodes agree, int8 cache") {
+    CheckSharedPrefix(8);
   }
 
   TEST_CASE("serving steps run correctly in both cache modes") {
