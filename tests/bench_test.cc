@@ -163,8 +163,8 @@ void CheckSharedPrefix(int quant_bit) {
   double worst = 0;
   const std::string error = dynattn_ref::CheckAttention(twin, unified, &worst);
   CHECK_MESSAGE(error.empty(), error);
-  MESSAGE("unified vs decodes (" << (quant_bit == 0 ? "f16" : "int8") << "): worst " << worst
-                                 << " of the fp16 bound; plan " << summary.phase << ", "
+  MESSAGE("unified vs decodes (" << std::string(quant_bit == 0 ? "f16" : "int8") << "): worst "
+                                 << worst << " of the fp16 bound; plan " << summary.phase << ", "
                                  << summary.num_shared_blocks << " shared and "
                                  << summary.num_unique_blocks << " unique blocks");
   CHECK(summary.num_shared_blocks == shape.prefix / shape.block_size);

@@ -24,6 +24,7 @@
 #include "dynattn/dynattn.h"
 #include "dynattn/named_args.h"
 #include "src/cli/npy.h"
+#include "tests/reference/case_gen.h"
 #include "tests/reference/reference.h"
 
 namespace {
@@ -848,11 +849,12 @@ dynattn_ref::Attrs UnifiedReferenceAttrs(const UnifiedSetup& s) {
 
 // Checks one run's output directory against the reference: attention and LSE within the spec's
 // tolerances, cache and scale bytes exactly, and no other file.
-void CheckUnifiedOutputs(const UnifiedSetup& s, const dynattn_ref::AttnResult& want,
+void CheckUnifiedOutputs(const CliCase& c, bool lse, const dynattn_ref::AttnResult& want,
                          const std::string& out_dir) {
+  const bool quantized = c.inputs.count("scale") != 0;
   std::set<std::string> written, wanted = {"attn_output.npy", "cache.npy"};
-  if (s.lse) wanted.insert("lse.npy");
-  if (s.quant_bit != 0) wanted.insert("scale.npy");
+  if (lse) wanted.insert("lse.npy");
+  if (quantized) wanted.insert("scale.npy");
   for (const auto& [file_name, bytes] : Snapshot(out_dir)) written.insert(file_name);
   CHECK(written == wanted);
   Arrays got;
@@ -861,50 +863,88 @@ void CheckUnifiedOutputs(const UnifiedSetup& s, const dynattn_ref::AttnResult& w
     const Status status = ReadNpy(out_dir + "/" + file_name, &got[name]);
     REQUIRE_MESSAGE(status.ok(), status.message());
   }
-  CHECK(got["attn_output"].dtype == s.activations);
+  const NpyArray& query = c.inputs.at("query");
+  CHECK(got["attn_output"].dtype == query.dtype);
   const std::string attention = dynattn_ref::CheckAttention(want, ToReference(got["attn_output"]));
   CHECK_MESSAGE(attention.empty(), attention);
-  if (s.lse) {
-    CHECK(got["lse"].shape == std::vector<int64_t>{got["attn_output"].shape[0], 4});
-    const std::string lse = dynattn_ref::CheckLse(want, ToReference(got["lse"]));
-    CHECK_MESSAGE(lse.empty(), lse);
+  if (lse) {
+    CHECK(got["lse"].shape == std::vector<int64_t>{query.shape[0], query.shape[1]});
+    const std::string lse_error = dynattn_ref::CheckLse(want, ToReference(got["lse"]));
+    CHECK_MESSAGE(lse_error.empty(), lse_error);
   }
   CHECK(got["cache"].shape == want.cache.shape);
   CHECK(got["cache"].bytes == want.cache.bytes);
-  if (s.quant_bit != 0) {
+  if (quantized) {
     CHECK(got["scale"].shape == want.scale.shape);
     CHECK(got["scale"].bytes == want.scale.bytes);
   }
 }
 
-// Runs the unified step of `s` at 1, 2 and 3 threads: every run must match the reference, give
-// the same bytes as the others and leave the inputs alone.
-void CheckUnifiedCase(const UnifiedSetup& s) {
-  const CliCase c = UnifiedCase(s);
+// Runs a unified case at each of `threads`: every run must match the reference, give the same
+// bytes as the others and leave the inputs alone.
+void CheckUnifiedRuns(const CliCase& c, const dynattn_ref::Attrs& attrs, bool lse,
+                      const std::vector<std::string>& threads) {
   dynattn_ref::Tensors reference_inputs;
   for (const auto& [name, array] : c.inputs) reference_inputs[name] = ToReference(array);
-  const dynattn_ref::AttnResult want =
-      dynattn_ref::UnifiedAttention(UnifiedReferenceAttrs(s), reference_inputs);
+  const dynattn_ref::AttnResult want = dynattn_ref::UnifiedAttention(attrs, reference_inputs);
   TempDir scratch;
   const std::string in_dir = scratch.Sub("in");
   WriteInputs(c, in_dir);
   const auto inputs_before = Snapshot(in_dir);
   std::map<std::string, std::string> first_run;
-  for (const char* threads : {"1", "2", "3"}) {
-    CAPTURE(threads);
-    const std::string out_dir = scratch.Sub(std::string("out") + threads);
+  for (const std::string& thread_count : threads) {
+    CAPTURE(thread_count);
+    const std::string out_dir = scratch.Sub("out" + thread_count);
     fs::create_directory(out_dir);
     std::vector<std::string> args = RunArgs(c, in_dir, out_dir);
-    args.insert(args.end(), {"--threads", threads});
+    args.insert(args.end(), {"--threads", thread_count});
     const CliResult result = RunCli(args, scratch);
     INFO("stderr: ", result.err);
     REQUIRE(result.exit_code == 0);
     CHECK(HasOnlyTbbWarnings(result.err));
-    CheckUnifiedOutputs(s, want, out_dir);
+    CheckUnifiedOutputs(c, lse, want, out_dir);
     if (first_run.empty()) first_run = Snapshot(out_dir);
     CHECK(Snapshot(out_dir) == first_run);
     CHECK(Snapshot(in_dir) == inputs_before);
   }
+}
+
+// The hand-built step of `s` at 1, 2 and 3 threads.
+void CheckUnifiedCase(const UnifiedSetup& s) {
+  CheckUnifiedRuns(UnifiedCase(s), UnifiedReferenceAttrs(s), s.lse, {"1", "2", "3"});
+}
+
+NpyArray FromReference(const dynattn_ref::Array& array) {
+  const DType dtype = array.dt == dynattn_ref::Dt::kF32   ? DType::kF32
+                      : array.dt == dynattn_ref::Dt::kF16 ? DType::kF16
+                      : array.dt == dynattn_ref::Dt::kI8  ? DType::kI8
+                                                          : DType::kI64;
+  NpyArray out = MakeZeroArray(dtype, array.shape);
+  out.bytes = array.bytes;
+  return out;
+}
+
+// dynattn_ref::RandomUnifiedCase as a tool run, with --return_lse 1.
+CliCase RandomUnifiedCliCase(const dynattn_ref::Case& random) {
+  CliCase c;
+  c.op = kUnified;
+  for (const auto& [name, array] : random.inputs) c.inputs[name] = FromReference(array);
+  const dynattn_ref::Attrs& a = random.attrs;
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, int>>{{"--num_heads", a.num_heads},
+                                                {"--head_dim", a.head_dim},
+                                                {"--num_kv_heads", a.num_kv_heads},
+                                                {"--num_layer", a.num_layer},
+                                                {"--layer_idx", a.layer_idx},
+                                                {"--quant_bit", a.quant_bit},
+                                                {"--quant_group", a.quant_group},
+                                                {"--cache_layout", a.cache_layout},
+                                                {"--block_size", a.block_size},
+                                                {"--is_alibi", a.is_alibi},
+                                                {"--return_lse", 1}}) {
+    c.flags.insert(c.flags.end(), {flag, std::to_string(value)});
+  }
+  return c;
 }
 
 // The base unified case with block table entry (request b, column j) set to logical block
@@ -1040,6 +1080,16 @@ TEST_SUITE("cli") {
     s.cache_layout = 1;
     s.seed = 4;
     CheckUnifiedCase(s);
+  }
+
+  TEST_CASE("unified_attention matches the reference on random steps (RandomUnifiedCase)") {
+    dynattn_ref::GenOptions options;
+    options.small = true;
+    for (uint64_t seed = 1; seed <= 12; ++seed) {
+      const dynattn_ref::Case random = dynattn_ref::RandomUnifiedCase(seed, options);
+      INFO(random.description);
+      CheckUnifiedRuns(RandomUnifiedCliCase(random), random.attrs, true, {"2"});
+    }
   }
 
   TEST_CASE("every malformed unified_attention run exits 2 naming the input and writes nothing") {
