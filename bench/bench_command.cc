@@ -296,6 +296,7 @@ SharedPrefixResult SummarizeSharedPrefix(const Plan& plan, const SharedPrefixBen
   out.unified_bytes = static_cast<double>(b.summary.cache_bytes_read);
   out.decodes_ms = Median(plan.timed[b.decodes_timed].seconds) * 1e3;
   out.decodes_bytes = DecodesCacheBytes(shape);
+  out.flops = SharedPrefixFlops(shape);
   return out;
 }
 

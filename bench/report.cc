@@ -79,12 +79,14 @@ std::string SharedPrefixJson(const SharedPrefixResult& r, const MachineLimits& m
        Field("unified_ms", Number(r.unified_ms)),
        Field("unified_cache_bytes", Number(r.unified_bytes)),
        Field("unified_gbps", Number(r.unified_gbps())),
+       Field("unified_gflops", Number(r.unified_gflops())),
        Field("unified_bandwidth_pct", Number(100.0 * r.unified_gbps() / machine.bandwidth_gbps)),
        Field("decodes_ms", Number(r.decodes_ms)),
        Field("decodes_cache_bytes", Number(r.decodes_bytes)),
        Field("decodes_gbps", Number(r.decodes_gbps())),
+       Field("decodes_gflops", Number(r.decodes_gflops())),
        Field("decodes_bandwidth_pct", Number(100.0 * r.decodes_gbps() / machine.bandwidth_gbps)),
-       Field("speedup", Number(r.speedup()))},
+       Field("flops", Number(r.flops)), Field("speedup", Number(r.speedup()))},
       ", ", "}");
 }
 
@@ -122,21 +124,30 @@ void PrintBaselines(const std::vector<BaselineResult>& baselines, std::FILE* out
   }
 }
 
+/// One line of the shared-prefix table: one form of a step.
+void PrintSharedPrefixLine(const std::string& step, const std::string& form, double ms,
+                           double bytes, double flops, const MachineLimits& machine,
+                           const std::string& speedup, std::FILE* out) {
+  const double gbps = bytes / ms / 1e6;
+  std::fprintf(out, "%-31s %-15s %9.2f %8.1f %7.2f %5.0f%% %8.1f %8s\n", step.c_str(), form.c_str(),
+               ms, bytes / 1e6, gbps, 100.0 * gbps / machine.bandwidth_gbps, flops / ms / 1e6,
+               speedup.c_str());
+}
+
 void PrintSharedPrefix(const std::vector<SharedPrefixResult>& shared_prefix,
                        const MachineLimits& machine, std::FILE* out) {
   if (shared_prefix.empty()) return;
   std::fprintf(out,
                "\nshared prefix: unified attention vs the same step as independent paged decodes "
                "(same cache):\n");
-  std::fprintf(out, "%-32s %5s %10s %9s %7s %6s %10s %9s %7s %6s %8s\n", "step", "phase",
-               "unified ms", "MB read", "GB/s", "% bw", "decodes ms", "MB read", "GB/s", "% bw",
-               "speedup");
+  std::fprintf(out, "%-31s %-15s %9s %8s %7s %6s %8s %8s\n", "step", "form (plan)", "median ms",
+               "MB read", "GB/s", "% bw", "GFLOP/s", "speedup");
   for (const SharedPrefixResult& r : shared_prefix) {
-    std::fprintf(out, "%-32s %5s %10.2f %9.1f %7.2f %5.0f%% %10.2f %9.1f %7.2f %5.0f%% %7.2fx\n",
-                 r.step.c_str(), r.phase.c_str(), r.unified_ms, r.unified_bytes / 1e6,
-                 r.unified_gbps(), 100.0 * r.unified_gbps() / machine.bandwidth_gbps, r.decodes_ms,
-                 r.decodes_bytes / 1e6, r.decodes_gbps(),
-                 100.0 * r.decodes_gbps() / machine.bandwidth_gbps, r.speedup());
+    char speedup[32];
+    std::snprintf(speedup, sizeof(speedup), "%.2fx", r.speedup());
+    PrintSharedPrefixLine(r.step, "unified (" + r.phase + ")", r.unified_ms, r.unified_bytes,
+                          r.flops, machine, speedup, out);
+    PrintSharedPrefixLine("", "decodes", r.decodes_ms, r.decodes_bytes, r.flops, machine, "", out);
   }
 }
 

@@ -65,9 +65,12 @@ struct SharedPrefixResult {
   double unified_bytes = 0;  ///< UnifiedStepSummary::cache_bytes_read.
   double decodes_ms = 0;
   double decodes_bytes = 0;  ///< Every context row of every request: K, V and scales.
+  double flops = 0;          ///< 4 x (query, key) pairs x D x Hq, the same for both.
 
   double unified_gbps() const { return unified_bytes / unified_ms / 1e6; }
   double decodes_gbps() const { return decodes_bytes / decodes_ms / 1e6; }
+  double unified_gflops() const { return flops / unified_ms / 1e6; }
+  double decodes_gflops() const { return flops / decodes_ms / 1e6; }
   double speedup() const { return decodes_ms / unified_ms; }  ///< > 1: unified faster.
 };
 

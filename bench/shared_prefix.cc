@@ -231,6 +231,11 @@ double DecodesCacheBytes(const SharedPrefixShape& s) {
   return rows * s.num_kv_heads * 2 * row;  // K and V
 }
 
+double SharedPrefixFlops(const SharedPrefixShape& s) {
+  const double pairs = static_cast<double>(s.requests) * static_cast<double>(s.prefix + s.own + 1);
+  return 4.0 * pairs * s.head_dim * s.num_heads;
+}
+
 dynattn_ref::Attrs SharedPrefixReferenceAttrs(const SharedPrefixShape& s) {
   dynattn_ref::Attrs a;
   a.num_heads = s.num_heads;

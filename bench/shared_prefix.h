@@ -67,6 +67,9 @@ Status DescribeUnified(SharedPrefixStep* step, UnifiedStepSummary* summary);
 /// prefix once per request), every KV head.
 double DecodesCacheBytes(const SharedPrefixShape& shape);
 
+/// Floating-point operations of the step's attention: 4 x (query, key) pairs x D x Hq.
+double SharedPrefixFlops(const SharedPrefixShape& shape);
+
 /// The float64 reference's attributes for the step (dynattn_ref::UnifiedAttention).
 dynattn_ref::Attrs SharedPrefixReferenceAttrs(const SharedPrefixShape& shape);
 
