@@ -300,6 +300,26 @@ TEST_SUITE("unified") {
     }
   }
 
+  TEST_CASE("prompts longer than a context split") {
+    dynattn_ref::GenOptions options;
+    options.max_batch = 2;
+    options.max_seqlen = 1100;
+    options.max_context = 64;
+    int long_prompts = 0;
+    for (int i = 0; i < 400 && long_prompts < 2; ++i) {
+      const uint64_t seed = BaseSeed() + 10000 + static_cast<uint64_t>(i);
+      const Case c = dynattn_ref::RandomUnifiedCase(seed, options);
+      const auto ranges = TokenRanges(c);
+      const bool long_prompt = std::any_of(ranges.begin(), ranges.end(),
+                                           [](const auto& r) { return r.second - r.first > 1024; });
+      if (!long_prompt) continue;
+      ++long_prompts;
+      INFO("seed " << seed << ": " << c.description);
+      CheckAgainstReference(c, RunLibrary(c));
+    }
+    CHECK(long_prompts == 2);
+  }
+
   TEST_CASE("every (query, key) pair has exactly one path") {
     dynattn_ref::GenOptions options;
     options.max_context = 1500;
