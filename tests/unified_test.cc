@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -318,6 +319,26 @@ TEST_SUITE("unified") {
       CheckAgainstReference(c, RunLibrary(c));
     }
     CHECK(long_prompts == 2);
+  }
+
+  TEST_CASE("AVX2 and AVX-512 give the same bits") {
+    dynattn_ref::GenOptions options;
+    options.max_context = 1300;
+    for (int i = 0; i < 8; ++i) {
+      const uint64_t seed = BaseSeed() + 12000 + static_cast<uint64_t>(i);
+      const Case c = dynattn_ref::RandomUnifiedCase(seed, options);
+      INFO("seed " << seed << ": " << c.description);
+      std::map<std::string, LibResult> by_target;
+      ForEachTarget([&](const std::string& target) { by_target[target] = RunLibrary(c); });
+      if (!by_target.count("AVX2") || !by_target.count("AVX3")) {
+        MESSAGE("AVX2 or AVX-512 not available here; cross-target check skipped");
+        return;
+      }
+      std::string why;
+      CHECK_MESSAGE(SameBytes(by_target["AVX2"].attn_output, by_target["AVX3"].attn_output, &why),
+                    why);
+      CHECK_MESSAGE(SameBytes(by_target["AVX2"].lse, by_target["AVX3"].lse, &why), why);
+    }
   }
 
   TEST_CASE("every (query, key) pair has exactly one path") {
