@@ -46,6 +46,8 @@ internal::CpuKernels MakeCpuKernels() {
   k.gather_rows = &GatherRows<kElem>;
   k.attend = &Attend<kElem>;
   k.merge = &MergeSplits;
+  k.attend_shared = &AttendShared<kElem>;
+  k.merge_parts = &MergeParts;
   return k;
 }
 

@@ -299,9 +299,10 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
   const RowBytes bytes = RowBytes::For(p.kv.cache);
   const size_t n = kBlock, scale_floats = size_t{kKeyTile} * lanes.row_floats;
+  constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
   const auto parts =
       scratch->Carve({n * dp, n * dp, n, n, size_t(dp), n * kKeyTile, 2 * kKeyTile, kKeyTile,
-                      scale_floats, scale_floats, scale_floats, scale_floats});
+                      scale_floats, scale_floats, scale_floats, scale_floats, n * kRowFloats});
   float* queries = parts[0];
   const VectorStates s{parts[1], parts[2], parts[3], parts[4]};
   float* scores = parts[5];
@@ -313,7 +314,10 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
     tiles[t].values.scales = parts[9 + 2 * t];
     tiles[t].keys.row_floats = tiles[t].values.row_floats = lanes.row_floats;
   }
-  LoadQueries(p, w, rows, kBlock, queries);
+  QueryRow* query_rows = reinterpret_cast<QueryRow*>(parts[12]);
+  MakeQueryRows(p, w, query_rows);
+  const int vectors = p.group_size * rows;
+  LoadQueries(p, query_rows, vectors, kBlock, queries);
   s.Reset(kBlock, dp);
   constexpr int kKeys = FusedKeys<kBlock>();
   PointTile<kElem>(p, w, w.key_begin, slots, &tiles[0]);
@@ -334,12 +338,12 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
     for (; j < tile.count; ++j) {
       FusedDots<kElem, kRound, kBlock, 1>(queries, dp, tile.keys, j, lanes, p.head_dim, scores);
     }
-    SoftmaxBlock(p, w, rows, 0, kBlock, tile.key0, tile.count, scores, s);
+    SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
     MarkActiveKeys<kBlock>(scores, tile.count, active);
     FusedAccumulate<kElem, kRound, kBlock>(scores, active, tile.values, tile.count, lanes,
                                            p.head_dim, dp, s.acc);
   }
-  FinishItem(p, w, rows, s, states);
+  FinishItem(p, w, query_rows, s, states);
 }
 
 /// A work item through the fused decode kernel (UseFusedDecode holds).

@@ -34,15 +34,24 @@ struct SlotMap {
   enum class Mode : uint8_t {
     kOffset,  ///< starts[b] + p (PMX cache_mode 0; also MHA's packed key rows).
     kPaged,   ///< starts[b * table_stride + p / page_size] + p % page_size (cache_mode 1).
+    kBlocks,  ///< starts[b * table_stride + p / page_size] * block_stride + p % page_size: block
+              ///< tables of block ids (unified attention, engines' caches).
   };
   Mode mode = Mode::kOffset;
-  const int64_t* starts = nullptr;  ///< Offsets (B) or page table (B, table_stride).
-  int64_t table_stride = 0;         ///< Paged: entries per request.
-  int64_t page_size = 1;            ///< Paged: tokens per page.
+  const int64_t* starts = nullptr;  ///< Offsets (B), page table or block table (B, table_stride).
+  int64_t table_stride = 0;         ///< Paged / blocks: entries per request.
+  int64_t page_size = 1;            ///< Paged / blocks: tokens per page (block).
+  int64_t block_stride = 1;         ///< Blocks: slots between consecutive block ids.
+
+  /// Slot of the first token of the page (block) holding position p.
+  int64_t PageStart(int64_t b, int64_t p) const {
+    const int64_t entry = starts[b * table_stride + p / page_size];
+    return mode == Mode::kBlocks ? entry * block_stride : entry;
+  }
 
   int64_t Slot(int64_t b, int64_t p) const {
     if (mode == Mode::kOffset) return starts[b] + p;
-    return starts[b * table_stride + p / page_size] + p % page_size;
+    return PageStart(b, p) + p % page_size;
   }
 
   /// out[j] = Slot(b, p0 + j) for j < count, with one division per page instead of per position.
@@ -53,7 +62,7 @@ struct SlotMap {
     }
     for (int j = 0; j < count;) {
       const int64_t within = (p0 + j) % page_size;
-      const int64_t first = starts[b * table_stride + (p0 + j) / page_size] + within;
+      const int64_t first = PageStart(b, p0 + j) + within;
       const int64_t run = std::min<int64_t>(count - j, page_size - within);
       for (int64_t k = 0; k < run; ++k) out[j + k] = first + k;
       j += static_cast<int>(run);
@@ -94,6 +103,7 @@ struct AttentionProblem {
   const float* alibi_slopes = nullptr;  ///< (Hq) slopes when ALiBi is on, else null.
   const void* query = nullptr;          ///< (Tq, Hq, D).
   void* output = nullptr;               ///< (Tq, Hq, D).
+  float* lse = nullptr;                 ///< Optional (Tq, Hq) natural-log log-sum-exp.
   const void* mask = nullptr;           ///< Additive mask or null.
   int64_t mask_head_stride = 0;         ///< 0 for a 2-D mask.
   int64_t mask_row_stride = 0;          ///< Padded last dim of the mask.
@@ -113,8 +123,40 @@ struct WorkItem {
   int32_t kv_head = 0;
   int32_t row_begin = 0, row_end = 0;  ///< Query rows [row_begin, row_end) of the request.
   int64_t key_begin = 0, key_end = 0;  ///< Keys [key_begin, key_end) of the request's context.
-  int32_t num_splits = 1;              ///< 1: write the output directly; else write a state.
-  int64_t state_index = 0;             ///< First partial state (one per query vector) to write.
+  int32_t num_splits = 1;   ///< Parts its rows merge from; 1: write the output directly, else
+                            ///< write a partial state per query vector.
+  int64_t state_index = 0;  ///< First partial state to write; vector h * rows + r (head h of the
+                            ///< group, row r of the tile) writes state_index + h * rows + r.
+};
+
+/// Unified attention's shared path: a query token that reads a shared segment (a run of cached
+/// blocks that each of its readers holds at consecutive logical positions).
+struct SharedReader {
+  int64_t token = 0;    ///< Packed query row.
+  int64_t request = 0;  ///< Its request.
+  int64_t visible = 0;  ///< Segment keys [0, visible) are in the token's cached context.
+  int64_t origin = 0;   ///< The token's position minus the segment's first logical position.
+};
+
+/// Shared-path work: segment keys [key_begin, key_end), one KV head, readers [0, num_readers).
+/// The segment's keys are read once for all the readers' query vectors. Vector h * num_readers + r
+/// (head h of the group, reader r) writes state state_index + h * num_readers + r.
+struct SharedItem {
+  const int64_t* blocks = nullptr;  ///< The segment's physical block ids, in key order.
+  int64_t block_size = 1;
+  int64_t block_stride = 1;
+  const SharedReader* readers = nullptr;
+  int32_t num_readers = 0;
+  int32_t kv_head = 0;
+  int64_t key_begin = 0, key_end = 0;
+  int64_t state_index = 0;
+};
+
+/// Where one part of a query token's attention was left: the state of query head h is at
+/// first + h * head_stride.
+struct PartRef {
+  int64_t first = 0;
+  int64_t head_stride = 0;
 };
 
 /// A tile whose context was split: its `num_splits` partial states are merged in split order.
@@ -186,6 +228,12 @@ struct CpuKernels {
   void (*attend)(const AttentionProblem&, const WorkItem&, float* states, Scratch*);
   /// Merges the partial states of one split tile and writes its output rows.
   void (*merge)(const AttentionProblem&, const MergeTask&, const float* states, Scratch*);
+  /// Runs one shared-path work item of unified attention; writes partial states.
+  void (*attend_shared)(const AttentionProblem&, const SharedItem&, float* states, Scratch*);
+  /// Merges the parts [parts, parts + count) of one query token, in that order, and writes its
+  /// output rows (and log-sum-exp when asked).
+  void (*merge_parts)(const AttentionProblem&, int64_t token, const PartRef* parts, int count,
+                      const float* states, Scratch*);
 };
 
 }  // namespace dynattn::internal

@@ -115,14 +115,14 @@ HWY_INLINE void AccumulateBlock(const float* probs, const float* values, const u
   }
 }
 
-/// Decodes context keys [key0, key0 + count) of one plane into rows of padded_dim floats.
+/// Decodes the rows of `count` slots of one plane into rows of padded_dim floats.
 template <CacheElem kElem>
 HWY_INLINE void DecodeTile(const AttentionProblem& p, const CachePlane& plane,
-                           const RowCodec& codec, int64_t request, int kv_head, int64_t key0,
-                           int count, float* rows, float* scales_tmp) {
+                           const RowCodec& codec, const int64_t* slots, int kv_head, int count,
+                           float* rows, float* scales_tmp) {
   for (int j = 0; j < count; ++j) {
     float* row = rows + j * p.padded_dim;
-    const int64_t slot = p.kv.slots.Slot(request, key0 + j);
+    const int64_t slot = slots[j];
     DecodeRow<kElem>(p.kv.cache, codec, plane, slot, kv_head, row, scales_tmp);
     ZeroPad(row, p.head_dim, p.padded_dim);
   }
@@ -132,12 +132,12 @@ HWY_INLINE void DecodeTile(const AttentionProblem& p, const CachePlane& plane,
 /// decoded in registers (DecodeLanes) and stored once.
 template <CacheElem kElem, bool kRound>
 HWY_INLINE void DecodeTileLanes(const AttentionProblem& p, const CachePlane& plane,
-                                const ScaleLanes& lanes, int64_t request, int kv_head, int64_t key0,
+                                const ScaleLanes& lanes, const int64_t* slots, int kv_head,
                                 int count, float* rows, float* scales_tmp) {
   const DF df;
   for (int j = 0; j < count; ++j) {
     float* row = rows + j * p.padded_dim;
-    const int64_t slot = p.kv.slots.Slot(request, key0 + j);
+    const int64_t slot = slots[j];
     if (lanes.mode != ScaleLanes::Mode::kNone) {
       LoadRowScales(p.kv.cache, ScalePointer(p.kv.cache, plane, slot, kv_head), lanes, scales_tmp);
     }
@@ -149,24 +149,21 @@ HWY_INLINE void DecodeTileLanes(const AttentionProblem& p, const CachePlane& pla
   }
 }
 
-/// Decodes the key and value tiles of [key0, key0 + count).
+/// Decodes the key and value rows of `count` slots.
 template <CacheElem kElem>
 HWY_INLINE void DecodeTiles(const AttentionProblem& p, const RowCodec& codec,
-                            const ScaleLanes& lanes, const internal::WorkItem& w, int64_t key0,
-                            int count, float* keys, float* values, float* scales_tmp) {
+                            const ScaleLanes& lanes, const int64_t* slots, int kv_head, int count,
+                            float* keys, float* values, float* scales_tmp) {
   const CacheDesc& cache = p.kv.cache;
   if (p.head_dim % kLanes != 0) {
-    DecodeTile<kElem>(p, cache.key, codec, w.request, w.kv_head, key0, count, keys, scales_tmp);
-    DecodeTile<kElem>(p, cache.value, codec, w.request, w.kv_head, key0, count, values, scales_tmp);
+    DecodeTile<kElem>(p, cache.key, codec, slots, kv_head, count, keys, scales_tmp);
+    DecodeTile<kElem>(p, cache.value, codec, slots, kv_head, count, values, scales_tmp);
   } else if (kElem != CacheElem::kF16 && DecodeRounds<kElem>(p)) {
-    DecodeTileLanes<kElem, true>(p, cache.key, lanes, w.request, w.kv_head, key0, count, keys,
-                                 scales_tmp);
-    DecodeTileLanes<kElem, true>(p, cache.value, lanes, w.request, w.kv_head, key0, count, values,
-                                 scales_tmp);
+    DecodeTileLanes<kElem, true>(p, cache.key, lanes, slots, kv_head, count, keys, scales_tmp);
+    DecodeTileLanes<kElem, true>(p, cache.value, lanes, slots, kv_head, count, values, scales_tmp);
   } else {
-    DecodeTileLanes<kElem, false>(p, cache.key, lanes, w.request, w.kv_head, key0, count, keys,
-                                  scales_tmp);
-    DecodeTileLanes<kElem, false>(p, cache.value, lanes, w.request, w.kv_head, key0, count, values,
+    DecodeTileLanes<kElem, false>(p, cache.key, lanes, slots, kv_head, count, keys, scales_tmp);
+    DecodeTileLanes<kElem, false>(p, cache.value, lanes, slots, kv_head, count, values,
                                   scales_tmp);
   }
 }
@@ -186,6 +183,8 @@ HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int pa
 /// Scratch carve-up for one tiled work item.
 struct ItemScratch {
   VectorStates states;  ///< Running softmax states of the item's query vectors.
+  QueryRow* rows;       ///< The item's query vectors.
+  int64_t* slots;       ///< kKeyTile slots of the current tile.
   float* queries;       ///< padded vectors x padded_dim
   float* keys;          ///< kKeyTile x padded_dim
   float* keys_t;        ///< head_dim x kKeyTile: the key tile transposed
@@ -197,60 +196,111 @@ struct ItemScratch {
   /// Splits the worker's scratch; `vectors` is a multiple of kQueryBlock / 2.
   static ItemScratch Carve(int vectors, const AttentionProblem& p, internal::Scratch* scratch) {
     const size_t dp = p.padded_dim, dim = p.head_dim, n = vectors;
-    const auto parts =
-        scratch->Carve({n * dp, n, n, dp, n * dp, kKeyTile * dp, dim * kKeyTile, kKeyTile * dp,
-                        kQueryBlock * kKeyTile, dim + 2 * kVirtualLanes, kKeyTile});
+    constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
+    const auto parts = scratch->Carve({n * dp, n, n, dp, n * kRowFloats, 2 * kKeyTile, n * dp,
+                                       kKeyTile * dp, dim * kKeyTile, kKeyTile * dp,
+                                       kQueryBlock * kKeyTile, dim + 2 * kVirtualLanes, kKeyTile});
     return {{parts[0], parts[1], parts[2], parts[3]},
-            parts[4],
-            parts[5],
+            reinterpret_cast<QueryRow*>(parts[4]),
+            reinterpret_cast<int64_t*>(parts[5]),
             parts[6],
             parts[7],
             parts[8],
             parts[9],
-            reinterpret_cast<uint8_t*>(parts[10])};
+            parts[10],
+            parts[11],
+            reinterpret_cast<uint8_t*>(parts[12])};
   }
 };
 
 /// Scores, softmax and value accumulation of query vectors [first, first + kBlock) against one
 /// decoded tile.
 template <int kBlock>
-HWY_INLINE void AttendBlock(const AttentionProblem& p, const internal::WorkItem& w, int rows,
-                            int first, int64_t key0, int count, const ItemScratch& s) {
+HWY_INLINE void AttendBlock(const AttentionProblem& p, int vectors, int first, int64_t key0,
+                            int count, const ItemScratch& s) {
   const int dp = p.padded_dim;
   ScoreBlock<kBlock>(s.queries + static_cast<int64_t>(first) * dp, dp, s.keys_t, p.head_dim, count,
                      s.scores);
-  SoftmaxBlock(p, w, rows, first, kBlock, key0, count, s.scores, s.states);
+  SoftmaxBlock(p, s.rows, vectors, first, kBlock, key0, count, s.scores, s.states);
   MarkActiveKeys<kBlock>(s.scores, count, s.active);
   AccumulateBlock<kBlock>(s.scores, s.values, s.active, count, dp,
                           s.states.acc + static_cast<int64_t>(first) * dp);
 }
 
-/// A work item through decoded, transposed tiles.
+/// The keys of a tiled item: keys [key_begin, key_end) of the sequence `slots` maps for
+/// `request`, and the KV head they are read under.
+struct TiledKeys {
+  const internal::SlotMap* slots;
+  int64_t request;
+  int kv_head;
+  int64_t key_begin, key_end;
+};
+
+/// The query vectors s.rows[0, vectors) (already filled) against keys `k`, through decoded,
+/// transposed tiles. Leaves the vectors' running states in s.states.
 template <CacheElem kElem>
-void AttendTiled(const AttentionProblem& p, const internal::WorkItem& w, float* states,
-                 internal::Scratch* scratch) {
-  const int rows = w.row_end - w.row_begin;
-  const int vectors = p.group_size * rows;
+void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
+                     const ItemScratch& s) {
   constexpr int kSmallBlock = kQueryBlock / 2;
   const int padded_vectors = (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
-  const ItemScratch s = ItemScratch::Carve(padded_vectors, p, scratch);
   const RowCodec codec = RowCodec::For(p.kv.cache, p.io_type);
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
-  LoadQueries(p, w, rows, padded_vectors, s.queries);
+  LoadQueries(p, s.rows, vectors, padded_vectors, s.queries);
   s.states.Reset(padded_vectors, p.padded_dim);
-  for (int64_t key0 = w.key_begin; key0 < w.key_end; key0 += kKeyTile) {
-    const int count = static_cast<int>(std::min<int64_t>(kKeyTile, w.key_end - key0));
-    DecodeTiles<kElem>(p, codec, lanes, w, key0, count, s.keys, s.values, s.scales);
+  for (int64_t key0 = k.key_begin; key0 < k.key_end; key0 += kKeyTile) {
+    const int count = static_cast<int>(std::min<int64_t>(kKeyTile, k.key_end - key0));
+    k.slots->Slots(k.request, key0, count, s.slots);
+    DecodeTiles<kElem>(p, codec, lanes, s.slots, k.kv_head, count, s.keys, s.values, s.scales);
     TransposeTile(s.keys, count, p.head_dim, p.padded_dim, s.keys_t);
     int first = 0;
     for (; first + kQueryBlock <= vectors; first += kQueryBlock) {
-      AttendBlock<kQueryBlock>(p, w, rows, first, key0, count, s);
+      AttendBlock<kQueryBlock>(p, vectors, first, key0, count, s);
     }
     for (; first < vectors; first += kSmallBlock) {
-      AttendBlock<kSmallBlock>(p, w, rows, first, key0, count, s);
+      AttendBlock<kSmallBlock>(p, vectors, first, key0, count, s);
     }
   }
-  FinishItem(p, w, rows, s.states, states);
+}
+
+/// Query vectors padded up to a multiple of the small query block.
+HWY_INLINE int PaddedVectors(int vectors) {
+  constexpr int kSmallBlock = kQueryBlock / 2;
+  return (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
+}
+
+/// A request work item through decoded, transposed tiles.
+template <CacheElem kElem>
+void AttendTiled(const AttentionProblem& p, const internal::WorkItem& w, float* states,
+                 internal::Scratch* scratch) {
+  const int vectors = p.group_size * (w.row_end - w.row_begin);
+  const ItemScratch s = ItemScratch::Carve(PaddedVectors(vectors), p, scratch);
+  MakeQueryRows(p, w, s.rows);
+  AttendTiledCore<kElem>(p, vectors, TiledKeys{&p.kv.slots, w.request, w.kv_head, w.key_begin,
+                                               w.key_end},
+                         s);
+  FinishItem(p, w, s.rows, s.states, states);
+}
+
+/// A shared-path item of unified attention: the segment's keys are decoded once per tile and
+/// scored against every reader's query vectors; each reader sees its own prefix of the segment.
+template <CacheElem kElem>
+void AttendShared(const AttentionProblem& p, const internal::SharedItem& w, float* states,
+                  internal::Scratch* scratch) {
+  const int vectors = p.group_size * w.num_readers;
+  const ItemScratch s = ItemScratch::Carve(PaddedVectors(vectors), p, scratch);
+  for (int index = 0; index < vectors; ++index) {
+    const internal::SharedReader& reader = w.readers[index % w.num_readers];
+    QueryRow& r = s.rows[index];
+    r.request = reader.request;
+    r.token = reader.token;
+    r.head = w.kv_head * p.group_size + index / w.num_readers;
+    r.last_key = reader.visible - 1;
+    r.origin = reader.origin;
+  }
+  const internal::SlotMap segment{internal::SlotMap::Mode::kBlocks, w.blocks, 0, w.block_size,
+                                  w.block_stride};
+  AttendTiledCore<kElem>(p, vectors, TiledKeys{&segment, 0, w.kv_head, w.key_begin, w.key_end}, s);
+  WriteStates(p, w.state_index, vectors, s.states, states);
 }
 
 }  // namespace HWY_NAMESPACE

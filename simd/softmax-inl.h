@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
@@ -124,19 +125,21 @@ HWY_INLINE void OnlineSoftmaxStep(float* scores, int padded_dim, RowState* state
   state->sum += SumOfTile(scores);
 }
 
-/// Where a query vector (query row of a request, query head) reads its bias and limits from.
+/// One query vector of a work item: where it is read from and written to, and which of the item's
+/// keys it sees. Key numbers are those of the item's key sequence (a request's context, or a
+/// shared segment).
 struct QueryRow {
   int64_t request = 0;
-  int64_t row = 0;       ///< Row within the request.
+  int64_t token = 0;     ///< Packed query row.
   int head = 0;          ///< Query head.
-  int64_t last_key = 0;  ///< Last visible key (inclusive) under the causal / ALiBi rule.
+  int64_t last_key = 0;  ///< Last visible key (inclusive).
+  int64_t origin = 0;    ///< The query's own position in key numbers (ALiBi: key - origin).
 };
 
 /// Adds the additive mask (in the activation type) at (head, packed row, packed column).
 HWY_INLINE float MaskValue(const AttentionProblem& p, const QueryRow& r, int64_t key) {
-  const int64_t t = p.batch.seqstarts[r.request] + r.row;
   const int64_t column = p.batch.kvstarts[r.request] + key;
-  const int64_t offset = r.head * p.mask_head_stride + t * p.mask_row_stride + column;
+  const int64_t offset = r.head * p.mask_head_stride + r.token * p.mask_row_stride + column;
   if (p.io_type == DType::kF32) return static_cast<const float*>(p.mask)[offset];
   return internal::F16ToF32(static_cast<const uint16_t*>(p.mask)[offset]);
 }
@@ -153,7 +156,7 @@ HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64
   const auto scale = hn::Set(df, p.score_scale);
   const auto neg_inf = hn::Set(df, kNegInf);
   const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[r.head] : 0.0f;
-  const auto base = hn::Set(df, static_cast<float>(key0 - r.last_key));
+  const auto base = hn::Set(df, static_cast<float>(key0 - r.origin));
   // Scores saturate at FLT_MAX: a dot product that overflows fp32 (keys near 1e38) then wins the
   // softmax outright, which is the limit, instead of turning into inf - inf = NaN.
   const auto largest = hn::Set(df, std::numeric_limits<float>::max());
@@ -173,37 +176,43 @@ HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64
 
 /// Decodes context keys [key0, key0 + count) of one plane into rows of padded_dim floats.
 
-/// Packed output (or query) element offset of (request row, head).
-HWY_INLINE int64_t RowOffset(const AttentionProblem& p, int64_t request, int64_t row, int head) {
-  return ((p.batch.seqstarts[request] + row) * p.num_heads + head) * p.head_dim;
+/// Element offset of (packed row, head) in the query or the output.
+HWY_INLINE int64_t TokenOffset(const AttentionProblem& p, int64_t token, int head) {
+  return (token * p.num_heads + head) * p.head_dim;
 }
 
-HWY_INLINE void* OutputRow(const AttentionProblem& p, int64_t request, int64_t row, int head) {
+HWY_INLINE void* OutputRow(const AttentionProblem& p, int64_t token, int head) {
   const size_t size = p.io_type == DType::kF32 ? 4 : 2;
-  return static_cast<char*>(p.output) + RowOffset(p, request, row, head) * size;
+  return static_cast<char*>(p.output) + TokenOffset(p, token, head) * size;
 }
 
-/// The query vectors of a work item, in (head of the group, row) order.
-HWY_INLINE QueryRow MakeQueryRow(const AttentionProblem& p, int64_t request, int kv_head,
-                                 int row_begin, int rows, int index) {
-  QueryRow r;
-  r.request = request;
-  r.head = kv_head * p.group_size + index / rows;
-  r.row = row_begin + index % rows;
-  const int64_t kvlen = p.batch.KvLen(request);
-  r.last_key = p.BottomRightLimited(request) ? kvlen - p.batch.SeqLen(request) + r.row : kvlen - 1;
-  return r;
-}
-
-HWY_INLINE void LoadQueries(const AttentionProblem& p, const internal::WorkItem& w, int rows,
-                            int padded_vectors, float* queries) {
-  const size_t size = p.io_type == DType::kF32 ? 4 : 2;
-  std::fill(queries + static_cast<int64_t>(p.group_size) * rows * p.padded_dim,
-            queries + static_cast<int64_t>(padded_vectors) * p.padded_dim, 0.0f);
+/// The query vectors of a request work item, in (head of the group, row) order: vector
+/// h * rows + r is row row_begin + r under query head kv_head * group_size + h.
+HWY_INLINE void MakeQueryRows(const AttentionProblem& p, const internal::WorkItem& w,
+                              QueryRow* out) {
+  const int rows = w.row_end - w.row_begin;
+  const int64_t kvlen = p.batch.KvLen(w.request);
+  const bool limited = p.BottomRightLimited(w.request);
   for (int index = 0; index < p.group_size * rows; ++index) {
-    const int head = w.kv_head * p.group_size + index / rows;
+    QueryRow& r = out[index];
+    r.request = w.request;
+    r.head = w.kv_head * p.group_size + index / rows;
     const int64_t row = w.row_begin + index % rows;
-    const char* src = static_cast<const char*>(p.query) + RowOffset(p, w.request, row, head) * size;
+    r.token = p.batch.seqstarts[w.request] + row;
+    r.last_key = limited ? kvlen - p.batch.SeqLen(w.request) + row : kvlen - 1;
+    r.origin = r.last_key;
+  }
+}
+
+/// Loads query vectors [0, vectors) into rows of padded_dim floats, zero rows up to `padded`.
+HWY_INLINE void LoadQueries(const AttentionProblem& p, const QueryRow* rows, int vectors,
+                            int padded, float* queries) {
+  const size_t size = p.io_type == DType::kF32 ? 4 : 2;
+  std::fill(queries + static_cast<int64_t>(vectors) * p.padded_dim,
+            queries + static_cast<int64_t>(padded) * p.padded_dim, 0.0f);
+  for (int index = 0; index < vectors; ++index) {
+    const char* src =
+        static_cast<const char*>(p.query) + TokenOffset(p, rows[index].token, rows[index].head) * size;
     float* dst = queries + static_cast<int64_t>(index) * p.padded_dim;
     LoadActivations(src, p.io_type, p.head_dim, dst);
     ZeroPad(dst, p.head_dim, p.padded_dim);
@@ -225,24 +234,31 @@ struct VectorStates {
   }
 };
 
-/// Writes the finished rows of a work item (single split) to the output.
-HWY_INLINE void WriteOutputs(const AttentionProblem& p, const internal::WorkItem& w, int rows,
+/// Natural-log log-sum-exp of a finished state: max + ln(sum), -inf when it saw no key.
+HWY_INLINE float LogSumExp(float max, float sum) {
+  return sum > 0.0f ? max + static_cast<float>(std::log(static_cast<double>(sum))) : kNegInf;
+}
+
+/// Writes the finished query vectors of a work item (its only part) to the output.
+HWY_INLINE void WriteOutputs(const AttentionProblem& p, const QueryRow* rows, int vectors,
                              const VectorStates& s) {
-  for (int index = 0; index < p.group_size * rows; ++index) {
-    const int head = w.kv_head * p.group_size + index / rows;
-    const int64_t row = w.row_begin + index % rows;
+  for (int index = 0; index < vectors; ++index) {
+    const QueryRow& r = rows[index];
     NormalizeRow(s.acc + static_cast<int64_t>(index) * p.padded_dim, s.sums[index], p.padded_dim,
                  s.row_out);
-    StoreActivations(s.row_out, p.io_type, p.head_dim, OutputRow(p, w.request, row, head));
+    StoreActivations(s.row_out, p.io_type, p.head_dim, OutputRow(p, r.token, r.head));
+    if (p.lse != nullptr) {
+      p.lse[r.token * p.num_heads + r.head] = LogSumExp(s.maxes[index], s.sums[index]);
+    }
   }
 }
 
-/// Saves (max, sum, accumulator) of every query vector of a split work item.
-HWY_INLINE void WriteStates(const AttentionProblem& p, const internal::WorkItem& w, int vectors,
+/// Saves (max, sum, accumulator) of query vectors [0, vectors) at states [state_index, ...).
+HWY_INLINE void WriteStates(const AttentionProblem& p, int64_t state_index, int vectors,
                             const VectorStates& s, float* states) {
   const int64_t stride = internal::StateFloats(p.padded_dim);
   for (int index = 0; index < vectors; ++index) {
-    float* state = states + (w.state_index + index) * stride;
+    float* state = states + (state_index + index) * stride;
     state[0] = s.maxes[index];
     state[1] = s.sums[index];
     std::copy(s.acc + static_cast<int64_t>(index) * p.padded_dim,
@@ -253,10 +269,9 @@ HWY_INLINE void WriteStates(const AttentionProblem& p, const internal::WorkItem&
 /// Finishes the dots of query vectors [first, first + block) against one tile (`scores`, rows of
 /// kKeyTile) and folds them into the vectors' running states. Afterwards `scores` holds the
 /// probabilities relative to the updated maxima; padding vectors (index >= vectors) get zeros.
-HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const internal::WorkItem& w, int rows,
+HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const QueryRow* rows, int vectors,
                              int first, int block, int64_t key0, int count, float* scores,
                              const VectorStates& s) {
-  const int vectors = p.group_size * rows;
   for (int v = 0; v < block; ++v) {
     float* row = scores + v * kKeyTile;
     const int index = first + v;
@@ -264,8 +279,7 @@ HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const internal::WorkItem
       std::fill(row, row + kKeyTile, 0.0f);
       continue;
     }
-    FinishScores(p, MakeQueryRow(p, w.request, w.kv_head, w.row_begin, rows, index), key0, count,
-                 row);
+    FinishScores(p, rows[index], key0, count, row);
     RowState state{s.maxes[index], s.sums[index],
                    s.acc + static_cast<int64_t>(index) * p.padded_dim};
     OnlineSoftmaxStep(row, p.padded_dim, &state);
@@ -284,18 +298,44 @@ HWY_INLINE void MarkActiveKeys(const float* probs, int num_keys, uint8_t* active
   }
 }
 
-/// Ends a work item: its output rows when it covers the whole context, else its split states.
-HWY_INLINE void FinishItem(const AttentionProblem& p, const internal::WorkItem& w, int rows,
-                           const VectorStates& s, float* states) {
+/// Ends a request work item: its output rows when it is their only part, else its states.
+HWY_INLINE void FinishItem(const AttentionProblem& p, const internal::WorkItem& w,
+                           const QueryRow* rows, const VectorStates& s, float* states) {
+  const int vectors = p.group_size * (w.row_end - w.row_begin);
   if (w.num_splits == 1) {
-    WriteOutputs(p, w, rows, s);
+    WriteOutputs(p, rows, vectors, s);
   } else {
-    WriteStates(p, w, p.group_size * rows, s, states);
+    WriteStates(p, w.state_index, vectors, s, states);
   }
 }
 
-/// Merges the split states of one tile in split order and writes its output rows. Exact for
-/// empty splits (max -inf, sum 0): they are skipped, never turned into NaN.
+/// Merges states [0, count) (given by pointer, in that order) into `acc` and the total sum over
+/// the largest max. Exact for empty states (max -inf, sum 0): they are skipped, never turned into
+/// NaN. Returns the merged (max, sum).
+HWY_INLINE RowState MergeStates(const float* const* parts, int count, int padded_dim,
+                                float* acc) {
+  RowState merged{kNegInf, 0.0f, acc};
+  for (int k = 0; k < count; ++k) merged.max = std::max(merged.max, parts[k][0]);
+  std::fill(acc, acc + padded_dim, 0.0f);
+  for (int k = 0; k < count && merged.max != kNegInf; ++k) {
+    const float* state = parts[k];
+    if (state[0] == kNegInf) continue;
+    const float weight = state[0] == merged.max ? 1.0f : ExpScalar(state[0] - merged.max);
+    merged.sum += state[1] * weight;
+    AddScaledRow(weight, state + 2, padded_dim, acc);
+  }
+  return merged;
+}
+
+/// Normalises a merged state and stores it as the output (and log-sum-exp) of (token, head).
+HWY_INLINE void StoreMerged(const AttentionProblem& p, int64_t token, int head,
+                            const RowState& merged, float* out) {
+  NormalizeRow(merged.acc, merged.sum, p.padded_dim, out);
+  StoreActivations(out, p.io_type, p.head_dim, OutputRow(p, token, head));
+  if (p.lse != nullptr) p.lse[token * p.num_heads + head] = LogSumExp(merged.max, merged.sum);
+}
+
+/// Merges the split states of one tile in split order and writes its output rows.
 inline void MergeSplits(const AttentionProblem& p, const internal::MergeTask& task,
                         const float* states, internal::Scratch* scratch) {
   const int rows = task.row_end - task.row_begin;
@@ -303,24 +343,29 @@ inline void MergeSplits(const AttentionProblem& p, const internal::MergeTask& ta
   const int64_t stride = internal::StateFloats(p.padded_dim);
   float* acc = scratch->Reserve(2 * static_cast<size_t>(p.padded_dim));
   float* out = acc + p.padded_dim;
+  std::vector<const float*> parts(task.num_splits);
   for (int index = 0; index < vectors; ++index) {
-    float global_max = kNegInf;
     for (int s = 0; s < task.num_splits; ++s) {
-      global_max = std::max(global_max, states[(task.state_index + s * vectors + index) * stride]);
+      parts[s] = states + (task.state_index + s * vectors + index) * stride;
     }
-    std::fill(acc, acc + p.padded_dim, 0.0f);
-    float sum = 0.0f;
-    for (int s = 0; s < task.num_splits && global_max != kNegInf; ++s) {
-      const float* state = states + (task.state_index + s * vectors + index) * stride;
-      if (state[0] == kNegInf) continue;
-      const float weight = state[0] == global_max ? 1.0f : ExpScalar(state[0] - global_max);
-      sum += state[1] * weight;
-      AddScaledRow(weight, state + 2, p.padded_dim, acc);
+    const RowState merged = MergeStates(parts.data(), task.num_splits, p.padded_dim, acc);
+    const int64_t token = p.batch.seqstarts[task.request] + task.row_begin + index % rows;
+    StoreMerged(p, token, task.kv_head * p.group_size + index / rows, merged, out);
+  }
+}
+
+/// Merges the parts of one unified-attention token, in the order given, for every query head.
+inline void MergeParts(const AttentionProblem& p, int64_t token, const internal::PartRef* refs,
+                       int count, const float* states, internal::Scratch* scratch) {
+  const int64_t stride = internal::StateFloats(p.padded_dim);
+  float* acc = scratch->Reserve(2 * static_cast<size_t>(p.padded_dim));
+  float* out = acc + p.padded_dim;
+  std::vector<const float*> parts(count);
+  for (int head = 0; head < p.num_heads; ++head) {
+    for (int k = 0; k < count; ++k) {
+      parts[k] = states + (refs[k].first + head * refs[k].head_stride) * stride;
     }
-    NormalizeRow(acc, sum, p.padded_dim, out);
-    const int head = task.kv_head * p.group_size + index / rows;
-    StoreActivations(out, p.io_type, p.head_dim,
-                     OutputRow(p, task.request, task.row_begin + index % rows, head));
+    StoreMerged(p, token, head, MergeStates(parts.data(), count, p.padded_dim, acc), out);
   }
 }
 

@@ -96,4 +96,27 @@ void RunAttention(const AttentionProblem& problem, const RunOptions& options) {
   });
 }
 
+void RunUnified(const AttentionProblem& problem, const UnifiedPlan& plan,
+                const RunOptions& options) {
+  const CpuKernels kernels = CpuKernelsFor(problem.kv.cache.elem);
+  std::vector<float> states(static_cast<size_t>(plan.num_states * StateFloats(problem.padded_dim)));
+  const int64_t shared = static_cast<int64_t>(plan.shared_items.size());
+  const int64_t items = shared + static_cast<int64_t>(plan.request_items.size());
+  // Shared items first: they are the largest (a segment chunk for up to kSharedReaders tokens).
+  ParallelFor(options, items, [&](int64_t i, Scratch* scratch) {
+    if (i < shared) {
+      kernels.attend_shared(problem, plan.shared_items[i], states.data(), scratch);
+    } else {
+      kernels.attend(problem, plan.request_items[i - shared], states.data(), scratch);
+    }
+  });
+  const int64_t tokens = static_cast<int64_t>(plan.part_begin.size()) - 1;
+  ParallelFor(options, tokens, [&](int64_t t, Scratch* scratch) {
+    const int64_t begin = plan.part_begin[t], end = plan.part_begin[t + 1];
+    if (end == begin) return;  // written directly by its only item
+    kernels.merge_parts(problem, t, plan.parts.data() + begin, static_cast<int>(end - begin),
+                        states.data(), scratch);
+  });
+}
+
 }  // namespace dynattn::internal

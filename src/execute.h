@@ -9,6 +9,7 @@
 
 #include "dynattn/ops.h"
 #include "simd/kernel_abi.h"
+#include "src/unified/plan_unified.h"
 
 namespace dynattn::internal {
 
@@ -21,6 +22,9 @@ void WriteNewTokens(const WriteProblem& problem, const RunOptions& options);
 void GatherContext(const GatherProblem& problem, const RunOptions& options);
 /// Attention over the plan's work items, then the merge of split contexts.
 void RunAttention(const AttentionProblem& problem, const RunOptions& options);
+/// Unified attention: every shared and request item of `plan`, then every token's merge.
+void RunUnified(const AttentionProblem& problem, const UnifiedPlan& plan,
+                const RunOptions& options);
 
 }  // namespace dynattn::internal
 

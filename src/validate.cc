@@ -13,7 +13,6 @@
 #include <vector>
 
 namespace dynattn::internal {
-namespace {
 
 using std::to_string;
 
@@ -411,8 +410,6 @@ void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionPro
   p->score_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
   p->is_causal = a.is_causal;
 }
-
-}  // namespace
 
 Status ValidateRunOptions(const RunOptions& options) {
   if (options.num_threads < 0 || options.num_threads > kMaxThreads) {

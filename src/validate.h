@@ -7,6 +7,7 @@
 #ifndef DYNATTN_SRC_VALIDATE_H_
 #define DYNATTN_SRC_VALIDATE_H_
 
+#include <string>
 #include <vector>
 
 #include "dynattn/ops.h"
@@ -40,6 +41,30 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
 Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
                                        const MultiHeadCacheAttentionArgs& args,
                                        MultiHeadCacheAttentionCall* call);
+
+// Building blocks shared by the validators of every op (validate.cc).
+
+/// "(2, 3, 4)".
+std::string ShapeString(const TensorView& t);
+/// Rank, device, extents, density and data pointer of a present tensor.
+Status CheckStorage(const char* name, const TensorView& t);
+/// A present fp32/fp16 tensor of rank 3.
+Status CheckActivation(const char* name, const TensorView& t);
+/// `t` has exactly `dtype` and shape (a, b, c); `shape_rule` names the shape in the message.
+Status CheckExact(const char* name, const TensorView& t, DType dtype, int64_t a, int64_t b,
+                  int64_t c, const char* shape_rule);
+/// A present int64 vector of `length` entries (any length when negative).
+Status CheckInt64Vector(const char* name, const TensorView& t, int64_t length);
+/// Offsets: B+1 >= 1 int64 entries starting at 0, non-decreasing.
+Status CheckStarts(const char* name, const TensorView& t, int64_t length);
+/// num_heads, head_dim, num_kv_heads (0 means num_heads; must divide it).
+Status CheckHeads(const AttentionAttrs& a, int* kv_heads);
+/// A caller-built CacheDesc: consistent with the call and with itself.
+Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int head_dim);
+/// No two new tokens write the same slot.
+Status CheckDistinctWrites(const Batch& batch, const SlotMap& map);
+/// Heads, sizes and score scale of an attention problem.
+void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionProblem* p);
 
 /// RunOptions: 0 (all cores) or a thread count up to kMaxThreads.
 Status ValidateRunOptions(const RunOptions& options);

@@ -432,6 +432,143 @@ GenOptions EffectiveOptions(GenOptions options) {
   return options;
 }
 
+// ----------------------------------------------------------------------------------------------
+// Unified attention steps.
+
+// One request of a unified step, and the prefix group whose first `shared_blocks` blocks it
+// shares (-1: none).
+struct UnifiedRequest {
+  int64_t context = 0, queries = 0;
+  int64_t group = -1;
+};
+
+UnifiedRequest DrawUnifiedRequest(Rng& rng, const GenOptions& o, int64_t context_cap) {
+  UnifiedRequest r;
+  const double kind = rng.Uniform();
+  if (kind < 0.2) {  // prompt
+    r.queries = rng.Int(1, int64_t{o.max_seqlen});
+  } else if (kind < 0.4) {  // prompt chunk after a cached prefix
+    r.queries = rng.Int(2, std::max<int64_t>(2, int64_t{o.max_seqlen}));
+    r.context = rng.Int(1, context_cap);
+  } else if (kind < 0.8) {  // decode
+    r.queries = 1;
+    r.context = rng.Int(0, context_cap);
+  } else if (kind < 0.92) {  // multi-token decode (speculative verification)
+    r.queries = rng.Int(2, 5);
+    r.context = rng.Int(1, context_cap);
+  } else {  // idle: in the batch, nothing to compute
+    r.context = rng.Int(0, context_cap);
+  }
+  return r;
+}
+
+// Requests, then prefix groups: members of a group share their first blocks (full ones only, all
+// inside every member's context, so no fresh token ever writes into a shared block).
+std::vector<UnifiedRequest> DrawUnifiedRequests(Rng& rng, const GenOptions& o, int64_t block,
+                                                std::vector<int64_t>* group_blocks) {
+  const int64_t count = rng.Int(1, o.max_batch);
+  const int64_t max_context = o.max_context;
+  int64_t context_cap = rng.Pick(std::vector<int64_t>{8, 40, max_context});
+  context_cap = std::max<int64_t>(1, std::min(context_cap, max_context));
+  std::vector<UnifiedRequest> requests;
+  for (int64_t b = 0; b < count; ++b) requests.push_back(DrawUnifiedRequest(rng, o, context_cap));
+  const int64_t groups = rng.Int(0, 2);
+  for (int64_t g = 0; g < groups; ++g) {
+    std::vector<int64_t> members;
+    for (int64_t b = 0; b < count; ++b) {
+      if (requests[b].group == -1 && requests[b].context >= block && rng.Chance(0.6)) {
+        members.push_back(b);
+      }
+    }
+    if (members.size() < 2 && !(members.size() == 1 && requests[members[0]].queries > 1)) continue;
+    int64_t full = std::numeric_limits<int64_t>::max();
+    for (int64_t b : members) full = std::min(full, requests[b].context / block);
+    for (int64_t b : members) requests[b].group = static_cast<int64_t>(group_blocks->size());
+    group_blocks->push_back(rng.Int(1, full));
+  }
+  return requests;
+}
+
+// Block tables: shared prefix blocks first (one physical block per group block), then every
+// request's own blocks, all at random ids among num_blocks (some of them large); unused entries
+// hold garbage ids that must never be read.
+Array BuildBlockTable(Rng& rng, const std::vector<UnifiedRequest>& requests,
+                      const std::vector<int64_t>& group_blocks, int64_t block,
+                      int64_t* num_blocks) {
+  int64_t max_blocks = 1, needed = 0;
+  for (const UnifiedRequest& r : requests) {
+    const int64_t blocks = (r.context + r.queries + block - 1) / block;
+    max_blocks = std::max(max_blocks, blocks);
+    needed += blocks;
+  }
+  max_blocks += rng.Int(0, 2);
+  *num_blocks = needed + rng.Int(0, 3) + (rng.Chance(0.3) ? rng.Int(10, 300) : 0);
+  std::vector<int64_t> ids(*num_blocks);
+  for (int64_t i = 0; i < *num_blocks; ++i) ids[i] = i;
+  rng.Shuffle(&ids);
+  size_t next = 0;
+  std::vector<std::vector<int64_t>> group_ids;
+  for (int64_t shared : group_blocks) {
+    group_ids.emplace_back(ids.begin() + next, ids.begin() + next + shared);
+    next += shared;
+  }
+  std::vector<int64_t> table;
+  for (const UnifiedRequest& r : requests) {
+    const int64_t blocks = (r.context + r.queries + block - 1) / block;
+    for (int64_t j = 0; j < max_blocks; ++j) {
+      if (j >= blocks) {
+        table.push_back(rng.Chance(0.5) ? -1 : rng.Int(-5, *num_blocks + 5));
+      } else if (r.group >= 0 && j < group_blocks[r.group]) {
+        table.push_back(group_ids[r.group][j]);
+      } else {
+        table.push_back(ids[next++]);
+      }
+    }
+  }
+  return MakeI64({static_cast<int64_t>(requests.size()), max_blocks}, table);
+}
+
+// The cached context of every request, written by an earlier (reference) step; a shared prefix
+// is written once, by the first member of its group.
+void WriteUnifiedHistory(Rng& rng, const Plan& plan, const std::vector<UnifiedRequest>& requests,
+                         const std::vector<int64_t>& group_blocks, int64_t block, Attrs attrs,
+                         Tensors* inputs) {
+  std::vector<int64_t> skip, length, pages;
+  std::vector<bool> group_written(group_blocks.size(), false);
+  for (const UnifiedRequest& r : requests) {
+    int64_t from = 0;
+    if (r.group >= 0 && group_written[r.group]) from = group_blocks[r.group] * block;
+    if (r.group >= 0) group_written[r.group] = true;
+    skip.push_back(from);
+    length.push_back(r.context - from);
+  }
+  const Array& table = inputs->at("block_table");
+  for (int64_t i = 0; i < table.numel(); ++i) {
+    pages.push_back(std::max<int64_t>(0, table.data<int64_t>()[i]) * block);
+  }
+  const int64_t count = static_cast<int64_t>(requests.size());
+  std::vector<int64_t> kvlen;
+  for (const UnifiedRequest& r : requests) kvlen.push_back(r.context);
+  Tensors history;
+  history["cache"] = inputs->at("cache");
+  if (inputs->count("scale")) history["scale"] = inputs->at("scale");
+  history["cachestarts"] = MakeI64(table.shape, pages);
+  history["seqstarts"] = MakeI64({count + 1}, PrefixStarts(length));
+  history["kvstarts"] = MakeI64({count + 1}, PrefixStarts(kvlen));
+  history["start_pos"] = MakeI64({count}, skip);
+  history["max_seqlen"] = ScalarI64(MaxOf(length));
+  history["max_kvlen"] = ScalarI64(MaxOf(kvlen));
+  const int64_t rows = PrefixStarts(length).back();
+  history["current_key"] = RandomValues(rng, plan.t1, {rows, plan.hkv, plan.d}, 1);
+  history["current_value"] = RandomValues(rng, plan.t1, {rows, plan.hkv, plan.d}, plan.v_magnitude);
+  attrs.num_repeat = 1;
+  attrs.cache_mode = 1;
+  attrs.page_size = static_cast<int>(block);
+  KvcResult written = KeyValueCache(attrs, history);
+  (*inputs)["cache"] = std::move(written.cache);
+  if (plan.quant_bit != 0) (*inputs)["scale"] = std::move(written.scale);
+}
+
 }  // namespace
 
 Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options) {
@@ -445,6 +582,67 @@ Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options)
   if (plan.has_cache()) AddCache(rng, &plan, result.attrs, &result.inputs);
   if (plan.has_query() && plan.mask_rank != 0) result.inputs["attn_mask"] = BuildMask(rng, plan);
   result.description = Describe(op, seed, plan);
+  return result;
+}
+
+}  // namespace dynattn_ref
+
+namespace dynattn_ref {
+
+Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
+  Rng rng(MixSeed("unified_attention", seed));
+  const GenOptions o = EffectiveOptions(options);
+  Plan plan;
+  plan.op = Op::kMhca;
+  plan.t1 = rng.Chance(0.5) ? Dt::kF32 : Dt::kF16;
+  DrawHeads(rng, o, &plan);
+  DrawCacheAttrs(rng, o, &plan);
+  plan.alibi = rng.Chance(0.3) ? 1 : 0;
+  plan.v_magnitude = rng.Pick(std::vector<double>{1, 1, 4, 30});
+  const int64_t block = rng.Pick(std::vector<int64_t>{1, 2, 3, 4, 16, 16, 32});
+  std::vector<int64_t> group_blocks;
+  const std::vector<UnifiedRequest> requests = DrawUnifiedRequests(rng, o, block, &group_blocks);
+  Case result;
+  result.op = "unified_attention";
+  result.attrs = MakeAttrs(plan);
+  result.attrs.is_causal = 1;
+  result.attrs.is_alibi = plan.alibi;
+  result.attrs.cache_mode = 0;
+  result.attrs.block_size = static_cast<int>(block);
+  int64_t num_blocks = 0;
+  Tensors& in = result.inputs;
+  in["block_table"] = BuildBlockTable(rng, requests, group_blocks, block, &num_blocks);
+  std::vector<int64_t> queries, context;
+  for (const UnifiedRequest& r : requests) {
+    queries.push_back(r.queries);
+    context.push_back(r.context);
+  }
+  const int64_t count = static_cast<int64_t>(requests.size());
+  const int64_t tokens = PrefixStarts(queries).back();
+  in["query_start_loc"] = MakeI64({count + 1}, PrefixStarts(queries));
+  in["context_lens"] = MakeI64({count}, context);
+  in["query"] = RandomValues(rng, plan.t1, {tokens, plan.hq, plan.d}, 1);
+  in["current_key"] = RandomValues(rng, plan.t1, {tokens, plan.hkv, plan.d}, 1);
+  in["current_value"] = RandomValues(rng, plan.t1, {tokens, plan.hkv, plan.d}, plan.v_magnitude);
+  plan.max_t = num_blocks * block;
+  const int64_t stored_dim = plan.quant_bit == 4 ? plan.d / 2 : plan.d;
+  in["cache"] = GarbageArray(
+      rng, plan.cache_dt,
+      detail::CacheShape(plan.layout, plan.num_layer, plan.max_t, plan.hkv, stored_dim));
+  if (plan.quant_bit != 0) {
+    in["scale"] = GarbageArray(rng, plan.scale_dt,
+                               detail::CacheShape(plan.layout, plan.num_layer, plan.max_t,
+                                                  plan.hkv, plan.d / plan.group));
+  }
+  WriteUnifiedHistory(rng, plan, requests, group_blocks, block, result.attrs, &in);
+  std::ostringstream text;
+  text << "unified_attention seed=" << seed << " T1=" << DtName(plan.t1) << " B=" << count
+       << " queries=" << Join(queries) << " context=" << Join(context) << " Hq=" << plan.hq
+       << " Hkv=" << plan.hkv << " D=" << plan.d << " bs=" << block << " blocks=" << num_blocks
+       << " groups=" << Join(group_blocks) << " quant_bit=" << plan.quant_bit << " G=" << plan.group
+       << " layout=" << plan.layout << " L=" << plan.num_layer << " l=" << plan.layer
+       << " alibi=" << plan.alibi;
+  result.description = text.str();
   return result;
 }
 

@@ -45,6 +45,14 @@ struct GenOptions {
 //     columns, -inf entries and some fully -inf rows.
 Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options = {});
 
+// A random valid unified-attention step (unified-and-ksana §1, §6): prompts, prompt chunks,
+// decodes, multi-token decodes and idle requests mixed; groups of requests sharing prefix blocks;
+// block ids permuted among up to a few hundred blocks; block sizes 1-32; every cache format,
+// layout and layer of RandomCase; ALiBi sometimes. Cached context is written by a reference
+// KeyValueCache history step, every other cache byte (and unused table entry) is garbage.
+// Inputs as dynattn_ref::UnifiedAttention names them; attrs.block_size is set.
+Case RandomUnifiedCase(uint64_t seed, const GenOptions& options = {});
+
 }  // namespace dynattn_ref
 
 #endif  // DYNATTN_TESTS_REFERENCE_CASE_GEN_H_

@@ -110,6 +110,7 @@ void CollectResults(Tensors* t, LibResult* r) {
   take(t->outputs, "key", &r->key);
   take(t->outputs, "value", &r->value);
   take(t->outputs, "attn_output", &r->attn_output);
+  take(t->outputs, "lse", &r->lse);
 }
 
 }  // namespace
@@ -119,10 +120,41 @@ dynattn::TensorView ViewOf(Array& array) {
                                     static_cast<int>(array.shape.size()), array.shape.data());
 }
 
+/// A unified step through MakePmxBlockCache and UnifiedAttention, with the log-sum-exp.
+dynattn::Status RunUnified(const Case& c, Tensors* t, const dynattn::RunOptions& options) {
+  const Array& q = Input(c, "query");
+  const Array& ck = Input(c, "current_key");
+  t->outputs["attn_output"] = Poisoned(q.dt, q.shape);
+  t->outputs["lse"] = Poisoned(Dt::kF32, {q.shape[0], q.shape[1]});
+  dynattn::TensorLookup lookup = t->Lookup();
+  dynattn::BlockCache cache;
+  DYNATTN_RETURN_IF_ERROR(dynattn::MakePmxBlockCache(
+      lookup("cache"), lookup("scale"), CacheAttrsOf(c.attrs), static_cast<int>(ck.shape[1]),
+      c.attrs.head_dim, c.attrs.block_size, &cache));
+  dynattn::UnifiedAttentionAttrs attrs;
+  attrs.num_heads = c.attrs.num_heads;
+  attrs.head_dim = c.attrs.head_dim;
+  attrs.num_kv_heads = c.attrs.num_kv_heads;
+  attrs.is_alibi = c.attrs.is_alibi != 0;
+  dynattn::UnifiedAttentionArgs args;
+  args.query = lookup("query");
+  args.current_key = lookup("current_key");
+  args.current_value = lookup("current_value");
+  args.query_start_loc = lookup("query_start_loc");
+  args.context_lens = lookup("context_lens");
+  args.block_table = lookup("block_table");
+  args.cache = &cache;
+  args.attn_output = lookup("attn_output");
+  args.lse = lookup("lse");
+  return dynattn::UnifiedAttention(attrs, args, options);
+}
+
 LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options) {
   LibResult r;
   Tensors t{c.inputs, {}};
-  if (c.op == "key_value_cache") {
+  if (c.op == "unified_attention") {
+    r.status = RunUnified(c, &t, options);
+  } else if (c.op == "key_value_cache") {
     AddKvcOutputs(c, &t);
     dynattn::KeyValueCacheAttrs attrs;
     attrs.cache = CacheAttrsOf(c.attrs);

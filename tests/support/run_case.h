@@ -25,7 +25,8 @@ struct LibResult {
   dynattn::Status status;
   Array cache, scale;  ///< In/out cache and scale after the call (KVC, MHCA).
   Array key, value;    ///< KVC outputs.
-  Array attn_output;   ///< MHA, MHCA output.
+  Array attn_output;   ///< MHA, MHCA, unified output.
+  Array lse;           ///< Unified attention's log-sum-exp.
 };
 
 /// A dense view of a reference array.
@@ -35,7 +36,8 @@ dynattn::TensorView ViewOf(Array& array);
 dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& attrs);
 dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& attrs);
 
-/// Runs `c` through the op it names.
+/// Runs `c` through the op it names ("unified_attention" too: PMX cache through
+/// MakePmxBlockCache, attrs.block_size, log-sum-exp requested).
 LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options = {});
 
 /// Runs `body` once per Highway target compiled into the library and supported here, with that

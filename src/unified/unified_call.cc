@@ -1,0 +1,235 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The rules, in the order a caller would fix them: attributes; query and fresh K/V; the request
+// offsets and context lengths; the block cache; every block id a request reads or writes; the
+// slots the fresh tokens write (distinct, and not another request's context); the outputs.
+
+#include "src/unified/unified_call.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "src/validate.h"
+
+namespace dynattn::internal {
+namespace {
+
+using std::to_string;
+
+Status CheckContextLens(const TensorView& t, int64_t requests) {
+  DYNATTN_RETURN_IF_ERROR(CheckInt64Vector("context_lens", t, requests));
+  const int64_t* c = t.As<const int64_t>();
+  for (int64_t b = 0; b < requests; ++b) {
+    if (c[b] < 0 || c[b] > (int64_t{1} << 40)) {
+      return Status::Invalid("context_lens", "entry " + to_string(b) + " = " + to_string(c[b]) +
+                                                 " must be in [0, 2^40]");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckBlockCache(const BlockCache* c, int kv_heads, int head_dim) {
+  if (c == nullptr) return Status::Invalid("cache", "is required (a BlockCache)");
+  if (c->block_size < 1) {
+    return Status::Invalid("block_size", "must be >= 1, got " + to_string(c->block_size));
+  }
+  if (c->block_stride < 0 || c->num_blocks < 0) {
+    return Status::Invalid("cache", "block_stride and num_blocks must be >= 0");
+  }
+  if (c->block_stride != 0 && c->block_stride < c->block_size) {
+    return Status::Invalid("cache", "block_stride " + to_string(c->block_stride) +
+                                        " must be 0 or >= block_size " +
+                                        to_string(c->block_size) + " (blocks may not overlap)");
+  }
+  CacheAttrs attrs;
+  attrs.quant_bit = c->cache.elem == CacheElem::kInt8   ? 8
+                    : c->cache.elem == CacheElem::kInt4 ? 4
+                                                        : 0;
+  DYNATTN_RETURN_IF_ERROR(CheckRawDesc(c->cache, attrs, kv_heads, head_dim));
+  if (c->num_blocks > 0 &&
+      (c->num_blocks - 1 > (c->cache.num_slots - c->block_size) / c->Stride() ||
+       c->cache.num_slots < c->block_size)) {
+    return Status::Invalid("cache", to_string(c->num_blocks) + " blocks of " +
+                                        to_string(c->block_size) + " slots, " +
+                                        to_string(c->Stride()) + " apart, need more than the " +
+                                        to_string(c->cache.num_slots) + " slots of the cache");
+  }
+  return Status::Ok();
+}
+
+/// Every block a request reads or writes: in range, and not used twice by the request.
+Status CheckBlockTable(const TensorView& table, const UnifiedStep& s, int64_t num_blocks) {
+  for (int64_t b = 0; b < s.num_requests; ++b) {
+    const int64_t tokens = s.context_lens[b] + s.QueryLen(b);
+    const int64_t blocks = s.QueryLen(b) == 0 ? 0 : (tokens + s.block_size - 1) / s.block_size;
+    if (blocks > s.table_stride) {
+      return Status::Invalid("block_table", "request " + to_string(b) + " needs " +
+                                                to_string(blocks) + " blocks for " +
+                                                to_string(tokens) + " tokens, the table has " +
+                                                to_string(table.shape[1]) + " columns");
+    }
+    std::vector<int64_t> ids;
+    for (int64_t j = 0; j < blocks; ++j) {
+      const int64_t id = s.Block(b, j);
+      if (id < 0 || id >= num_blocks) {
+        return Status::Invalid("block_table", "entry [" + to_string(b) + ", " + to_string(j) +
+                                                  "] = " + to_string(id) + " is outside [0, " +
+                                                  to_string(num_blocks) + ")");
+      }
+      ids.push_back(id);
+    }
+    std::sort(ids.begin(), ids.end());
+    const auto dup = std::adjacent_find(ids.begin(), ids.end());
+    if (dup != ids.end()) {
+      return Status::Invalid("block_table", "request " + to_string(b) + " uses block " +
+                                                to_string(*dup) + " twice");
+    }
+  }
+  return Status::Ok();
+}
+
+/// Fresh tokens write distinct slots, and none writes a slot another request reads as context.
+Status CheckWrites(const UnifiedStep& s) {
+  std::map<std::pair<int64_t, int64_t>, int64_t> writes;  // (block, offset) -> token
+  for (int64_t b = 0; b < s.num_requests; ++b) {
+    for (int64_t i = 0; i < s.QueryLen(b); ++i) {
+      const int64_t pos = s.context_lens[b] + i, token = s.query_start_loc[b] + i;
+      const auto [it, fresh] =
+          writes.emplace(std::make_pair(s.Block(b, pos / s.block_size), pos % s.block_size), token);
+      if (!fresh) {
+        return Status::Invalid("block_table", "tokens " + to_string(it->second) + " and " +
+                                                  to_string(token) + " both write slot " +
+                                                  to_string(pos % s.block_size) + " of block " +
+                                                  to_string(it->first.first));
+      }
+    }
+  }
+  for (int64_t b = 0; b < s.num_requests; ++b) {
+    for (int64_t j = 0; j < s.ContextBlocks(b); ++j) {
+      const int64_t used = std::min(s.block_size, s.context_lens[b] - j * s.block_size);
+      const auto first = writes.lower_bound({s.Block(b, j), 0});
+      if (first != writes.end() && first->first.first == s.Block(b, j) &&
+          first->first.second < used) {
+        return Status::Invalid("block_table", "token " + to_string(first->second) +
+                                                  " writes slot " + to_string(first->first.second) +
+                                                  " of block " + to_string(s.Block(b, j)) +
+                                                  ", which request " + to_string(b) +
+                                                  " reads as context");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& args,
+                   int* kv_heads) {
+  const AttentionAttrs heads{a.num_heads, a.head_dim, true, a.is_alibi, a.num_kv_heads};
+  DYNATTN_RETURN_IF_ERROR(CheckHeads(heads, kv_heads));
+  DYNATTN_RETURN_IF_ERROR(CheckActivation("query", args.query));
+  const DType io = args.query.dtype;
+  const int64_t t = args.query.shape[0];
+  DYNATTN_RETURN_IF_ERROR(
+      CheckExact("query", args.query, io, t, a.num_heads, a.head_dim, "(T, num_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("current_key", args.current_key, io, t, *kv_heads,
+                                     a.head_dim, "(T, num_kv_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("current_value", args.current_value, io, t, *kv_heads,
+                                     a.head_dim, "(T, num_kv_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckStarts("query_start_loc", args.query_start_loc, -1));
+  const int64_t* qsl = args.query_start_loc.As<const int64_t>();
+  const int64_t requests = args.query_start_loc.shape[0] - 1;
+  if (qsl[requests] != t) {
+    return Status::Invalid("query_start_loc", "last entry " + to_string(qsl[requests]) +
+                                                  " must equal the query tokens T = " +
+                                                  to_string(t));
+  }
+  DYNATTN_RETURN_IF_ERROR(CheckContextLens(args.context_lens, requests));
+  DYNATTN_RETURN_IF_ERROR(CheckStorage("block_table", args.block_table));
+  if (!args.block_table.present() || args.block_table.dtype != DType::kI64 ||
+      args.block_table.rank != 2 || args.block_table.shape[0] != requests) {
+    return Status::Invalid("block_table", "must be int64 of shape (B = " + to_string(requests) +
+                                              ", max_blocks), got " +
+                                              (args.block_table.present()
+                                                   ? std::string(DTypeName(args.block_table.dtype)) +
+                                                         " " + ShapeString(args.block_table)
+                                                   : std::string("nothing")));
+  }
+  return CheckBlockCache(args.cache, *kv_heads, a.head_dim);
+}
+
+Status CheckOutputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& args) {
+  const int64_t t = args.query.shape[0];
+  DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, args.query.dtype, t,
+                                     a.num_heads, a.head_dim, "(T, num_heads, head_dim)"));
+  if (!args.lse.present()) return Status::Ok();
+  DYNATTN_RETURN_IF_ERROR(CheckStorage("lse", args.lse));
+  if (args.lse.dtype != DType::kF32 || args.lse.rank != 2 || args.lse.shape[0] != t ||
+      args.lse.shape[1] != a.num_heads) {
+    return Status::Invalid("lse", "must be float32 of shape (T, num_heads) = (" + to_string(t) +
+                                      ", " + to_string(a.num_heads) + "), got " +
+                                      DTypeName(args.lse.dtype) + " " + ShapeString(args.lse));
+  }
+  return Status::Ok();
+}
+
+void FillStep(const UnifiedAttentionArgs& args, int kv_heads, int num_heads, UnifiedStep* s) {
+  s->num_requests = args.query_start_loc.shape[0] - 1;
+  s->query_start_loc = args.query_start_loc.As<const int64_t>();
+  s->context_lens = args.context_lens.As<const int64_t>();
+  s->block_table = args.block_table.As<const int64_t>();
+  s->table_stride = args.block_table.shape[1];
+  s->block_size = args.cache->block_size;
+  s->block_stride = args.cache->Stride();
+  s->num_kv_heads = kv_heads;
+  s->group_size = num_heads / kv_heads;
+}
+
+/// The kernels' view: request b has kvlen = context + query tokens, its new tokens last, causal.
+void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& args, int kv_heads,
+                  UnifiedCall* call) {
+  const UnifiedStep& s = call->step;
+  call->kvstarts.assign(1, 0);
+  for (int64_t b = 0; b < s.num_requests; ++b) {
+    call->kvstarts.push_back(call->kvstarts.back() + s.context_lens[b] + s.QueryLen(b));
+  }
+  Batch batch;
+  batch.size = s.num_requests;
+  batch.seqstarts = s.query_start_loc;
+  batch.kvstarts = call->kvstarts.data();
+  batch.start_pos = s.context_lens;
+  KvSource source;
+  source.cache = args.cache->cache;
+  source.slots = SlotMap{SlotMap::Mode::kBlocks, s.block_table, s.table_stride, s.block_size,
+                         s.block_stride};
+  const DType io = args.query.dtype;
+  call->write = WriteProblem{batch, io, args.current_key.data, args.current_value.data, source};
+  AttentionProblem& p = call->attention;
+  FillAttention(AttentionAttrs{a.num_heads, a.head_dim, true, a.is_alibi, kv_heads}, kv_heads, io,
+                &p);
+  p.batch = batch;
+  p.query = args.query.data;
+  p.output = args.attn_output.data;
+  p.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
+  p.kv = source;
+  if (a.is_alibi) {
+    call->alibi_slopes = AlibiSlopes(a.num_heads);
+    p.alibi_slopes = call->alibi_slopes.data();
+  }
+}
+
+}  // namespace
+
+Status ValidateUnifiedAttention(const UnifiedAttentionAttrs& attrs,
+                                const UnifiedAttentionArgs& args, UnifiedCall* call) {
+  int kv_heads = 0;
+  DYNATTN_RETURN_IF_ERROR(CheckInputs(attrs, args, &kv_heads));
+  FillStep(args, kv_heads, attrs.num_heads, &call->step);
+  DYNATTN_RETURN_IF_ERROR(CheckBlockTable(args.block_table, call->step, args.cache->num_blocks));
+  DYNATTN_RETURN_IF_ERROR(CheckWrites(call->step));
+  DYNATTN_RETURN_IF_ERROR(CheckOutputs(attrs, args));
+  FillProblems(attrs, args, kv_heads, call);
+  return Status::Ok();
+}
+
+}  // namespace dynattn::internal

@@ -1,0 +1,296 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Unified attention against the float64 reference (its definition: paged MultiHeadCacheAttention),
+// on the design document's 4-request step and on random mixed steps (shared prefixes, permuted
+// and large block ids, empty contexts, multi-token decodes) on every compiled SIMD target; the
+// planner's one-path-per-pair coverage; bitwise determinism across thread counts and request
+// order; and validation that leaves everything untouched.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "src/unified/plan_unified.h"
+#include "src/unified/unified_call.h"
+#include "tests/reference/reference.h"
+#include "tests/support/run_case.h"
+
+namespace dynattn_test {
+namespace {
+
+using dynattn_ref::Dt;
+using dynattn_ref::MakeI64;
+
+int CasesPerTarget() {
+  if (const char* env = std::getenv("DYNATTN_TEST_CASES")) return std::atoi(env);
+  return 40;
+}
+
+/// Library result against the reference: cache and scale bytes exact, output and lse in bounds.
+void CheckAgainstReference(const Case& c, const LibResult& lib) {
+  REQUIRE_MESSAGE(lib.status.ok(), lib.status.message());
+  const dynattn_ref::AttnResult ref = dynattn_ref::UnifiedAttention(c.attrs, c.inputs);
+  std::string why;
+  CHECK_MESSAGE(SameBytes(lib.cache, ref.cache, &why), "cache: " << why);
+  if (c.attrs.quant_bit != 0) CHECK_MESSAGE(SameBytes(lib.scale, ref.scale, &why), "scale: " << why);
+  const std::string out = dynattn_ref::CheckAttention(ref, lib.attn_output);
+  CHECK_MESSAGE(out.empty(), out);
+  const std::string lse = dynattn_ref::CheckLse(ref, lib.lse);
+  CHECK_MESSAGE(lse.empty(), lse);
+}
+
+/// The planner's view of a case (validated by the library's own validator).
+struct PlannedCase {
+  Case c;
+  dynattn::BlockCache cache;
+  dynattn::UnifiedAttentionArgs args;
+  dynattn::internal::UnifiedCall call;
+  Array output, lse;
+};
+
+void Plan(const Case& source, PlannedCase* p) {
+  p->c = source;
+  auto& in = p->c.inputs;
+  const Array& q = in.at("query");
+  p->output = dynattn_ref::MakeArray(q.dt, q.shape);
+  p->lse = dynattn_ref::MakeArray(Dt::kF32, {q.shape[0], q.shape[1]});
+  const dynattn::TensorView scale = in.count("scale") ? ViewOf(in.at("scale")) : dynattn::TensorView{};
+  REQUIRE(dynattn::MakePmxBlockCache(ViewOf(in.at("cache")), scale, CacheAttrsOf(p->c.attrs),
+                                     static_cast<int>(in.at("current_key").shape[1]),
+                                     p->c.attrs.head_dim, p->c.attrs.block_size, &p->cache)
+              .ok());
+  p->args.query = ViewOf(in.at("query"));
+  p->args.current_key = ViewOf(in.at("current_key"));
+  p->args.current_value = ViewOf(in.at("current_value"));
+  p->args.query_start_loc = ViewOf(in.at("query_start_loc"));
+  p->args.context_lens = ViewOf(in.at("context_lens"));
+  p->args.block_table = ViewOf(in.at("block_table"));
+  p->args.cache = &p->cache;
+  p->args.attn_output = ViewOf(p->output);
+  dynattn::UnifiedAttentionAttrs attrs{p->c.attrs.num_heads, p->c.attrs.head_dim,
+                                       p->c.attrs.num_kv_heads, p->c.attrs.is_alibi != 0};
+  const dynattn::Status status = dynattn::internal::ValidateUnifiedAttention(attrs, p->args, &p->call);
+  REQUIRE_MESSAGE(status.ok(), status.message());
+}
+
+/// Token ranges [first, last) of each request of a case.
+std::vector<std::pair<int64_t, int64_t>> TokenRanges(const Case& c) {
+  const Array& qsl = c.inputs.at("query_start_loc");
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t b = 0; b + 1 < qsl.numel(); ++b) {
+    ranges.emplace_back(qsl.data<int64_t>()[b], qsl.data<int64_t>()[b + 1]);
+  }
+  return ranges;
+}
+
+/// Rows [first, last) of every request of `c`, requests in reverse order.
+Array ReverseRows(const Case& c, const Array& rows) {
+  Array out = rows;
+  const int64_t tokens = rows.shape.empty() ? 0 : rows.shape[0];
+  const size_t row_bytes = tokens == 0 ? 0 : rows.bytes.size() / static_cast<size_t>(tokens);
+  size_t cursor = 0;
+  const auto ranges = TokenRanges(c);
+  for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
+    const size_t bytes = static_cast<size_t>(it->second - it->first) * row_bytes;
+    std::copy_n(rows.bytes.begin() + it->first * row_bytes, bytes, out.bytes.begin() + cursor);
+    cursor += bytes;
+  }
+  return out;
+}
+
+/// The same step with its requests in reverse order (same cache, same block ids).
+Case ReverseRequests(const Case& c) {
+  Case r = c;
+  const auto ranges = TokenRanges(c);
+  const int64_t count = static_cast<int64_t>(ranges.size());
+  std::vector<int64_t> qsl{0}, context;
+  const Array& table = c.inputs.at("block_table");
+  const int64_t width = table.shape[1];
+  std::vector<int64_t> rows;
+  for (int64_t b = count - 1; b >= 0; --b) {
+    qsl.push_back(qsl.back() + ranges[b].second - ranges[b].first);
+    context.push_back(c.inputs.at("context_lens").data<int64_t>()[b]);
+    for (int64_t j = 0; j < width; ++j) rows.push_back(table.data<int64_t>()[b * width + j]);
+  }
+  r.inputs["query_start_loc"] = MakeI64({count + 1}, qsl);
+  r.inputs["context_lens"] = MakeI64({count}, context);
+  r.inputs["block_table"] = MakeI64(table.shape, rows);
+  for (const char* name : {"query", "current_key", "current_value"}) {
+    r.inputs[name] = ReverseRows(c, c.inputs.at(name));
+  }
+  return r;
+}
+
+/// Output rows of `c`'s requests equal those of its reversed twin, bit for bit.
+bool SameRowsReversed(const Case& c, const Array& forward, const Array& reversed) {
+  std::string why;
+  const bool same = SameBytes(ReverseRows(c, forward), reversed, &why);
+  if (!same) MESSAGE(why);
+  return same;
+}
+
+/// The design document's step (spec unified-and-ksana §1.7): block size 4, query lengths
+/// [8, 4, 1, 1], context lengths [0, 4, 6, 4], tables [0,1], [4,2], [3,5], [3,6]; the cached
+/// context written by a reference history step.
+Case DesignDocStep() {
+  dynattn_ref::GenOptions options;
+  Case c = dynattn_ref::RandomUnifiedCase(1, options);  // for its attribute plumbing only
+  c.attrs = dynattn_ref::Attrs{};
+  c.attrs.num_heads = 4;
+  c.attrs.num_kv_heads = 2;
+  c.attrs.head_dim = 16;
+  c.attrs.block_size = 4;
+  c.attrs.quant_bit = 8;
+  c.attrs.quant_group = 8;
+  const int64_t blocks = 7, block = 4, hkv = 2, d = 16;
+  auto& in = c.inputs;
+  in.clear();
+  in["query_start_loc"] = MakeI64({5}, {0, 8, 12, 13, 14});
+  in["context_lens"] = MakeI64({4}, {0, 4, 6, 4});
+  in["block_table"] = MakeI64({4, 2}, {0, 1, 4, 2, 3, 5, 3, 6});
+  uint64_t state = 12345;
+  auto values = [&](std::vector<int64_t> shape) {
+    Array a = dynattn_ref::MakeArray(Dt::kF32, shape);
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      dynattn_ref::StoreRounded(&a, i, static_cast<double>(state >> 40) / (1 << 23) - 1.0);
+    }
+    return a;
+  };
+  in["query"] = values({14, 4, d});
+  in["current_key"] = values({14, hkv, d});
+  in["current_value"] = values({14, hkv, d});
+  // History: S1 wrote positions 0..3 (block 4), S2 positions 0..5 (blocks 3, 5), S3 positions
+  // 4..3 of nothing beyond the shared block 3 (written by S2).
+  dynattn_ref::Tensors history;
+  history["cache"] =
+      dynattn_ref::MakeArray(Dt::kI8, dynattn_ref::detail::CacheShape(0, 1, blocks * block, hkv, d));
+  history["scale"] = dynattn_ref::MakeArray(
+      Dt::kF16, dynattn_ref::detail::CacheShape(0, 1, blocks * block, hkv, d / 8));
+  history["cachestarts"] = MakeI64({4, 2}, {0, 4, 16, 8, 12, 20, 12, 24});
+  history["seqstarts"] = MakeI64({5}, {0, 0, 4, 10, 10});
+  history["kvstarts"] = MakeI64({5}, {0, 0, 4, 10, 14});
+  history["start_pos"] = MakeI64({4}, {0, 0, 0, 4});
+  history["max_seqlen"] = dynattn_ref::ScalarI64(6);
+  history["max_kvlen"] = dynattn_ref::ScalarI64(6);
+  history["current_key"] = values({10, hkv, d});
+  history["current_value"] = values({10, hkv, d});
+  dynattn_ref::Attrs kvc = c.attrs;
+  kvc.cache_mode = 1;
+  kvc.page_size = 4;
+  dynattn_ref::KvcResult written = dynattn_ref::KeyValueCache(kvc, history);
+  in["cache"] = written.cache;
+  in["scale"] = written.scale;
+  c.op = "unified_attention";
+  c.description = "design document step (unified-and-ksana §1.7)";
+  return c;
+}
+
+TEST_SUITE("unified") {
+  TEST_CASE("the design document's 4-request step") {
+    const Case c = DesignDocStep();
+    ForEachTarget([&](const std::string& target) {
+      INFO("target " << target);
+      CheckAgainstReference(c, RunLibrary(c));
+    });
+    PlannedCase p;
+    Plan(c, &p);
+    const auto plan = dynattn::internal::PlanUnified(p.call.step);
+    CHECK(dynattn::internal::CheckCoverage(p.call.step, plan).empty());
+    // Block 4 (S1's context, 4 readers) and block 3 (S2 and S3) are shared; block 5 (S2's own
+    // positions 4, 5) is unique; block 6 holds only S3's fresh token, so no cache path reads it.
+    CHECK(plan.num_shared_blocks == 2);
+    CHECK(plan.num_unique_blocks == 1);
+    dynattn::UnifiedStepSummary summary;
+    dynattn::UnifiedAttentionAttrs attrs{4, 16, 2, false};
+    REQUIRE(dynattn::DescribeUnifiedStep(attrs, p.args, &summary).ok());
+    CHECK(summary.phase == "csu");
+    CHECK(summary.query_len == 14);
+    CHECK(summary.num_shared_blocks == 2);
+    CHECK(summary.num_unique_blocks == 1);
+    CHECK(summary.num_logits == 4);
+  }
+
+  TEST_CASE("random mixed steps against the reference, on every target") {
+    ForEachTarget([&](const std::string& target) {
+      for (int i = 0; i < CasesPerTarget(); ++i) {
+        const uint64_t seed = BaseSeed() + 7000 + static_cast<uint64_t>(i);
+        const Case c = dynattn_ref::RandomUnifiedCase(seed);
+        INFO("target " << target << ", seed " << seed << " (DYNATTN_TEST_SEED=" << BaseSeed()
+                       << "): " << c.description);
+        CheckAgainstReference(c, RunLibrary(c));
+      }
+    });
+  }
+
+  TEST_CASE("long shared prefixes and split contexts") {
+    dynattn_ref::GenOptions options;
+    options.max_context = 2500;
+    options.max_batch = 5;
+    options.lane_head_dims = true;
+    for (int i = 0; i < 12; ++i) {
+      const uint64_t seed = BaseSeed() + 9000 + static_cast<uint64_t>(i);
+      const Case c = dynattn_ref::RandomUnifiedCase(seed, options);
+      INFO("seed " << seed << ": " << c.description);
+      CheckAgainstReference(c, RunLibrary(c));
+    }
+  }
+
+  TEST_CASE("every (query, key) pair has exactly one path") {
+    dynattn_ref::GenOptions options;
+    options.max_context = 1500;
+    for (int i = 0; i < 150; ++i) {
+      const uint64_t seed = BaseSeed() + 11000 + static_cast<uint64_t>(i);
+      PlannedCase p;
+      Plan(dynattn_ref::RandomUnifiedCase(seed, options), &p);
+      INFO("seed " << seed << ": " << p.c.description);
+      const auto plan = dynattn::internal::PlanUnified(p.call.step);
+      const std::string coverage = dynattn::internal::CheckCoverage(p.call.step, plan);
+      CHECK_MESSAGE(coverage.empty(), coverage);
+    }
+  }
+
+  TEST_CASE("the coverage check catches a double-counted key") {
+    PlannedCase p;
+    Plan(DesignDocStep(), &p);
+    auto plan = dynattn::internal::PlanUnified(p.call.step);
+    // Upstream's defect (§1.7): a decode row's own key read by the cache path as well.
+    for (auto& w : plan.request_items) {
+      if (w.request == 2) w.key_end = std::max(w.key_end, int64_t{7});
+      if (w.request == 2) w.key_begin = std::min(w.key_begin, int64_t{4});
+    }
+    CHECK_FALSE(dynattn::internal::CheckCoverage(p.call.step, plan).empty());
+  }
+
+  TEST_CASE("same bits for any thread count and any request order") {
+    dynattn_ref::GenOptions options;
+    options.max_context = 1300;
+    options.lane_head_dims = true;
+    for (int i = 0; i < 16; ++i) {
+      const uint64_t seed = BaseSeed() + 13000 + static_cast<uint64_t>(i);
+      const Case c = dynattn_ref::RandomUnifiedCase(seed, i % 2 ? options : dynattn_ref::GenOptions{});
+      INFO("seed " << seed << ": " << c.description);
+      const LibResult one = RunLibrary(c, dynattn::RunOptions{1});
+      REQUIRE_MESSAGE(one.status.ok(), one.status.message());
+      for (int threads : {2, 3, 8}) {
+        const LibResult many = RunLibrary(c, dynattn::RunOptions{threads});
+        std::string why;
+        CHECK_MESSAGE(SameBytes(one.attn_output, many.attn_output, &why), threads << ": " << why);
+        CHECK_MESSAGE(SameBytes(one.lse, many.lse, &why), threads << ": " << why);
+        CHECK_MESSAGE(SameBytes(one.cache, many.cache, &why), threads << ": " << why);
+      }
+      const Case reversed = ReverseRequests(c);
+      const LibResult back = RunLibrary(reversed, dynattn::RunOptions{2});
+      REQUIRE_MESSAGE(back.status.ok(), back.status.message());
+      CHECK(SameRowsReversed(c, one.attn_output, back.attn_output));
+      CHECK(SameRowsReversed(c, one.lse, back.lse));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dynattn_test
