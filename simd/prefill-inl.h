@@ -163,8 +163,7 @@ HWY_INLINE void DecodeTiles(const AttentionProblem& p, const RowCodec& codec,
     DecodeTileLanes<kElem, true>(p, cache.value, lanes, slots, kv_head, count, values, scales_tmp);
   } else {
     DecodeTileLanes<kElem, false>(p, cache.key, lanes, slots, kv_head, count, keys, scales_tmp);
-    DecodeTileLanes<kElem, false>(p, cache.value, lanes, slots, kv_head, count, values,
-                                  scales_tmp);
+    DecodeTileLanes<kElem, false>(p, cache.value, lanes, slots, kv_head, count, values, scales_tmp);
   }
 }
 
@@ -275,9 +274,8 @@ void AttendTiled(const AttentionProblem& p, const internal::WorkItem& w, float* 
   const int vectors = p.group_size * (w.row_end - w.row_begin);
   const ItemScratch s = ItemScratch::Carve(PaddedVectors(vectors), p, scratch);
   MakeQueryRows(p, w, s.rows);
-  AttendTiledCore<kElem>(p, vectors, TiledKeys{&p.kv.slots, w.request, w.kv_head, w.key_begin,
-                                               w.key_end},
-                         s);
+  AttendTiledCore<kElem>(p, vectors,
+                         TiledKeys{&p.kv.slots, w.request, w.kv_head, w.key_begin, w.key_end}, s);
   FinishItem(p, w, s.rows, s.states, states);
 }
 

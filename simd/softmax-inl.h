@@ -211,8 +211,8 @@ HWY_INLINE void LoadQueries(const AttentionProblem& p, const QueryRow* rows, int
   std::fill(queries + static_cast<int64_t>(vectors) * p.padded_dim,
             queries + static_cast<int64_t>(padded) * p.padded_dim, 0.0f);
   for (int index = 0; index < vectors; ++index) {
-    const char* src =
-        static_cast<const char*>(p.query) + TokenOffset(p, rows[index].token, rows[index].head) * size;
+    const char* src = static_cast<const char*>(p.query) +
+                      TokenOffset(p, rows[index].token, rows[index].head) * size;
     float* dst = queries + static_cast<int64_t>(index) * p.padded_dim;
     LoadActivations(src, p.io_type, p.head_dim, dst);
     ZeroPad(dst, p.head_dim, p.padded_dim);
@@ -312,8 +312,7 @@ HWY_INLINE void FinishItem(const AttentionProblem& p, const internal::WorkItem& 
 /// Merges states [0, count) (given by pointer, in that order) into `acc` and the total sum over
 /// the largest max. Exact for empty states (max -inf, sum 0): they are skipped, never turned into
 /// NaN. Returns the merged (max, sum).
-HWY_INLINE RowState MergeStates(const float* const* parts, int count, int padded_dim,
-                                float* acc) {
+HWY_INLINE RowState MergeStates(const float* const* parts, int count, int padded_dim, float* acc) {
   RowState merged{kNegInf, 0.0f, acc};
   for (int k = 0; k < count; ++k) merged.max = std::max(merged.max, parts[k][0]);
   std::fill(acc, acc + padded_dim, 0.0f);

@@ -14,6 +14,8 @@ size_t DTypeSize(DType dtype) {
       return 1;
     case DType::kI64:
       return 8;
+    case DType::kI32:
+      return 4;
   }
   return 0;
 }
@@ -28,6 +30,8 @@ const char* DTypeName(DType dtype) {
       return "int8";
     case DType::kI64:
       return "int64";
+    case DType::kI32:
+      return "int32";
   }
   return "?";
 }

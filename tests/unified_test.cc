@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -36,7 +37,8 @@ void CheckAgainstReference(const Case& c, const LibResult& lib) {
   const dynattn_ref::AttnResult ref = dynattn_ref::UnifiedAttention(c.attrs, c.inputs);
   std::string why;
   CHECK_MESSAGE(SameBytes(lib.cache, ref.cache, &why), "cache: " << why);
-  if (c.attrs.quant_bit != 0) CHECK_MESSAGE(SameBytes(lib.scale, ref.scale, &why), "scale: " << why);
+  if (c.attrs.quant_bit != 0)
+    CHECK_MESSAGE(SameBytes(lib.scale, ref.scale, &why), "scale: " << why);
   const std::string out = dynattn_ref::CheckAttention(ref, lib.attn_output);
   CHECK_MESSAGE(out.empty(), out);
   const std::string lse = dynattn_ref::CheckLse(ref, lib.lse);
@@ -58,7 +60,8 @@ void Plan(const Case& source, PlannedCase* p) {
   const Array& q = in.at("query");
   p->output = dynattn_ref::MakeArray(q.dt, q.shape);
   p->lse = dynattn_ref::MakeArray(Dt::kF32, {q.shape[0], q.shape[1]});
-  const dynattn::TensorView scale = in.count("scale") ? ViewOf(in.at("scale")) : dynattn::TensorView{};
+  const dynattn::TensorView scale =
+      in.count("scale") ? ViewOf(in.at("scale")) : dynattn::TensorView{};
   REQUIRE(dynattn::MakePmxBlockCache(ViewOf(in.at("cache")), scale, CacheAttrsOf(p->c.attrs),
                                      static_cast<int>(in.at("current_key").shape[1]),
                                      p->c.attrs.head_dim, p->c.attrs.block_size, &p->cache)
@@ -73,7 +76,8 @@ void Plan(const Case& source, PlannedCase* p) {
   p->args.attn_output = ViewOf(p->output);
   dynattn::UnifiedAttentionAttrs attrs{p->c.attrs.num_heads, p->c.attrs.head_dim,
                                        p->c.attrs.num_kv_heads, p->c.attrs.is_alibi != 0};
-  const dynattn::Status status = dynattn::internal::ValidateUnifiedAttention(attrs, p->args, &p->call);
+  const dynattn::Status status =
+      dynattn::internal::ValidateUnifiedAttention(attrs, p->args, &p->call);
   REQUIRE_MESSAGE(status.ok(), status.message());
 }
 
@@ -167,8 +171,8 @@ Case DesignDocStep() {
   // History: S1 wrote positions 0..3 (block 4), S2 positions 0..5 (blocks 3, 5), S3 positions
   // 4..3 of nothing beyond the shared block 3 (written by S2).
   dynattn_ref::Tensors history;
-  history["cache"] =
-      dynattn_ref::MakeArray(Dt::kI8, dynattn_ref::detail::CacheShape(0, 1, blocks * block, hkv, d));
+  history["cache"] = dynattn_ref::MakeArray(
+      Dt::kI8, dynattn_ref::detail::CacheShape(0, 1, blocks * block, hkv, d));
   history["scale"] = dynattn_ref::MakeArray(
       Dt::kF16, dynattn_ref::detail::CacheShape(0, 1, blocks * block, hkv, d / 8));
   history["cachestarts"] = MakeI64({4, 2}, {0, 4, 16, 8, 12, 20, 12, 24});
@@ -190,7 +194,64 @@ Case DesignDocStep() {
   return c;
 }
 
+/// Runs a broken copy of the design-document step and checks the error names `input` and that
+/// the cache, scale and outputs are untouched.
+void ExpectRejected(Case c, const char* input, const std::string& phrase) {
+  const LibResult lib = RunLibrary(c);
+  INFO("expected an error about " << input << " (" << phrase << ")");
+  REQUIRE_FALSE(lib.status.ok());
+  const std::string& message = lib.status.message();
+  CHECK_MESSAGE(message.rfind(std::string(input) + ": ", 0) == 0, message);
+  CHECK_MESSAGE(message.find(phrase) != std::string::npos, message);
+  std::string why;
+  CHECK_MESSAGE(SameBytes(lib.cache, c.inputs.at("cache"), &why), "cache written: " << why);
+  CHECK_MESSAGE(SameBytes(lib.scale, c.inputs.at("scale"), &why), "scale written: " << why);
+  for (uint8_t byte : lib.attn_output.bytes) REQUIRE(byte == 0xFF);
+  for (uint8_t byte : lib.lse.bytes) REQUIRE(byte == 0xFF);
+}
+
+void SetTable(Case* c, int64_t index, int64_t value) {
+  c->inputs.at("block_table").data<int64_t>()[index] = value;
+}
+
 TEST_SUITE("unified") {
+  TEST_CASE("bad input is refused by name, and nothing is written") {
+    const Case good = DesignDocStep();
+    Case c = good;
+    SetTable(&c, 5, 7);  // S2's second block: id 7 of 7 blocks
+    ExpectRejected(c, "block_table", "outside [0, 7)");
+    c = good;
+    SetTable(&c, 7, 5);  // S3 writes into block 5, which S2 reads as context (slot 0)
+    ExpectRejected(c, "block_table", "reads as context");
+    c = good;
+    SetTable(&c, 3, 1);  // S1 writes block 1, as S0 does: slot clash
+    ExpectRejected(c, "block_table", "both write slot");
+    c = good;
+    SetTable(&c, 5, 3);  // S2 uses block 3 twice
+    ExpectRejected(c, "block_table", "twice");
+    c = good;
+    c.inputs["block_table"] = MakeI64({4, 1}, {0, 4, 3, 3});
+    ExpectRejected(c, "block_table", "needs 2 blocks");
+    c = good;
+    c.inputs["query_start_loc"] = MakeI64({5}, {0, 8, 12, 13, 13});
+    ExpectRejected(c, "query_start_loc", "must equal the query tokens");
+    c = good;
+    c.inputs["query_start_loc"] = MakeI64({5}, {0, 8, 7, 13, 14});
+    ExpectRejected(c, "query_start_loc", "non-decreasing");
+    c = good;
+    c.inputs["context_lens"] = MakeI64({4}, {0, 4, -1, 4});
+    ExpectRejected(c, "context_lens", "must be in [0");
+    c = good;
+    c.inputs["context_lens"] = MakeI64({3}, {0, 4, 6});
+    ExpectRejected(c, "context_lens", "entries");
+    c = good;
+    c.attrs.num_kv_heads = 3;
+    ExpectRejected(c, "num_kv_heads", "must divide");
+    c = good;
+    c.inputs["current_value"] = dynattn_ref::MakeArray(Dt::kF32, {14, 2, 8});
+    ExpectRejected(c, "current_value", "shape");
+  }
+
   TEST_CASE("the design document's 4-request step") {
     const Case c = DesignDocStep();
     ForEachTarget([&](const std::string& target) {
@@ -240,6 +301,46 @@ TEST_SUITE("unified") {
     }
   }
 
+  TEST_CASE("prompts longer than a context split") {
+    dynattn_ref::GenOptions options;
+    options.max_batch = 2;
+    options.max_seqlen = 1100;
+    options.max_context = 64;
+    int long_prompts = 0;
+    for (int i = 0; i < 400 && long_prompts < 2; ++i) {
+      const uint64_t seed = BaseSeed() + 10000 + static_cast<uint64_t>(i);
+      const Case c = dynattn_ref::RandomUnifiedCase(seed, options);
+      const auto ranges = TokenRanges(c);
+      const bool long_prompt = std::any_of(ranges.begin(), ranges.end(),
+                                           [](const auto& r) { return r.second - r.first > 1024; });
+      if (!long_prompt) continue;
+      ++long_prompts;
+      INFO("seed " << seed << ": " << c.description);
+      CheckAgainstReference(c, RunLibrary(c));
+    }
+    CHECK(long_prompts == 2);
+  }
+
+  TEST_CASE("AVX2 and AVX-512 give the same bits") {
+    dynattn_ref::GenOptions options;
+    options.max_context = 1300;
+    for (int i = 0; i < 8; ++i) {
+      const uint64_t seed = BaseSeed() + 12000 + static_cast<uint64_t>(i);
+      const Case c = dynattn_ref::RandomUnifiedCase(seed, options);
+      INFO("seed " << seed << ": " << c.description);
+      std::map<std::string, LibResult> by_target;
+      ForEachTarget([&](const std::string& target) { by_target[target] = RunLibrary(c); });
+      if (!by_target.count("AVX2") || !by_target.count("AVX3")) {
+        MESSAGE("AVX2 or AVX-512 not available here; cross-target check skipped");
+        return;
+      }
+      std::string why;
+      CHECK_MESSAGE(SameBytes(by_target["AVX2"].attn_output, by_target["AVX3"].attn_output, &why),
+                    why);
+      CHECK_MESSAGE(SameBytes(by_target["AVX2"].lse, by_target["AVX3"].lse, &why), why);
+    }
+  }
+
   TEST_CASE("every (query, key) pair has exactly one path") {
     dynattn_ref::GenOptions options;
     options.max_context = 1500;
@@ -272,7 +373,8 @@ TEST_SUITE("unified") {
     options.lane_head_dims = true;
     for (int i = 0; i < 16; ++i) {
       const uint64_t seed = BaseSeed() + 13000 + static_cast<uint64_t>(i);
-      const Case c = dynattn_ref::RandomUnifiedCase(seed, i % 2 ? options : dynattn_ref::GenOptions{});
+      const Case c =
+          dynattn_ref::RandomUnifiedCase(seed, i % 2 ? options : dynattn_ref::GenOptions{});
       INFO("seed " << seed << ": " << c.description);
       const LibResult one = RunLibrary(c, dynattn::RunOptions{1});
       REQUIRE_MESSAGE(one.status.ok(), one.status.message());

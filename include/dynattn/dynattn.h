@@ -5,6 +5,7 @@
 #ifndef DYNATTN_DYNATTN_H_
 #define DYNATTN_DYNATTN_H_
 
+#include "dynattn/adapters.h"
 #include "dynattn/cache.h"
 #include "dynattn/merge.h"
 #include "dynattn/named_args.h"

@@ -18,11 +18,12 @@ enum class DType : uint8_t {
   kF16,  ///< IEEE binary16, stored as its 16-bit pattern.
   kI8,   ///< int8 (quantized caches; packed int4 caches).
   kI64,  ///< int64 (index tensors and scalars).
+  kI32,  ///< int32 (engines' index tensors, accepted by the adapters in dynattn/adapters.h).
 };
 
 /// Bytes per element of `dtype`.
 size_t DTypeSize(DType dtype);
-/// "float32", "float16", "int8" or "int64".
+/// "float32", "float16", "int8", "int64" or "int32".
 const char* DTypeName(DType dtype);
 
 /// Where a tensor's memory lives; the backend of a call follows its tensors.

@@ -39,6 +39,8 @@ const char* DescrOf(DType dtype) {
       return "|i1";
     case DType::kI64:
       return "<i8";
+    case DType::kI32:
+      return "<i4";  // never accepted from a file: not in DTypeFromDescr's candidates
   }
   return "?";
 }

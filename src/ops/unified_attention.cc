@@ -3,13 +3,12 @@
 // Unified attention (spec unified-and-ksana §6): validate everything, write the fresh K/V, plan
 // the three paths, run them, merge every token's parts.
 
-#include "dynattn/unified.h"
-
 #include <cassert>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "dynattn/unified.h"
 #include "src/execute.h"
 #include "src/unified/plan_unified.h"
 #include "src/unified/unified_call.h"

@@ -25,8 +25,8 @@ struct BlockUse {
 
 /// Every cached block read in the step, and how many query tokens read each id.
 struct BlockReads {
-  std::vector<BlockUse> uses;        ///< Sorted by (id, request, logical).
-  std::map<int64_t, int64_t> range;  ///< id -> index of its first use.
+  std::vector<BlockUse> uses;         ///< Sorted by (id, request, logical).
+  std::map<int64_t, int64_t> range;   ///< id -> index of its first use.
   std::map<int64_t, int64_t> tokens;  ///< id -> query tokens reading it.
 
   explicit BlockReads(const UnifiedStep& s) {

@@ -40,8 +40,8 @@ Status CheckBlockCache(const BlockCache* c, int kv_heads, int head_dim) {
   }
   if (c->block_stride != 0 && c->block_stride < c->block_size) {
     return Status::Invalid("cache", "block_stride " + to_string(c->block_stride) +
-                                        " must be 0 or >= block_size " +
-                                        to_string(c->block_size) + " (blocks may not overlap)");
+                                        " must be 0 or >= block_size " + to_string(c->block_size) +
+                                        " (blocks may not overlap)");
   }
   CacheAttrs attrs;
   attrs.quant_bit = c->cache.elem == CacheElem::kInt8   ? 8
@@ -83,8 +83,8 @@ Status CheckBlockTable(const TensorView& table, const UnifiedStep& s, int64_t nu
     std::sort(ids.begin(), ids.end());
     const auto dup = std::adjacent_find(ids.begin(), ids.end());
     if (dup != ids.end()) {
-      return Status::Invalid("block_table", "request " + to_string(b) + " uses block " +
-                                                to_string(*dup) + " twice");
+      return Status::Invalid(
+          "block_table", "request " + to_string(b) + " uses block " + to_string(*dup) + " twice");
     }
   }
   return Status::Ok();
@@ -132,28 +132,28 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
   const int64_t t = args.query.shape[0];
   DYNATTN_RETURN_IF_ERROR(
       CheckExact("query", args.query, io, t, a.num_heads, a.head_dim, "(T, num_heads, head_dim)"));
-  DYNATTN_RETURN_IF_ERROR(CheckExact("current_key", args.current_key, io, t, *kv_heads,
-                                     a.head_dim, "(T, num_kv_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("current_key", args.current_key, io, t, *kv_heads, a.head_dim,
+                                     "(T, num_kv_heads, head_dim)"));
   DYNATTN_RETURN_IF_ERROR(CheckExact("current_value", args.current_value, io, t, *kv_heads,
                                      a.head_dim, "(T, num_kv_heads, head_dim)"));
   DYNATTN_RETURN_IF_ERROR(CheckStarts("query_start_loc", args.query_start_loc, -1));
   const int64_t* qsl = args.query_start_loc.As<const int64_t>();
   const int64_t requests = args.query_start_loc.shape[0] - 1;
   if (qsl[requests] != t) {
-    return Status::Invalid("query_start_loc", "last entry " + to_string(qsl[requests]) +
-                                                  " must equal the query tokens T = " +
-                                                  to_string(t));
+    return Status::Invalid("query_start_loc",
+                           "last entry " + to_string(qsl[requests]) +
+                               " must equal the query tokens T = " + to_string(t));
   }
   DYNATTN_RETURN_IF_ERROR(CheckContextLens(args.context_lens, requests));
   DYNATTN_RETURN_IF_ERROR(CheckStorage("block_table", args.block_table));
   if (!args.block_table.present() || args.block_table.dtype != DType::kI64 ||
       args.block_table.rank != 2 || args.block_table.shape[0] != requests) {
-    return Status::Invalid("block_table", "must be int64 of shape (B = " + to_string(requests) +
-                                              ", max_blocks), got " +
-                                              (args.block_table.present()
-                                                   ? std::string(DTypeName(args.block_table.dtype)) +
-                                                         " " + ShapeString(args.block_table)
-                                                   : std::string("nothing")));
+    return Status::Invalid(
+        "block_table",
+        "must be int64 of shape (B = " + to_string(requests) + ", max_blocks), got " +
+            (args.block_table.present() ? std::string(DTypeName(args.block_table.dtype)) + " " +
+                                              ShapeString(args.block_table)
+                                        : std::string("nothing")));
   }
   return CheckBlockCache(args.cache, *kv_heads, a.head_dim);
 }
@@ -200,8 +200,8 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
   batch.start_pos = s.context_lens;
   KvSource source;
   source.cache = args.cache->cache;
-  source.slots = SlotMap{SlotMap::Mode::kBlocks, s.block_table, s.table_stride, s.block_size,
-                         s.block_stride};
+  source.slots =
+      SlotMap{SlotMap::Mode::kBlocks, s.block_table, s.table_stride, s.block_size, s.block_stride};
   const DType io = args.query.dtype;
   call->write = WriteProblem{batch, io, args.current_key.data, args.current_value.data, source};
   AttentionProblem& p = call->attention;

@@ -630,9 +630,9 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
       rng, plan.cache_dt,
       detail::CacheShape(plan.layout, plan.num_layer, plan.max_t, plan.hkv, stored_dim));
   if (plan.quant_bit != 0) {
-    in["scale"] = GarbageArray(rng, plan.scale_dt,
-                               detail::CacheShape(plan.layout, plan.num_layer, plan.max_t,
-                                                  plan.hkv, plan.d / plan.group));
+    in["scale"] = GarbageArray(
+        rng, plan.scale_dt,
+        detail::CacheShape(plan.layout, plan.num_layer, plan.max_t, plan.hkv, plan.d / plan.group));
   }
   WriteUnifiedHistory(rng, plan, requests, group_blocks, block, result.attrs, &in);
   std::ostringstream text;

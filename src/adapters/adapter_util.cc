@@ -1,0 +1,185 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Checks and the row-layout -> BlockCache step shared by every adapter. Why: one place decides
+// which dtypes, ranks and shapes an engine tensor may have, so every adapter reports a broken
+// rule the same way ("<input>: <rule>").
+
+#include "src/adapters/adapter_util.h"
+
+#include <string>
+
+namespace dynattn {
+namespace adapters_internal {
+namespace {
+
+CacheElem ElemOf(const CacheFormat& f, DType dtype) {
+  if (f.quant_bit == 8) return CacheElem::kInt8;
+  if (f.quant_bit == 4) return CacheElem::kInt4;
+  return dtype == DType::kF32 ? CacheElem::kF32 : CacheElem::kF16;
+}
+
+/// Bits per stored element (int4: 4).
+int64_t ElemBits(const CacheFormat& f, DType dtype) {
+  return f.quant_bit == 4 ? 4 : static_cast<int64_t>(DTypeSize(dtype)) * 8;
+}
+
+Status CheckDense(const char* name, const TensorView& t) {
+  if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major");
+  if (t.NumElements() > 0 && t.data == nullptr) return Status::Invalid(name, "data is null");
+  return Status::Ok();
+}
+
+/// `t.data` advanced by `elems` elements of `bits` bits.
+void* Advance(const TensorView& t, int64_t elems, int64_t bits) {
+  return static_cast<char*>(t.data) + elems * bits / 8;
+}
+
+/// One plane's data and scale pointers and strides.
+CachePlane PlaneOf(const RowLayout& l, int64_t offset, const TensorView& data,
+                   const TensorView* scale, int64_t row, int64_t bits, int64_t scale_row) {
+  CachePlane p;
+  p.data = Advance(data, offset * row, bits);
+  p.slot_stride = l.token * row;
+  p.head_stride = l.head * row;
+  if (scale != nullptr) {
+    p.scale = Advance(*scale, offset * scale_row, DTypeSize(scale->dtype) * 8);
+    p.scale_slot_stride = l.token * scale_row;
+    p.scale_head_stride = l.head * scale_row;
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+std::string ShapeStr(const TensorView& t) {
+  std::string s = "(";
+  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + Str(t.shape[i]);
+  return s + ")";
+}
+
+Status CheckIndexTensor(const char* name, const TensorView& t, int rank, const int64_t* shape) {
+  if (!t.present()) return Status::Invalid(name, "is required");
+  if (t.dtype != DType::kI64 && t.dtype != DType::kI32) {
+    return Status::Invalid(name, std::string("must be int32 or int64, got ") + DTypeName(t.dtype));
+  }
+  if (t.rank != rank) {
+    return Status::Invalid(name, "must have rank " + Str(rank) + ", got shape " + ShapeStr(t));
+  }
+  for (int i = 0; i < rank; ++i) {
+    if (shape[i] >= 0 && t.shape[i] != shape[i]) {
+      return Status::Invalid(
+          name, "dim " + Str(i) + " must be " + Str(shape[i]) + ", got shape " + ShapeStr(t));
+    }
+  }
+  if (t.device != Device::kCpu) return Status::Unsupported(name, "must be in CPU memory");
+  return CheckDense(name, t);
+}
+
+int64_t IndexAt(const TensorView& t, int64_t flat) {
+  return t.dtype == DType::kI64 ? t.As<const int64_t>()[flat] : t.As<const int32_t>()[flat];
+}
+
+Status CheckIndptr(const char* name, const TensorView& t) {
+  if (t.shape[0] < 1) return Status::Invalid(name, "must have at least one entry (B+1)");
+  if (IndexAt(t, 0) != 0) {
+    return Status::Invalid(name, "must start at 0, got " + Str(IndexAt(t, 0)));
+  }
+  for (int64_t i = 1; i < t.shape[0]; ++i) {
+    if (IndexAt(t, i) < IndexAt(t, i - 1)) {
+      return Status::Invalid(name, "must be non-decreasing (" + std::string(name) + "[" + Str(i) +
+                                       "] = " + Str(IndexAt(t, i)) + " < " + std::string(name) +
+                                       "[" + Str(i - 1) + "] = " + Str(IndexAt(t, i - 1)) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckFormat(const CacheFormat& f, int64_t head_dim) {
+  if (f.quant_bit != 0 && f.quant_bit != 4 && f.quant_bit != 8) {
+    return Status::Invalid("quant_bit", "must be 0, 4 or 8, got " + Str(f.quant_bit));
+  }
+  if (head_dim < 1) return Status::Invalid("head_dim", "must be >= 1, got " + Str(head_dim));
+  if (f.quant_bit == 0) return Status::Ok();
+  if (f.quant_group < 1 || head_dim % f.quant_group != 0) {
+    return Status::Invalid("quant_group",
+                           "must divide head_dim " + Str(head_dim) + ", got " + Str(f.quant_group));
+  }
+  if (f.quant_bit == 4 && f.quant_group % 2 != 0) {
+    return Status::Invalid("quant_group", "must be even for int4, got " + Str(f.quant_group));
+  }
+  return Status::Ok();
+}
+
+Status CheckDataTensor(const char* name, const TensorView& t, const CacheFormat& f, int rank) {
+  if (!t.present()) return Status::Invalid(name, "is required");
+  if (f.quant_bit == 0 && t.dtype != DType::kF32 && t.dtype != DType::kF16) {
+    return Status::Invalid(name, std::string("must be float32 or float16 when quant_bit is 0, ") +
+                                     "got " + DTypeName(t.dtype));
+  }
+  if (f.quant_bit != 0 && t.dtype != DType::kI8) {
+    return Status::Invalid(
+        name, "must be int8 when quant_bit is " + Str(f.quant_bit) + ", got " + DTypeName(t.dtype));
+  }
+  if (t.rank != rank) {
+    return Status::Invalid(name, "must have rank " + Str(rank) + ", got shape " + ShapeStr(t));
+  }
+  return CheckDense(name, t);
+}
+
+int64_t HeadDimOf(const TensorView& data, const CacheFormat& f) {
+  const int64_t last = data.shape[data.rank - 1];
+  return f.quant_bit == 4 ? 2 * last : last;
+}
+
+Status CheckScaleTensor(const char* name, const TensorView& scale, const TensorView& data,
+                        const CacheFormat& f, int64_t head_dim) {
+  if (f.quant_bit == 0) {
+    if (scale.present()) return Status::Invalid(name, "must be absent when quant_bit is 0");
+    return Status::Ok();
+  }
+  if (!scale.present()) {
+    return Status::Invalid(name, "is required when quant_bit is " + Str(f.quant_bit));
+  }
+  if (scale.dtype != DType::kF16 && scale.dtype != DType::kF32) {
+    return Status::Invalid(
+        name, std::string("must be float16 or float32, got ") + DTypeName(scale.dtype));
+  }
+  bool same = scale.rank == data.rank && scale.shape[scale.rank - 1] == head_dim / f.quant_group;
+  for (int i = 0; same && i + 1 < data.rank; ++i) same = scale.shape[i] == data.shape[i];
+  if (!same) {
+    return Status::Invalid(name, "must have shape " + ShapeStr(data) + " with last dim " +
+                                     Str(head_dim / f.quant_group) +
+                                     " (head_dim / quant_group), got " + ShapeStr(scale));
+  }
+  return CheckDense(name, scale);
+}
+
+void FillBlockCache(const RowLayout& layout, const PlaneTensors& t, const CacheFormat& f,
+                    int num_kv_heads, int64_t head_dim, int block_size, int64_t num_blocks,
+                    BlockCache* out) {
+  const bool quantized = f.quant_bit != 0;
+  const int64_t bits = ElemBits(f, t.key->dtype);
+  const int64_t groups = quantized ? head_dim / f.quant_group : 0;
+  BlockCache bc;
+  CacheDesc& d = bc.cache;
+  d.elem = ElemOf(f, t.key->dtype);
+  d.scale_type = quantized && t.key_scale->dtype == DType::kF32 ? ScaleType::kF32 : ScaleType::kF16;
+  d.quant_group = quantized ? f.quant_group : static_cast<int>(head_dim);
+  d.num_kv_heads = num_kv_heads;
+  d.head_dim = static_cast<int>(head_dim);
+  d.key = PlaneOf(layout, layout.key_offset, *t.key, quantized ? t.key_scale : nullptr, head_dim,
+                  bits, groups);
+  d.value = PlaneOf(layout, layout.value_offset, *t.value, quantized ? t.value_scale : nullptr,
+                    head_dim, bits, groups);
+  d.device = t.key->device;
+  bc.block_size = block_size;
+  bc.block_stride = layout.block / layout.token;
+  bc.num_blocks = num_blocks;
+  d.num_slots = num_blocks > 0 ? (num_blocks - 1) * bc.block_stride + block_size : 0;
+  *out = bc;
+}
+
+}  // namespace adapters_internal
+}  // namespace dynattn
