@@ -24,13 +24,13 @@ struct SharedPrefixShape {
   int requests = 64;      ///< Decoding requests, one new token each.
   int64_t prefix = 2048;  ///< Tokens of the shared prefix, a multiple of `block_size`.
   int64_t own = 256;      ///< Cached tokens of each request after the prefix (its own blocks).
-  int num_heads = 32;
-  int num_kv_heads = 8;
-  int head_dim = 128;
-  int block_size = 16;
-  int quant_bit = 0;  ///< 0 (fp16 cache) or 8 (int8, fp16 scales).
-  int quant_group = 8;
-  int cache_layout = 3;
+  int num_heads = 32;     ///< Query heads Hq.
+  int num_kv_heads = 8;   ///< KV heads Hkv.
+  int head_dim = 128;     ///< D.
+  int block_size = 16;    ///< Tokens per block (and per page of the decodes).
+  int quant_bit = 0;      ///< 0 (fp16 cache) or 8 (int8, fp16 scales).
+  int quant_group = 8;    ///< Elements per scale group (int8 only).
+  int cache_layout = 3;   ///< PMX layout of the one-layer cache tensor.
 };
 
 /// A step's tensors, named as the specs name them: the unified inputs (query, current_key,
