@@ -137,6 +137,64 @@ bool SameRowsReversed(const Case& c, const Array& forward, const Array& reversed
   return same;
 }
 
+/// The same step as MultiHeadCacheAttention in paged mode (one page per block).
+Case AsPagedMhca(const Case& c) {
+  Case m = c;
+  m.op = "multi_head_cache_attention";
+  const auto ranges = TokenRanges(c);
+  const int64_t count = static_cast<int64_t>(ranges.size());
+  const int64_t* context = c.inputs.at("context_lens").data<int64_t>();
+  std::vector<int64_t> kvstarts{0}, pages;
+  int64_t max_seqlen = 0, max_kvlen = 0;
+  for (int64_t b = 0; b < count; ++b) {
+    const int64_t queries = ranges[b].second - ranges[b].first;
+    kvstarts.push_back(kvstarts.back() + context[b] + queries);
+    max_seqlen = std::max(max_seqlen, queries);
+    max_kvlen = std::max(max_kvlen, context[b] + queries);
+  }
+  const Array& table = c.inputs.at("block_table");
+  for (int64_t i = 0; i < table.numel(); ++i) {
+    pages.push_back(table.data<int64_t>()[i] * c.attrs.block_size);
+  }
+  auto& in = m.inputs;
+  in["seqstarts"] = in.at("query_start_loc");
+  in["start_pos"] = in.at("context_lens");
+  for (const char* name : {"query_start_loc", "context_lens", "block_table"}) in.erase(name);
+  in["kvstarts"] = MakeI64({count + 1}, kvstarts);
+  in["cachestarts"] = MakeI64(table.shape, pages);
+  in["decoding_batches"] = dynattn_ref::ScalarI64(0);
+  in["max_seqlen"] = dynattn_ref::ScalarI64(max_seqlen);
+  in["max_kvlen"] = dynattn_ref::ScalarI64(max_kvlen);
+  m.attrs.cache_mode = 1;
+  m.attrs.page_size = c.attrs.block_size;
+  return m;
+}
+
+/// Requests with one token none of whose cached blocks another token reads.
+std::vector<bool> LoneDecodes(const Case& c) {
+  const auto ranges = TokenRanges(c);
+  const Array& table = c.inputs.at("block_table");
+  const int64_t width = table.shape[1], block = c.attrs.block_size;
+  const int64_t* context = c.inputs.at("context_lens").data<int64_t>();
+  std::map<int64_t, int64_t> readers;  // block id -> query tokens reading it
+  for (size_t b = 0; b < ranges.size(); ++b) {
+    const int64_t queries = ranges[b].second - ranges[b].first;
+    if (queries == 0) continue;
+    for (int64_t j = 0; j < (context[b] + block - 1) / block; ++j) {
+      readers[table.data<int64_t>()[b * width + j]] += queries;
+    }
+  }
+  std::vector<bool> lone;
+  for (size_t b = 0; b < ranges.size(); ++b) {
+    bool alone = ranges[b].second - ranges[b].first == 1;
+    for (int64_t j = 0; alone && j < (context[b] + block - 1) / block; ++j) {
+      alone = readers[table.data<int64_t>()[b * width + j]] == 1;
+    }
+    lone.push_back(alone);
+  }
+  return lone;
+}
+
 /// The design document's step (spec unified-and-ksana §1.7): block size 4, query lengths
 /// [8, 4, 1, 1], context lengths [0, 4, 6, 4], tables [0,1], [4,2], [3,5], [3,6]; the cached
 /// context written by a reference history step.
@@ -341,6 +399,34 @@ TEST_SUITE("unified") {
     }
   }
 
+  TEST_CASE("a decode without shared blocks gets the bits of a pure decode step") {
+    dynattn_ref::GenOptions options;
+    options.max_context = 2100;
+    int compared = 0;
+    for (int i = 0; i < 20; ++i) {
+      const uint64_t seed = BaseSeed() + 14000 + static_cast<uint64_t>(i);
+      const Case c = dynattn_ref::RandomUnifiedCase(seed, options);
+      INFO("seed " << seed << ": " << c.description);
+      const LibResult unified = RunLibrary(c);
+      const LibResult paged = RunLibrary(AsPagedMhca(c));
+      REQUIRE_MESSAGE(unified.status.ok(), unified.status.message());
+      REQUIRE_MESSAGE(paged.status.ok(), paged.status.message());
+      const auto ranges = TokenRanges(c);
+      const std::vector<bool> lone = LoneDecodes(c);
+      const size_t row = unified.attn_output.bytes.size() /
+                         std::max<size_t>(1, static_cast<size_t>(c.inputs.at("query").shape[0]));
+      for (size_t b = 0; b < ranges.size(); ++b) {
+        if (!lone[b]) continue;
+        const auto first = static_cast<size_t>(ranges[b].first) * row;
+        CHECK(std::equal(unified.attn_output.bytes.begin() + first,
+                         unified.attn_output.bytes.begin() + first + row,
+                         paged.attn_output.bytes.begin() + first));
+        ++compared;
+      }
+    }
+    CHECK(compared > 10);
+  }
+
   TEST_CASE("every (query, key) pair has exactly one path") {
     dynattn_ref::GenOptions options;
     options.max_context = 1500;
@@ -359,12 +445,22 @@ TEST_SUITE("unified") {
     PlannedCase p;
     Plan(DesignDocStep(), &p);
     auto plan = dynattn::internal::PlanUnified(p.call.step);
-    // Upstream's defect (§1.7): a decode row's own key read by the cache path as well.
+    // A decode's cache item that also reads its shared prefix block (positions 0..3 of S2),
+    // which the shared path covers already.
     for (auto& w : plan.request_items) {
-      if (w.request == 2) w.key_end = std::max(w.key_end, int64_t{7});
-      if (w.request == 2) w.key_begin = std::min(w.key_begin, int64_t{4});
+      if (w.request == 2) w.key_begin = 0;
     }
     CHECK_FALSE(dynattn::internal::CheckCoverage(p.call.step, plan).empty());
+    // Upstream's defect (§1.7): S3's fresh key (position 4, block 6) read back from the cache
+    // by a second item as well as by its causal item.
+    auto plan2 = dynattn::internal::PlanUnified(p.call.step);
+    const auto s3 = std::find_if(plan2.request_items.begin(), plan2.request_items.end(),
+                                 [](const auto& w) { return w.request == 3; });
+    REQUIRE(s3 != plan2.request_items.end());
+    CHECK(s3->key_begin == 4);
+    CHECK(s3->key_end == 5);
+    plan2.request_items.push_back(*s3);
+    CHECK_FALSE(dynattn::internal::CheckCoverage(p.call.step, plan2).empty());
   }
 
   TEST_CASE("same bits for any thread count and any request order") {

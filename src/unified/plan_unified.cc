@@ -63,8 +63,7 @@ class Planner {
   UnifiedPlan Run() {
     PlanSharedSegments();
     for (int64_t b = 0; b < s_.num_requests; ++b) {
-      PlanUniqueRuns(b);
-      PlanCausal(b);
+      if (!PlanUniqueRuns(b)) PlanCausal(b);
     }
     FinishParts();
     OrderItems();
@@ -212,9 +211,13 @@ class Planner {
     }
   }
 
-  void PlanUniqueRuns(int64_t b) {
-    const int64_t blocks = s_.ContextBlocks(b);
-    const int32_t rows = static_cast<int32_t>(s_.QueryLen(b));
+  /// Unique runs of request b (only a one-token request has any). A run that ends the context
+  /// also takes the token's own fresh key, so that a decode without shared blocks is one pass
+  /// over its context, as in a pure decode step, with no causal item (spec §1.7, the
+  /// alternative partition). Returns true when the fresh key was taken.
+  bool PlanUniqueRuns(int64_t b) {
+    const int64_t blocks = s_.ContextBlocks(b), context = s_.context_lens[b];
+    bool folded = false;
     for (int64_t j = 0; j < blocks;) {
       if (reads_.Shared(s_.Block(b, j))) {
         ++j;
@@ -222,11 +225,13 @@ class Planner {
       }
       int64_t end = j;
       while (end < blocks && !reads_.Shared(s_.Block(b, end))) ++end;
-      AddRequestItems(b, 0, rows, j * s_.block_size,
-                      std::min(s_.context_lens[b], end * s_.block_size), UnifiedPath::kUnique,
-                      false);
+      folded = end == blocks;  // unique blocks are read by one token: QueryLen(b) == 1
+      const int64_t key_end = folded ? context + 1 : end * s_.block_size;
+      const bool single = j == 0 && folded && key_end <= kSplitKeys;
+      AddRequestItems(b, 0, 1, j * s_.block_size, key_end, UnifiedPath::kUnique, single);
       j = end;
     }
+    return folded;
   }
 
   void PlanCausal(int64_t b) {

@@ -9,8 +9,10 @@
 //   readers holds at consecutive logical positions form a segment; a segment's keys are decoded
 //   once per tile for all its readers (up to kSharedReaders tokens per work item).
 // * Unique: cached blocks read by one query token (a decode's own blocks), gathered by id.
-// Cache paths read positions < context only, so every pair has exactly one path
-// (`CheckCoverage` proves it; debug builds run it on every call).
+// Cache paths read positions < context only, except that a decode's last unique run also takes
+// the decode's own fresh key (then it has no causal item), so every pair has exactly one path
+// (`CheckCoverage` proves it; debug builds run it on every call). A decode without shared blocks
+// is thus planned exactly as a pure decode step plans it, and gets the same bits.
 //
 // Every token's parts are listed in logical key order (shared segments and unique runs as its
 // request reads them, then its causal splits) and merged in that order, so a token's bits depend
