@@ -24,20 +24,14 @@
 #include <vector>
 
 #include "dynattn/merge.h"
+#include "src/validate.h"
 
 namespace dynattn {
 namespace {
 
 using std::to_string;
 
-/// Largest element count a view may have (keeps offset products far from int64 overflow).
-constexpr int64_t kMaxElements = int64_t{1} << 46;
-
-std::string ShapeString(const TensorView& t) {
-  std::string s = "(";
-  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + to_string(t.shape[i]);
-  return s + (t.rank == 1 ? ",)" : ")");
-}
+using internal::ShapeString;
 
 /// "name[i, j, k]" for the element at dense offset `flat` of `t`.
 std::string ElementName(const char* name, const TensorView& t, int64_t flat) {
@@ -61,8 +55,7 @@ std::string FloatString(float x) {
 /// A present fp32 tensor on the CPU, dense, of rank `rank`.
 Status CheckF32(const char* name, const TensorView& t, int rank, const char* shape_rule) {
   if (!t.present()) return Status::Invalid(name, "is required but absent");
-  if (t.rank > kMaxRank) return Status::Invalid(name, "rank must be <= 6");
-  if (t.device != Device::kCpu) return Status::Unsupported(name, "must be in CPU memory");
+  DYNATTN_RETURN_IF_ERROR(internal::CheckStorage(name, t));
   if (t.dtype != DType::kF32) {
     return Status::Invalid(name, std::string("must be float32, got ") + DTypeName(t.dtype));
   }
@@ -70,16 +63,6 @@ Status CheckF32(const char* name, const TensorView& t, int rank, const char* sha
     return Status::Invalid(
         name, std::string("must have shape ") + shape_rule + ", got " + ShapeString(t));
   }
-  int64_t count = 1;
-  for (int i = 0; i < t.rank; ++i) {
-    if (t.shape[i] < 0) return Status::Invalid(name, "has a negative extent " + ShapeString(t));
-    if (t.shape[i] > 0 && count > kMaxElements / t.shape[i]) {
-      return Status::Invalid(name, "is too large " + ShapeString(t));
-    }
-    count *= t.shape[i];
-  }
-  if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major (C order)");
-  if (count > 0 && t.data == nullptr) return Status::Invalid(name, "data is null");
   return Status::Ok();
 }
 
