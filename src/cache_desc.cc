@@ -69,7 +69,6 @@ Status CheckLayoutShape(const char* name, const TensorView& t, int layout, int64
     }
   }
   if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major");
-  if (t.device != Device::kCpu) return Status::Unsupported(name, "must be in CPU memory");
   if (t.NumElements() > 0 && t.data == nullptr) return Status::Invalid(name, "data is null");
   return Status::Ok();
 }
@@ -189,6 +188,9 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
     FillScalePlanes(a, num_kv_heads, slots, groups, scale.data, DTypeSize(scale.dtype), &d);
   }
   d.device = cache.device;
+  if (scale.present() && a.quant_bit != 0 && scale.device != cache.device) {
+    return Status::Unsupported("scale", "must be in the same memory as cache");
+  }
   *desc = d;
   return Status::Ok();
 }

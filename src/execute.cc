@@ -84,9 +84,9 @@ void GatherContext(const GatherProblem& problem, const RunOptions& options) {
   });
 }
 
-void RunAttention(const AttentionProblem& problem, const RunOptions& options) {
+void RunAttention(const AttentionProblem& problem, const AttentionPlan& plan,
+                  const RunOptions& options) {
   const CpuKernels kernels = CpuKernelsFor(problem.kv.cache.elem);
-  const AttentionPlan plan = PlanAttention(problem);
   std::vector<float> states(static_cast<size_t>(plan.num_states * StateFloats(problem.padded_dim)));
   ParallelFor(options, static_cast<int64_t>(plan.items.size()), [&](int64_t i, Scratch* scratch) {
     kernels.attend(problem, plan.items[i], states.data(), scratch);

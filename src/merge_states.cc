@@ -56,6 +56,7 @@ std::string FloatString(float x) {
 Status CheckF32(const char* name, const TensorView& t, int rank, const char* shape_rule) {
   if (!t.present()) return Status::Invalid(name, "is required but absent");
   DYNATTN_RETURN_IF_ERROR(internal::CheckStorage(name, t));
+  if (t.device != Device::kCpu) return Status::Unsupported(name, "must be in CPU memory");
   if (t.dtype != DType::kF32) {
     return Status::Invalid(name, std::string("must be float32, got ") + DTypeName(t.dtype));
   }

@@ -73,4 +73,6 @@ bool TensorView::IsDense() const {
   return true;
 }
 
+const char* DeviceName(Device device) { return device == Device::kCpu ? "CPU" : "CUDA"; }
+
 }  // namespace dynattn

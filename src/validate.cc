@@ -25,10 +25,9 @@ std::string ShapeString(const TensorView& t) {
 /// Largest element count a view may have (keeps every offset product far from int64 overflow).
 constexpr int64_t kMaxElements = int64_t{1} << 46;
 
-/// Common checks of a present tensor: rank range, device, extents, density, data pointer.
+/// Common checks of a present tensor: rank range, extents, density, data pointer.
 Status CheckStorage(const char* name, const TensorView& t) {
   if (t.rank > kMaxRank) return Status::Invalid(name, "rank must be <= 6");
-  if (t.device != Device::kCpu) return Status::Unsupported(name, "must be in CPU memory");
   int64_t count = 1;
   for (int i = 0; i < t.rank; ++i) {
     if (t.shape[i] < 0) return Status::Invalid(name, "has a negative extent " + ShapeString(t));
@@ -73,8 +72,29 @@ Status CheckExact(const char* name, const TensorView& t, DType dtype, int64_t a,
   return Status::Ok();
 }
 
+Status CheckOnHost(const char* name, const TensorView& t) {
+  if (t.device == Device::kCpu) return Status::Ok();
+  return Status::Unsupported(name, "index tensors are read on the host: must be in CPU memory");
+}
+
+Status CheckSameDevice(Device device, std::initializer_list<NamedTensor> tensors) {
+  for (const NamedTensor& t : tensors) {
+    if (t.view->present() && t.view->device != device) {
+      return Status::Unsupported(
+          t.name, std::string("is in ") + DeviceName(t.view->device) + " memory, the call's data in " +
+                      DeviceName(device) + " memory (one call runs on one device)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckCallDevice(const CacheDesc& cache, std::initializer_list<NamedTensor> tensors) {
+  return CheckSameDevice(cache.device, tensors);
+}
+
 Status CheckInt64Vector(const char* name, const TensorView& t, int64_t length) {
   DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t));
+  DYNATTN_RETURN_IF_ERROR(CheckOnHost(name, t));
   if (t.dtype != DType::kI64) {
     return Status::Invalid(name, std::string("must be int64, got ") + DTypeName(t.dtype));
   }
@@ -89,6 +109,7 @@ Status CheckInt64Vector(const char* name, const TensorView& t, int64_t length) {
 /// A scalar input: int64, rank 0 (or one element of rank 1).
 Status ReadScalar(const char* name, const TensorView& t, int64_t* value) {
   DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t));
+  DYNATTN_RETURN_IF_ERROR(CheckOnHost(name, t));
   if (t.dtype != DType::kI64) {
     return Status::Invalid(name, std::string("must be an int64 scalar, got ") + DTypeName(t.dtype));
   }
@@ -268,7 +289,6 @@ Status CheckAddressingAttrs(const CacheAttrs& a) {
 
 /// A caller-built CacheDesc: consistent with the call and with itself.
 Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int head_dim) {
-  if (d.device != Device::kCpu) return Status::Unsupported("cache_desc", "must be in CPU memory");
   if (d.num_kv_heads != kv_heads || d.head_dim != head_dim) {
     return Status::Invalid("cache_desc", "num_kv_heads/head_dim " + to_string(d.num_kv_heads) +
                                              "/" + to_string(d.head_dim) + " must be " +
@@ -323,6 +343,7 @@ Status CheckSlots(const CacheAttrs& a, const TensorView& cachestarts, const Batc
     map->mode = SlotMap::Mode::kOffset;
   } else {
     DYNATTN_RETURN_IF_ERROR(CheckRequired("cachestarts", cachestarts));
+    DYNATTN_RETURN_IF_ERROR(CheckOnHost("cachestarts", cachestarts));
     if (cachestarts.dtype != DType::kI64 || cachestarts.rank != 2 || cachestarts.shape[0] != size) {
       return Status::Invalid(
           "cachestarts", "paged mode needs an int64 page table of shape (B = " + to_string(size) +
@@ -461,6 +482,10 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
                                      "(kvstarts[B], num_kv_heads * num_repeat, head_dim)"));
   DYNATTN_RETURN_IF_ERROR(CheckExact("value", args.value, io, rows, out_heads, dim,
                                      "(kvstarts[B], num_kv_heads * num_repeat, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckCallDevice(source.cache, {{"current_key", &args.current_key},
+                                                         {"current_value", &args.current_value},
+                                                         {"key", &args.key},
+                                                         {"value", &args.value}}));
   call->write = WriteProblem{shape.batch, io, ck.data, args.current_value.data, source};
   call->gather =
       GatherProblem{shape.batch, io, attrs.num_repeat, args.key.data, args.value.data, source};
@@ -491,6 +516,10 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, attrs.num_heads, shape.batch, &p));
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, attrs.num_heads,
                                      attrs.head_dim, "(Tq, num_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckSameDevice(args.query.device, {{"key", &args.key},
+                                                              {"value", &args.value},
+                                                              {"attn_mask", &args.attn_mask},
+                                                              {"attn_output", &args.attn_output}}));
   FillAttention(attrs, kv_heads, io, &p);
   p.batch = shape.batch;
   p.query = args.query.data;
@@ -504,6 +533,7 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   c.num_slots = rows;
   c.key = CachePlane{args.key.data, int64_t{kv_heads} * attrs.head_dim, attrs.head_dim};
   c.value = CachePlane{args.value.data, int64_t{kv_heads} * attrs.head_dim, attrs.head_dim};
+  c.device = args.query.device;
   p.kv.slots = SlotMap{SlotMap::Mode::kOffset, shape.batch.kvstarts, 0, 1};
   if (attrs.is_alibi) {
     call->alibi_slopes = AlibiSlopes(attrs.num_heads);
@@ -541,6 +571,11 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, a.num_heads, shape.batch, &p));
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, a.num_heads,
                                      a.head_dim, "(Tq, num_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckCallDevice(source.cache, {{"query", &args.query},
+                                                         {"current_key", &args.current_key},
+                                                         {"current_value", &args.current_value},
+                                                         {"attn_mask", &args.attn_mask},
+                                                         {"attn_output", &args.attn_output}}));
   FillAttention(a, kv_heads, io, &p);
   p.batch = shape.batch;
   p.query = args.query.data;

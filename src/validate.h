@@ -7,6 +7,7 @@
 #ifndef DYNATTN_SRC_VALIDATE_H_
 #define DYNATTN_SRC_VALIDATE_H_
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,18 @@ Status CheckActivation(const char* name, const TensorView& t);
 /// `t` has exactly `dtype` and shape (a, b, c); `shape_rule` names the shape in the message.
 Status CheckExact(const char* name, const TensorView& t, DType dtype, int64_t a, int64_t b,
                   int64_t c, const char* shape_rule);
-/// A present int64 vector of `length` entries (any length when negative).
+/// A tensor and its input name, for checks over several tensors.
+struct NamedTensor {
+  const char* name;
+  const TensorView* view;
+};
+/// Index tensors (offsets, tables, scalars) are read on the host.
+Status CheckOnHost(const char* name, const TensorView& t);
+/// Every present tensor lives on `device` (the device of the call's data).
+Status CheckSameDevice(Device device, std::initializer_list<NamedTensor> tensors);
+/// Every present tensor lives where the cache does (a cache call runs on the cache's device).
+Status CheckCallDevice(const CacheDesc& cache, std::initializer_list<NamedTensor> tensors);
+/// A present int64 vector of `length` entries (any length when negative), in CPU memory.
 Status CheckInt64Vector(const char* name, const TensorView& t, int64_t length);
 /// Offsets: B+1 >= 1 int64 entries starting at 0, non-decreasing.
 Status CheckStarts(const char* name, const TensorView& t, int64_t length);

@@ -28,6 +28,8 @@ const char* DTypeName(DType dtype);
 
 /// Where a tensor's memory lives; the backend of a call follows its tensors.
 enum class Device : uint8_t { kCpu, kCuda };
+/// "CPU" or "CUDA".
+const char* DeviceName(Device device);
 
 /// Largest rank a `TensorView` holds (PMX caches are rank 5).
 inline constexpr int kMaxRank = 6;

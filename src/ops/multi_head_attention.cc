@@ -4,7 +4,7 @@
 // as an unquantized cache addressed by kvstarts, through the same kernels as the cached op.
 
 #include "dynattn/ops.h"
-#include "src/execute.h"
+#include "src/dispatch.h"
 #include "src/validate.h"
 
 namespace dynattn {
@@ -14,7 +14,10 @@ Status MultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionA
   internal::MultiHeadAttentionCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadAttention(attrs, args, &call));
-  internal::RunAttention(call.attention, options);
+  const CacheDesc& kv = call.attention.kv.cache;
+  const internal::BackendKernels* kernels = internal::KernelsFor(kv.device, kv.elem);
+  if (kernels == nullptr) return internal::NoBackend("query", kv.device);
+  kernels->run_attention(call.attention, internal::PlanAttention(call.attention), options);
   return Status::Ok();
 }
 

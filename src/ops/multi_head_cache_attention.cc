@@ -5,7 +5,7 @@
 
 #include "dynattn/dynattn.h"
 #include "hwy/targets.h"
-#include "src/execute.h"
+#include "src/dispatch.h"
 #include "src/validate.h"
 
 namespace dynattn {
@@ -15,8 +15,11 @@ Status MultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
   internal::MultiHeadCacheAttentionCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadCacheAttention(attrs, args, &call));
-  internal::WriteNewTokens(call.write, options);
-  internal::RunAttention(call.attention, options);
+  const CacheDesc& cache = call.attention.kv.cache;
+  const internal::BackendKernels* kernels = internal::KernelsFor(cache.device, cache.elem);
+  if (kernels == nullptr) return internal::NoBackend("cache", cache.device);
+  kernels->write_new_tokens(call.write, options);
+  kernels->run_attention(call.attention, internal::PlanAttention(call.attention), options);
   return Status::Ok();
 }
 

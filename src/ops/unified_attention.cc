@@ -9,7 +9,7 @@
 #include <string>
 
 #include "dynattn/unified.h"
-#include "src/execute.h"
+#include "src/dispatch.h"
 #include "src/unified/plan_unified.h"
 #include "src/unified/unified_call.h"
 #include "src/validate.h"
@@ -83,7 +83,10 @@ Status UnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttenti
   DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
   internal::UnifiedCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateUnifiedAttention(attrs, args, &call));
-  internal::WriteNewTokens(call.write, options);
+  const CacheDesc& cache = args.cache->cache;
+  const internal::BackendKernels* kernels = internal::KernelsFor(cache.device, cache.elem);
+  if (kernels == nullptr) return internal::NoBackend("cache", cache.device);
+  kernels->write_new_tokens(call.write, options);
   const internal::UnifiedPlan plan = internal::PlanUnified(call.step);
 #ifndef NDEBUG
   // Debug builds prove on every call that each (query, key) pair has exactly one path.
@@ -93,7 +96,7 @@ Status UnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttenti
     std::abort();
   }
 #endif
-  internal::RunUnified(call.attention, plan, options);
+  kernels->run_unified(call.attention, plan, options);
   return Status::Ok();
 }
 
