@@ -42,10 +42,10 @@ constexpr unsigned kFullMask = 0xFFFFFFFFu;
 
 /// Shared-memory shape of the attend kernel, chosen once per call from head_dim.
 struct Layout {
-  int tile_keys = kMaxTileKeys;         ///< Keys per tile (<= 32).
-  int pass_vectors = kMaxPassVectors;   ///< Query vectors per pass.
-  int key_stride = 0;                   ///< Floats between key rows: head_dim made odd.
-  size_t bytes = 0;                     ///< Dynamic shared memory.
+  int tile_keys = kMaxTileKeys;        ///< Keys per tile (<= 32).
+  int pass_vectors = kMaxPassVectors;  ///< Query vectors per pass.
+  int key_stride = 0;                  ///< Floats between key rows: head_dim made odd.
+  size_t bytes = 0;                    ///< Dynamic shared memory.
 
   static Layout For(int head_dim, size_t budget) {
     Layout l;
@@ -336,7 +336,9 @@ __global__ void __launch_bounds__(kThreads)
   const int rows = task.row_end - task.row_begin;
   const int vectors = p.group_size * rows;
   for (int index = warp; index < vectors; index += kWarps) {
-    const auto first = [&](int s) { return task.state_index + static_cast<int64_t>(s) * vectors + index; };
+    const auto first = [&](int s) {
+      return task.state_index + static_cast<int64_t>(s) * vectors + index;
+    };
     const int64_t token = p.batch.seqstarts[task.request] + task.row_begin + index % rows;
     MergeInto(p, states, task.num_splits, first, token, task.kv_head * p.group_size + index / rows,
               acc, lane);
@@ -382,12 +384,10 @@ void LaunchAttendFor(const AttentionProblem& p, const AttendWork& work, const La
 size_t MergeBytes(const AttentionProblem& p) {
   const size_t bytes = static_cast<size_t>(kWarps) * p.head_dim * sizeof(float);
   if (bytes > 48 * 1024) {
-    DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(&MergeSplitsKernel,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(bytes)));
-    DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(&MergePartsKernel,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(bytes)));
+    DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(
+        &MergeSplitsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(
+        &MergePartsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   }
   return bytes;
 }

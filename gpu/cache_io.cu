@@ -41,8 +41,8 @@ __global__ void WriteTokensKernel(internal::WriteProblem p, int64_t tokens) {
   const void* src = plane_index == 0 ? p.current_key : p.current_value;
   const int64_t first = (t * heads + head) * dim;
   const auto load = [&](int d) { return LoadActivation(src, first + d, io_f16); };
-  EncodeRow(load, kElem, dim, cache.quant_group, scale_f16, io_f16,
-            RowAt(plane, kElem, slot, head), ScaleAt(plane, scale_f16, slot, head));
+  EncodeRow(load, kElem, dim, cache.quant_group, scale_f16, io_f16, RowAt(plane, kElem, slot, head),
+            ScaleAt(plane, scale_f16, slot, head));
 }
 
 /// One thread per (packed context row, KV head, plane): decodes the row once and stores it
@@ -74,7 +74,9 @@ __global__ void GatherKernel(internal::GatherProblem p, int64_t rows) {
   }
 }
 
-unsigned Blocks(int64_t threads) { return static_cast<unsigned>((threads + kThreads - 1) / kThreads); }
+unsigned Blocks(int64_t threads) {
+  return static_cast<unsigned>((threads + kThreads - 1) / kThreads);
+}
 
 }  // namespace
 

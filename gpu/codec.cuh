@@ -225,8 +225,9 @@ DYNATTN_HD void EncodeRow(const Load& load, CacheElem elem, int dim, int group, 
       }
     } else {  // int4 groups are even, so both nibbles of a byte share the group's scale
       for (int i = first; i < first + group; i += 2) {
-        static_cast<uint8_t*>(row)[i >> 1] = PackNibbles(QuantizeCode(load(i), s, qmax, io_is_f16),
-                                                         QuantizeCode(load(i + 1), s, qmax, io_is_f16));
+        static_cast<uint8_t*>(row)[i >> 1] =
+            PackNibbles(QuantizeCode(load(i), s, qmax, io_is_f16),
+                        QuantizeCode(load(i + 1), s, qmax, io_is_f16));
       }
     }
   }
@@ -234,16 +235,16 @@ DYNATTN_HD void EncodeRow(const Load& load, CacheElem elem, int dim, int group, 
 
 /// Element d of cache row `row` (with its group scales at `scale`) as T1 sees it: the value
 /// simd/codec-inl.h DecodeRow gives.
-DYNATTN_HD float DecodeElement(const void* row, const void* scale, int d, CacheElem elem,
-                               int group, bool scale_is_f16, bool io_is_f16) {
+DYNATTN_HD float DecodeElement(const void* row, const void* scale, int d, CacheElem elem, int group,
+                               bool scale_is_f16, bool io_is_f16) {
   switch (elem) {
     case CacheElem::kF32:
       return DecodeF32(static_cast<const float*>(row)[d], io_is_f16);
     case CacheElem::kF16:
       return F16ToF32(static_cast<const uint16_t*>(row)[d]);
     case CacheElem::kInt8:
-      return Dequantize(static_cast<const int8_t*>(row)[d], LoadScale(scale, d / group, scale_is_f16),
-                        scale_is_f16, io_is_f16);
+      return Dequantize(static_cast<const int8_t*>(row)[d],
+                        LoadScale(scale, d / group, scale_is_f16), scale_is_f16, io_is_f16);
     case CacheElem::kInt4:
       return Dequantize(Int4At(static_cast<const uint8_t*>(row), d),
                         LoadScale(scale, d / group, scale_is_f16), scale_is_f16, io_is_f16);

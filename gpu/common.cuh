@@ -69,8 +69,7 @@ __device__ __forceinline__ char* ScaleAt(const CachePlane& plane, bool scale_is_
                                          int head) {
   if (plane.scale == nullptr) return nullptr;
   return static_cast<char*>(plane.scale) +
-         (slot * plane.scale_slot_stride + head * plane.scale_head_stride) *
-             (scale_is_f16 ? 2 : 4);
+         (slot * plane.scale_slot_stride + head * plane.scale_head_stride) * (scale_is_f16 ? 2 : 4);
 }
 
 }  // namespace dynattn::gpu

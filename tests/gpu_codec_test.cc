@@ -16,10 +16,11 @@
 #include <vector>
 
 #include "gpu/codec.cuh"
-#include "tests/reference/reference.h"
 #include "simd/f16.h"
 #include "simd/kernel_abi.h"
 #include "src/execute.h"
+#include "tests/reference/reference.h"
+#include "tests/support/run_case.h"
 
 namespace dynattn {
 namespace {
@@ -36,9 +37,10 @@ float FromBits(uint32_t u) {
   return f;
 }
 
+/// A fresh seed per test case, derived from the run's base seed (DYNATTN_TEST_SEED replays it).
 uint64_t FreshSeed() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) | device();
+  static uint64_t next = 0;
+  return dynattn_test::BaseSeed() + 0x9E3779B97F4A7C15ull * ++next;
 }
 
 TEST_SUITE("gpu_codec") {
@@ -115,14 +117,15 @@ TEST_SUITE("gpu_codec") {
         const int q = gpu::QuantizeCode(x[i], s, qmax, io_f16);
         REQUIRE(q == ref.q[i]);
         const float value = gpu::Dequantize(q, stored, scale_f16, io_f16);
-        REQUIRE(static_cast<double>(value) == dynattn_ref::detail::Dequantize(q, ref.stored, t1, t3));
+        REQUIRE(static_cast<double>(value) ==
+                dynattn_ref::detail::Dequantize(q, ref.stored, t1, t3));
       }
     }
   }
 
   // A random value for a cache row: ordinary values at a random scale, with ties, zeros, huge,
   // tiny (subnormal in fp16) and non-finite values mixed in.
-  float SpecialValue(std::mt19937_64& rng, float range) {
+  float SpecialValue(std::mt19937_64 & rng, float range) {
     switch (rng() % 16) {
       case 0:
         return 0.0f;
@@ -183,8 +186,9 @@ TEST_SUITE("gpu_codec") {
       const int64_t row_elems = dim, slot_elems = static_cast<int64_t>(heads) * dim;
       const int64_t groups_per_row = dim / group;
       const size_t elem_bytes = elem == CacheElem::kF32 ? 4 : elem == CacheElem::kF16 ? 2 : 1;
-      const size_t plane_bytes = elem == CacheElem::kInt4 ? static_cast<size_t>(tokens * slot_elems / 2)
-                                                          : static_cast<size_t>(tokens * slot_elems) * elem_bytes;
+      const size_t plane_bytes = elem == CacheElem::kInt4
+                                     ? static_cast<size_t>(tokens * slot_elems / 2)
+                                     : static_cast<size_t>(tokens * slot_elems) * elem_bytes;
       const size_t scale_bytes =
           static_cast<size_t>(tokens * heads * groups_per_row) * (scale_f16 ? 2 : 4);
       std::vector<uint8_t> cpu_planes[2], gpu_planes[2], cpu_scales[2], gpu_scales[2];
@@ -277,13 +281,13 @@ TEST_SUITE("gpu_codec") {
                                                          : static_cast<size_t>(offset) * elem_bytes;
             const size_t scale_byte =
                 static_cast<size_t>((t * heads + h) * groups_per_row) * (scale_f16 ? 2 : 4);
-            const void* out = io_f16 ? static_cast<const void*>(out16[plane].data())
-                                     : out32[plane].data();
+            const void* out =
+                io_f16 ? static_cast<const void*>(out16[plane].data()) : out32[plane].data();
             for (int d = 0; d < dim; ++d) {
-              const float value = gpu::DecodeElement(
-                  gpu_planes[plane].data() + byte,
-                  quantized ? gpu_scales[plane].data() + scale_byte : nullptr, d, elem, group,
-                  scale_f16, io_f16);
+              const float value =
+                  gpu::DecodeElement(gpu_planes[plane].data() + byte,
+                                     quantized ? gpu_scales[plane].data() + scale_byte : nullptr, d,
+                                     elem, group, scale_f16, io_f16);
               // The gather stores in the activation type; so does the CUDA gather kernel.
               std::vector<uint8_t> stored(4);
               gpu::StoreActivation(value, stored.data(), 0, io_f16);
