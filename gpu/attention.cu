@@ -20,6 +20,7 @@
 //   (past the causal limit or an -inf mask) have weight 0 and are never multiplied, so a fully
 //   masked row ends with sum 0: output 0 and log-sum-exp -inf, never NaN.
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -37,7 +38,10 @@ using internal::AttentionProblem;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxTileKeys = 32;  ///< One key per lane.
-constexpr int kMaxPassVectors = 32;
+constexpr int kMaxPassVectors = 128;
+/// Shared memory an attend block aims to stay under (two blocks per SM on sm_80), unless the head
+/// size needs more.
+constexpr size_t kTargetSharedBytes = 100 * 1024;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 
 /// Shared-memory shape of the attend kernel, chosen once per call from head_dim.
@@ -47,9 +51,14 @@ struct Layout {
   int key_stride = 0;                  ///< Floats between key rows: head_dim made odd.
   size_t bytes = 0;                    ///< Dynamic shared memory.
 
-  static Layout For(int head_dim, size_t budget) {
+  /// The largest passes (up to 32 keys, up to `max_vectors` query vectors, at most 128) that
+  /// fit in `budget` bytes: small for decode items (more blocks per SM), larger for prefill
+  /// tiles and shared segments (fewer passes over their keys).
+  static Layout For(int head_dim, int max_vectors, size_t budget) {
     Layout l;
     l.key_stride = head_dim % 2 == 0 ? head_dim + 1 : head_dim;
+    l.pass_vectors = 1;
+    while (l.pass_vectors < max_vectors && l.pass_vectors < kMaxPassVectors) l.pass_vectors *= 2;
     for (;;) {
       l.bytes = Bytes(l, head_dim);
       if (l.bytes <= budget) return l;
@@ -397,7 +406,8 @@ size_t MergeBytes(const AttentionProblem& p) {
 void LaunchAttend(const AttentionProblem& p, const AttendWork& work) {
   if (work.num_shared + work.num_items == 0) return;
   const size_t budget = SharedBudget();
-  const Layout layout = Layout::For(p.head_dim, budget);
+  Layout layout = Layout::For(p.head_dim, work.max_vectors, std::min(budget, kTargetSharedBytes));
+  if (layout.bytes > kTargetSharedBytes) layout = Layout::For(p.head_dim, work.max_vectors, budget);
   if (layout.bytes > budget) {
     CheckCuda(cudaErrorInvalidConfiguration, "head_dim too large for shared memory", __FILE__,
               __LINE__);

@@ -8,6 +8,7 @@
 // plan it needs to the device, rebases the problem's pointers to those copies, allocates the
 // partial states, launches, and synchronizes before returning, as the CPU row does.
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -69,6 +70,15 @@ struct DeviceAttention {
   }
 };
 
+/// The most query vectors of any request item and shared item.
+int MaxVectors(const AttentionProblem& p, const std::vector<WorkItem>& items,
+               const std::vector<SharedItem>& shared) {
+  int most = 1;
+  for (const WorkItem& w : items) most = std::max(most, p.group_size * (w.row_end - w.row_begin));
+  for (const SharedItem& s : shared) most = std::max(most, p.group_size * s.num_readers);
+  return most;
+}
+
 /// Partial states of a plan, (num_states, StateFloats(padded_dim)) floats.
 DeviceBuffer<float> AllocateStates(const AttentionProblem& p, int64_t num_states) {
   return DeviceBuffer<float>(static_cast<size_t>(num_states * StateFloats(p.padded_dim)));
@@ -115,6 +125,7 @@ void CudaRunAttention(const AttentionProblem& problem, const AttentionPlan& plan
   work.items = items.data();
   work.num_items = static_cast<int64_t>(plan.items.size());
   work.states = states.data();
+  work.max_vectors = MaxVectors(problem, plan.items, {});
   gpu::LaunchAttend(p, work);
   gpu::LaunchMergeSplits(p, merges.data(), static_cast<int64_t>(plan.merges.size()), states.data());
   Synchronize();
@@ -144,6 +155,7 @@ void CudaRunUnified(const AttentionProblem& problem, const UnifiedPlan& plan, co
   work.items = items.data();
   work.num_items = static_cast<int64_t>(plan.request_items.size());
   work.states = states.data();
+  work.max_vectors = MaxVectors(problem, plan.request_items, plan.shared_items);
   gpu::LaunchAttend(p, work);
   const int64_t tokens = static_cast<int64_t>(plan.part_begin.size()) - 1;
   if (tokens > 0 && !plan.parts.empty()) {

@@ -27,6 +27,7 @@ struct AttendWork {
   const internal::WorkItem* items = nullptr;
   int64_t num_items = 0;
   float* states = nullptr;  ///< num_states x StateFloats(padded_dim).
+  int max_vectors = 1;      ///< Most query vectors of any item (sizes the shared memory).
 };
 void LaunchAttend(const internal::AttentionProblem& p, const AttendWork& work);
 
