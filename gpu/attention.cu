@@ -1,0 +1,447 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Kernel family: attention on the device: request work items (prefill tiles, decode splits),
+// unified attention's shared items, and the exact merges of split or multi-part query vectors.
+//
+// Why it looks like this:
+// * One CUDA block per work item, the same items the CPU plans (src/plan.h,
+//   src/unified/plan_unified.h), so partial states land exactly where the CPU's do and the same
+//   merge tasks combine them.
+// * A block walks its item's keys once per pass in tiles of up to 32 keys. Each tile's keys and
+//   values are decoded once (codec.cuh, the exact T1(T3(q * s)) of the spec) into shared memory
+//   and then used by all the pass's query vectors: the GQA group of the KV head times the row
+//   tile (or the readers of a shared segment). A decode item (few vectors) thus reads its K/V
+//   once for all query heads of the KV head; a prefill tile with more vectors than fit in one
+//   pass re-reads its keys per pass (from L2), as every tiled attention does.
+// * A warp owns a query vector at a time: lane j scores key j of the tile (key rows padded to an
+//   odd stride, so the lanes hit distinct banks), the online softmax reduces across the warp, and
+//   lanes take the head dimension for the P.V accumulation, so any head_dim works.
+// * The running (max, sum, accumulator) live in shared memory, fp32, natural exp. Masked keys
+//   (past the causal limit or an -inf mask) have weight 0 and are never multiplied, so a fully
+//   masked row ends with sum 0: output 0 and log-sum-exp -inf, never NaN.
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+#include "gpu/codec.cuh"
+#include "gpu/common.cuh"
+#include "gpu/device_buffer.h"
+#include "gpu/kernels.h"
+
+namespace dynattn::gpu {
+namespace {
+
+using internal::AttentionProblem;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxTileKeys = 32;  ///< One key per lane.
+constexpr int kMaxPassVectors = 128;
+/// Shared memory an attend block aims to stay under (two blocks per SM on sm_80), unless the head
+/// size needs more.
+constexpr size_t kTargetSharedBytes = 100 * 1024;
+constexpr unsigned kFullMask = 0xFFFFFFFFu;
+
+/// Shared-memory shape of the attend kernel, chosen once per call from head_dim.
+struct Layout {
+  int tile_keys = kMaxTileKeys;        ///< Keys per tile (<= 32).
+  int pass_vectors = kMaxPassVectors;  ///< Query vectors per pass.
+  int key_stride = 0;                  ///< Floats between key rows: head_dim made odd.
+  size_t bytes = 0;                    ///< Dynamic shared memory.
+
+  /// The largest passes (up to 32 keys, up to `max_vectors` query vectors, at most 128) that
+  /// fit in `budget` bytes: small for decode items (more blocks per SM), larger for prefill
+  /// tiles and shared segments (fewer passes over their keys).
+  static Layout For(int head_dim, int max_vectors, size_t budget) {
+    Layout l;
+    l.key_stride = head_dim % 2 == 0 ? head_dim + 1 : head_dim;
+    l.pass_vectors = 1;
+    while (l.pass_vectors < max_vectors && l.pass_vectors < kMaxPassVectors) l.pass_vectors *= 2;
+    for (;;) {
+      l.bytes = Bytes(l, head_dim);
+      if (l.bytes <= budget) return l;
+      if (l.pass_vectors > kWarps) {
+        l.pass_vectors /= 2;
+      } else if (l.tile_keys > 1) {
+        l.tile_keys /= 2;
+      } else if (l.pass_vectors > 1) {
+        l.pass_vectors /= 2;
+      } else {
+        return l;  // caller checks bytes against the budget
+      }
+    }
+  }
+
+  static size_t Bytes(const Layout& l, int head_dim) {
+    const size_t floats = static_cast<size_t>(l.tile_keys) * (l.key_stride + head_dim) +
+                          2 * static_cast<size_t>(l.pass_vectors) * (head_dim + 1) + kWarps * 32;
+    return static_cast<size_t>(l.tile_keys) * sizeof(int64_t) + floats * sizeof(float);
+  }
+};
+
+/// One query vector of a work item (QueryRow of simd/softmax-inl.h).
+struct VectorRef {
+  int64_t request;
+  int64_t token;     ///< Packed query row.
+  int head;          ///< Query head.
+  int64_t last_key;  ///< Last visible key of the item's key sequence (inclusive).
+  int64_t origin;    ///< The query's position in key numbers (ALiBi: key - origin).
+};
+
+/// AttentionProblem::BottomRightLimited on the device.
+__device__ bool BottomRightLimited(const AttentionProblem& p, int64_t b) {
+  const int64_t seqlen = p.batch.seqstarts[b + 1] - p.batch.seqstarts[b];
+  return p.alibi_slopes != nullptr || (p.is_causal && seqlen > 1 && b >= p.batch.decoding_batches);
+}
+
+/// Vector `index` of a request item: head h = index / rows of the group, row index % rows.
+__device__ VectorRef RequestVector(const AttentionProblem& p, const internal::WorkItem& w,
+                                   int index) {
+  const int rows = w.row_end - w.row_begin;
+  const int64_t b = w.request;
+  const int64_t kvlen = p.batch.kvstarts[b + 1] - p.batch.kvstarts[b];
+  const int64_t seqlen = p.batch.seqstarts[b + 1] - p.batch.seqstarts[b];
+  const int64_t row = w.row_begin + index % rows;
+  VectorRef r;
+  r.request = b;
+  r.token = p.batch.seqstarts[b] + row;
+  r.head = w.kv_head * p.group_size + index / rows;
+  r.last_key = BottomRightLimited(p, b) ? kvlen - seqlen + row : kvlen - 1;
+  r.origin = r.last_key;
+  return r;
+}
+
+/// Vector `index` of a shared item: head h = index / readers of the group, reader index % readers.
+__device__ VectorRef SharedVector(const AttentionProblem& p, const internal::SharedItem& s,
+                                  int index) {
+  const internal::SharedReader& reader = s.readers[index % s.num_readers];
+  VectorRef r;
+  r.request = reader.request;
+  r.token = reader.token;
+  r.head = s.kv_head * p.group_size + index / s.num_readers;
+  r.last_key = reader.visible - 1;
+  r.origin = reader.origin;
+  return r;
+}
+
+__device__ __forceinline__ float WarpMax(float x) {
+  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(kFullMask, x, o));
+  return x;
+}
+
+__device__ __forceinline__ float WarpSum(float x) {
+  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(kFullMask, x, o);
+  return x;
+}
+
+/// Natural-log log-sum-exp of a finished state: max + ln(sum), -inf when it saw no key.
+__device__ __forceinline__ float LogSumExp(float max, float sum) {
+  return sum > 0.0f ? max + static_cast<float>(log(static_cast<double>(sum))) : -INFINITY;
+}
+
+/// Writes output row (token, head) = acc / sum (0 when sum is 0), lanes over d, and its LSE.
+__device__ void StoreRow(const AttentionProblem& p, int64_t token, int head, const float* acc,
+                         float max, float sum, int lane) {
+  const bool io_f16 = p.io_type == DType::kF16;
+  const int64_t first = (token * p.num_heads + head) * p.head_dim;
+  for (int d = lane; d < p.head_dim; d += 32) {
+    StoreActivation(sum > 0.0f ? DivRn(acc[d], sum) : 0.0f, p.output, first + d, io_f16);
+  }
+  if (p.lse != nullptr && lane == 0) p.lse[token * p.num_heads + head] = LogSumExp(max, sum);
+}
+
+/// One block per item: blocks [0, num_shared) run shared items, the rest request items.
+template <CacheElem kElem>
+__global__ void __launch_bounds__(kThreads)
+    AttendKernel(AttentionProblem p, AttendWork work, Layout layout) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int dim = p.head_dim;
+  const int tile_keys = layout.tile_keys, ks = layout.key_stride, pass = layout.pass_vectors;
+  int64_t* slots = reinterpret_cast<int64_t*>(smem);
+  float* keys = reinterpret_cast<float*>(slots + tile_keys);
+  float* values = keys + static_cast<size_t>(tile_keys) * ks;
+  float* queries = values + static_cast<size_t>(tile_keys) * dim;
+  float* acc = queries + static_cast<size_t>(pass) * dim;
+  float* maxes = acc + static_cast<size_t>(pass) * dim;
+  float* sums = maxes + pass;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* probs = sums + pass + warp * 32;
+
+  const bool is_shared = blockIdx.x < work.num_shared;
+  const internal::SharedItem* s = is_shared ? &work.shared[blockIdx.x] : nullptr;
+  const internal::WorkItem* w = is_shared ? nullptr : &work.items[blockIdx.x - work.num_shared];
+  internal::SlotMap map = p.kv.slots;
+  int64_t map_request, key_begin, key_end, state_index;
+  int kv_head, vectors;
+  bool write_states;
+  if (is_shared) {
+    map.mode = internal::SlotMap::Mode::kBlocks;
+    map.starts = s->blocks;
+    map.table_stride = 0;
+    map.page_size = s->block_size;
+    map.block_stride = s->block_stride;
+    map_request = 0;
+    kv_head = s->kv_head;
+    key_begin = s->key_begin;
+    key_end = s->key_end;
+    vectors = p.group_size * s->num_readers;
+    write_states = true;
+    state_index = s->state_index;
+  } else {
+    map_request = w->request;
+    kv_head = w->kv_head;
+    key_begin = w->key_begin;
+    key_end = w->key_end;
+    vectors = p.group_size * (w->row_end - w->row_begin);
+    write_states = w->num_splits != 1;
+    state_index = w->state_index;
+  }
+  const auto vector_ref = [&](int index) {
+    return is_shared ? SharedVector(p, *s, index) : RequestVector(p, *w, index);
+  };
+  const bool io_f16 = p.io_type == DType::kF16;
+  const bool scale_f16 = p.kv.cache.scale_type == ScaleType::kF16;
+  const int group = p.kv.cache.quant_group;
+  const CachePlane& key_plane = p.kv.cache.key;
+  const CachePlane& value_plane = p.kv.cache.value;
+  const int64_t state_floats = StateFloatsOf(p.padded_dim);
+
+  for (int c0 = 0; c0 < vectors; c0 += pass) {
+    const int n = min(pass, vectors - c0);
+    // Each warp loads and resets the vectors it owns (v % kWarps == warp) for the whole pass.
+    for (int v = warp; v < n; v += kWarps) {
+      const VectorRef r = vector_ref(c0 + v);
+      const int64_t first = (r.token * p.num_heads + r.head) * dim;
+      for (int d = lane; d < dim; d += 32) {
+        queries[v * dim + d] = LoadActivation(p.query, first + d, io_f16);
+        acc[v * dim + d] = 0.0f;
+      }
+      if (lane == 0) {
+        maxes[v] = -INFINITY;
+        sums[v] = 0.0f;
+      }
+    }
+    for (int64_t key0 = key_begin; key0 < key_end; key0 += tile_keys) {
+      const int count = static_cast<int>(min(static_cast<int64_t>(tile_keys), key_end - key0));
+      __syncthreads();  // the previous tile is consumed
+      if (threadIdx.x < count) slots[threadIdx.x] = SlotOf(map, map_request, key0 + threadIdx.x);
+      __syncthreads();
+      for (int i = threadIdx.x; i < tile_keys * dim; i += kThreads) {
+        const int j = i / dim, d = i % dim;
+        float k = 0.0f, x = 0.0f;
+        if (j < count) {
+          const int64_t slot = slots[j];
+          k = DecodeElement(RowAt(key_plane, kElem, slot, kv_head),
+                            ScaleAt(key_plane, scale_f16, slot, kv_head), d, kElem, group,
+                            scale_f16, io_f16);
+          x = DecodeElement(RowAt(value_plane, kElem, slot, kv_head),
+                            ScaleAt(value_plane, scale_f16, slot, kv_head), d, kElem, group,
+                            scale_f16, io_f16);
+        }
+        keys[j * ks + d] = k;
+        values[j * dim + d] = x;
+      }
+      __syncthreads();
+      for (int v = warp; v < n; v += kWarps) {
+        const VectorRef r = vector_ref(c0 + v);
+        const int64_t key = key0 + lane;
+        float score = -INFINITY;
+        if (lane < count && key <= r.last_key) {
+          const float* q = queries + v * dim;
+          const float* k = keys + lane * ks;
+          float dot = 0.0f;
+          for (int d = 0; d < dim; ++d) dot = fmaf(q[d], k[d], dot);
+          // Saturated at FLT_MAX like the CPU: an overflowing dot wins instead of giving NaN.
+          score = fminf(MulRn(dot, p.score_scale), FLT_MAX);
+          if (p.alibi_slopes != nullptr) {
+            score = AddRn(score, MulRn(p.alibi_slopes[r.head], static_cast<float>(key - r.origin)));
+          }
+          if (p.mask != nullptr) {
+            const int64_t column = p.batch.kvstarts[r.request] + key;
+            score = AddRn(score, LoadActivation(p.mask,
+                                                r.head * p.mask_head_stride +
+                                                    r.token * p.mask_row_stride + column,
+                                                io_f16));
+          }
+        }
+        const float old_max = maxes[v];
+        const float new_max = fmaxf(old_max, WarpMax(score));
+        if (new_max == -INFINITY) continue;  // nothing visible yet (uniform across the warp)
+        const float weight = score == -INFINITY ? 0.0f : expf(score - new_max);
+        const float alpha = old_max == new_max ? 1.0f : expf(old_max - new_max);
+        const float tile_sum = WarpSum(weight);
+        probs[lane] = weight;
+        __syncwarp();
+        float* a = acc + v * dim;
+        for (int d = lane; d < dim; d += 32) {
+          float sum = a[d] * alpha;
+          for (int j = 0; j < count; ++j) {
+            const float pj = probs[j];
+            if (pj != 0.0f) sum = fmaf(pj, values[j * dim + d], sum);
+          }
+          a[d] = sum;
+        }
+        __syncwarp();  // every lane has read maxes[v] and probs
+        if (lane == 0) {
+          maxes[v] = new_max;
+          sums[v] = sums[v] * alpha + tile_sum;
+        }
+        __syncwarp();
+      }
+    }
+    __syncwarp();
+    for (int v = warp; v < n; v += kWarps) {
+      const float max = maxes[v], sum = sums[v];
+      const float* a = acc + v * dim;
+      if (write_states) {
+        float* state = work.states + (state_index + c0 + v) * state_floats;
+        if (lane == 0) {
+          state[0] = max;
+          state[1] = sum;
+        }
+        for (int d = lane; d < p.padded_dim; d += 32) state[2 + d] = d < dim ? a[d] : 0.0f;
+      } else {
+        const VectorRef r = vector_ref(c0 + v);
+        StoreRow(p, r.token, r.head, a, max, sum, lane);
+      }
+    }
+    __syncthreads();  // the next pass reuses the vectors' storage
+  }
+}
+
+/// Merges `count` states (state k at states + first(k) * state_floats) in order into the output
+/// row (token, head); a warp, lanes over d. Empty states (max -inf) are skipped.
+template <typename First>
+__device__ void MergeInto(const AttentionProblem& p, const float* states, int count,
+                          const First& first, int64_t token, int head, float* acc, int lane) {
+  const int64_t state_floats = StateFloatsOf(p.padded_dim);
+  float max = -INFINITY;
+  for (int k = 0; k < count; ++k) max = fmaxf(max, states[first(k) * state_floats]);
+  for (int d = lane; d < p.head_dim; d += 32) acc[d] = 0.0f;
+  float sum = 0.0f;
+  if (max != -INFINITY) {
+    for (int k = 0; k < count; ++k) {
+      const float* state = states + first(k) * state_floats;
+      if (state[0] == -INFINITY) continue;
+      const float weight = state[0] == max ? 1.0f : expf(state[0] - max);
+      sum = AddRn(sum, MulRn(state[1], weight));
+      for (int d = lane; d < p.head_dim; d += 32) acc[d] = fmaf(weight, state[2 + d], acc[d]);
+    }
+  }
+  __syncwarp();
+  StoreRow(p, token, head, acc, max, sum, lane);
+  __syncwarp();
+}
+
+/// One block per merge task, a warp per query vector.
+__global__ void __launch_bounds__(kThreads)
+    MergeSplitsKernel(AttentionProblem p, const internal::MergeTask* tasks, const float* states) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* acc = reinterpret_cast<float*>(smem) + static_cast<size_t>(warp) * p.head_dim;
+  const internal::MergeTask& task = tasks[blockIdx.x];
+  const int rows = task.row_end - task.row_begin;
+  const int vectors = p.group_size * rows;
+  for (int index = warp; index < vectors; index += kWarps) {
+    const auto first = [&](int s) {
+      return task.state_index + static_cast<int64_t>(s) * vectors + index;
+    };
+    const int64_t token = p.batch.seqstarts[task.request] + task.row_begin + index % rows;
+    MergeInto(p, states, task.num_splits, first, token, task.kv_head * p.group_size + index / rows,
+              acc, lane);
+  }
+}
+
+/// One block per query token, a warp per query head.
+__global__ void __launch_bounds__(kThreads)
+    MergePartsKernel(AttentionProblem p, const int64_t* part_begin, const internal::PartRef* parts,
+                     const float* states) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* acc = reinterpret_cast<float*>(smem) + static_cast<size_t>(warp) * p.head_dim;
+  const int64_t token = blockIdx.x;
+  const int64_t begin = part_begin[token], end = part_begin[token + 1];
+  if (end == begin) return;  // written directly by its only item
+  const internal::PartRef* refs = parts + begin;
+  for (int head = warp; head < p.num_heads; head += kWarps) {
+    const auto first = [&](int k) { return refs[k].first + head * refs[k].head_stride; };
+    MergeInto(p, states, static_cast<int>(end - begin), first, token, head, acc, lane);
+  }
+}
+
+/// The opt-in shared memory per block of the current device.
+size_t SharedBudget() {
+  int device = 0, optin = 0;
+  DYNATTN_CUDA_CHECK(cudaGetDevice(&device));
+  DYNATTN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<size_t>(optin);
+}
+
+template <CacheElem kElem>
+void LaunchAttendFor(const AttentionProblem& p, const AttendWork& work, const Layout& layout) {
+  const auto kernel = &AttendKernel<kElem>;
+  DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(layout.bytes)));
+  const int64_t blocks = work.num_shared + work.num_items;
+  kernel<<<static_cast<unsigned>(blocks), kThreads, layout.bytes>>>(p, work, layout);
+}
+
+/// Dynamic shared memory of the merge kernels: one head_dim accumulator per warp.
+size_t MergeBytes(const AttentionProblem& p) {
+  const size_t bytes = static_cast<size_t>(kWarps) * p.head_dim * sizeof(float);
+  if (bytes > 48 * 1024) {
+    DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(
+        &MergeSplitsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(
+        &MergePartsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+void LaunchAttend(const AttentionProblem& p, const AttendWork& work) {
+  if (work.num_shared + work.num_items == 0) return;
+  const size_t budget = SharedBudget();
+  Layout layout = Layout::For(p.head_dim, work.max_vectors, std::min(budget, kTargetSharedBytes));
+  if (layout.bytes > kTargetSharedBytes) layout = Layout::For(p.head_dim, work.max_vectors, budget);
+  if (layout.bytes > budget) {
+    CheckCuda(cudaErrorInvalidConfiguration, "head_dim too large for shared memory", __FILE__,
+              __LINE__);
+  }
+  switch (p.kv.cache.elem) {
+    case CacheElem::kF32:
+      LaunchAttendFor<CacheElem::kF32>(p, work, layout);
+      break;
+    case CacheElem::kF16:
+      LaunchAttendFor<CacheElem::kF16>(p, work, layout);
+      break;
+    case CacheElem::kInt8:
+      LaunchAttendFor<CacheElem::kInt8>(p, work, layout);
+      break;
+    case CacheElem::kInt4:
+      LaunchAttendFor<CacheElem::kInt4>(p, work, layout);
+      break;
+  }
+  DYNATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+void LaunchMergeSplits(const AttentionProblem& p, const internal::MergeTask* tasks, int64_t count,
+                       const float* states) {
+  if (count == 0) return;
+  MergeSplitsKernel<<<static_cast<unsigned>(count), kThreads, MergeBytes(p)>>>(p, tasks, states);
+  DYNATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+void LaunchMergeParts(const AttentionProblem& p, const int64_t* part_begin,
+                      const internal::PartRef* parts, int64_t tokens, const float* states) {
+  if (tokens == 0) return;
+  MergePartsKernel<<<static_cast<unsigned>(tokens), kThreads, MergeBytes(p)>>>(p, part_begin, parts,
+                                                                               states);
+  DYNATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace dynattn::gpu

@@ -1,0 +1,257 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The cache codec of the CUDA module: the same bits as simd/codec-inl.h and simd/f16.h.
+//
+// Why it looks like this: the numerics contract fixes every cache byte and scale (spec pmx-ops
+// §2), so the CPU and the GPU must quantize identically. Every function here is
+// __host__ __device__ and uses only integer operations, correctly rounded fp32 arithmetic
+// (__fdiv_rn / __fmul_rn on the device, which never contract or approximate) and rintf (ties to
+// even), so the very code the kernels run can be compared with the CPU library on the host
+// (tests/gpu_codec_test.cc). The fp16 rounding is the integer round-to-nearest-even of
+// simd/f16.h rather than __float2half_rn: both round to nearest even, but this one also gives the
+// CPU's NaN bits (sign | 0x7E00), and it is the same code on host and device.
+
+#ifndef DYNATTN_GPU_CODEC_CUH_
+#define DYNATTN_GPU_CODEC_CUH_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "dynattn/cache.h"
+
+#ifdef __CUDACC__
+#define DYNATTN_HD __host__ __device__ __forceinline__
+#else
+#define DYNATTN_HD inline
+#endif
+
+namespace dynattn::gpu {
+
+/// The bits of a float.
+DYNATTN_HD uint32_t FloatBits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+/// The float of some bits.
+DYNATTN_HD float BitsFloat(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+/// Correctly rounded a / b (never an approximate reciprocal).
+DYNATTN_HD float DivRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+/// Correctly rounded a * b, never contracted into a fused multiply-add.
+DYNATTN_HD float MulRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+/// Correctly rounded a + b, never contracted.
+DYNATTN_HD float AddRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+/// Nearest integer, ties to even (the default rounding mode on the host).
+DYNATTN_HD float RoundHalfEven(float x) {
+#ifdef __CUDA_ARCH__
+  return rintf(x);
+#else
+  return std::nearbyint(x);
+#endif
+}
+
+/// binary16 bits -> float (exact for every input, NaN stays NaN).
+DYNATTN_HD float F16ToF32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1F;
+  const uint32_t mant = h & 0x3FF;
+  if (exp == 0x1F) return BitsFloat(sign | 0x7F800000u | (mant << 13));
+  if (exp != 0) return BitsFloat(sign | ((exp + 112) << 23) | (mant << 13));
+  // Subnormal or zero: mant * 2^-24 is exact in float.
+  const float magnitude = MulRn(static_cast<float>(mant), BitsFloat(0x33800000u));
+  return sign ? -magnitude : magnitude;
+}
+
+/// float -> binary16 bits, round to nearest even; overflow to infinity; NaN -> sign | 0x7E00.
+DYNATTN_HD uint16_t F32ToF16(float f) {
+  const uint32_t bits = FloatBits(f);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
+  const uint32_t abs = bits & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00);
+  if (abs < 0x38800000u) {
+    // Below 2^-14 the result is a multiple of 2^-24: adding 0.5 (ulp 2^-24) rounds to nearest
+    // even in hardware, and the subtraction is exact.
+    const float rounded = AddRn(AddRn(BitsFloat(abs), 0.5f), -0.5f);
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(MulRn(rounded, 16777216.0f)));
+  }
+  const uint32_t lsb = (abs >> 13) & 1;
+  const uint32_t rounded = (abs + 0xFFF + lsb) & ~0x1FFFu;
+  if (rounded >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7C00);
+  return static_cast<uint16_t>(sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13));
+}
+
+/// Rounds a float to the nearest binary16 value, kept as a float.
+DYNATTN_HD float RoundToF16(float f) { return F16ToF32(F32ToF16(f)); }
+
+/// The largest code of a quantized cache: 127 (int8) or 7 (int4).
+DYNATTN_HD int QMax(bool int4) { return int4 ? 7 : 127; }
+
+/// The code of x / s: rounded to T1, to the nearest integer (ties to even), clamped to
+/// [-qmax, qmax]; NaN gives 0.
+DYNATTN_HD int8_t QuantizeCode(float x, float s, int qmax, bool io_is_f16) {
+  float quotient = DivRn(x, s);
+  if (io_is_f16) quotient = RoundToF16(quotient);
+  const float r = RoundHalfEven(quotient);
+  if (r != r) return 0;
+  const float high = static_cast<float>(qmax);
+  const float clamped = r < -high ? -high : (r > high ? high : r);
+  return static_cast<int8_t>(clamped);
+}
+
+/// The scale as stored in T3: fp16 bits or the fp32 value.
+DYNATTN_HD uint16_t StoredScaleF16(float s) { return F32ToF16(s); }
+
+/// One byte of a packed int4 row: element 2k in the low nibble, 2k + 1 in the high one.
+DYNATTN_HD uint8_t PackNibbles(int8_t low, int8_t high) {
+  return static_cast<uint8_t>((low & 0xF) | ((high & 0xF) << 4));
+}
+
+/// Sign-extends element k of a packed int4 row.
+DYNATTN_HD int Int4At(const uint8_t* packed, int k) {
+  const uint8_t byte = packed[k >> 1];
+  const int nibble = (k & 1) ? (byte >> 4) : (byte & 0xF);
+  return nibble >= 8 ? nibble - 16 : nibble;
+}
+
+/// Loads group scale g of a row whose scales start at `scale` (fp16 bits or fp32).
+DYNATTN_HD float LoadScale(const void* scale, int g, bool scale_is_f16) {
+  return scale_is_f16 ? F16ToF32(static_cast<const uint16_t*>(scale)[g])
+                      : static_cast<const float*>(scale)[g];
+}
+
+/// A dequantized element T1(T3(q * s)): the product rounded to the scale type, then to the
+/// activation type (at most one fp16 rounding is ever needed).
+DYNATTN_HD float Dequantize(int q, float s, bool scale_is_f16, bool io_is_f16) {
+  const float product = MulRn(static_cast<float>(q), s);
+  return (scale_is_f16 || io_is_f16) ? RoundToF16(product) : product;
+}
+
+/// An element of an fp32 cache as T1 sees it.
+DYNATTN_HD float DecodeF32(float x, bool io_is_f16) { return io_is_f16 ? RoundToF16(x) : x; }
+
+/// Loads activation i of type fp32 (io_is_f16 false) or fp16 as a float.
+DYNATTN_HD float LoadActivation(const void* src, int64_t i, bool io_is_f16) {
+  return io_is_f16 ? F16ToF32(static_cast<const uint16_t*>(src)[i])
+                   : static_cast<const float*>(src)[i];
+}
+
+/// Stores a float as activation i, rounding to nearest even for fp16.
+DYNATTN_HD void StoreActivation(float x, void* dst, int64_t i, bool io_is_f16) {
+  if (io_is_f16) {
+    static_cast<uint16_t*>(dst)[i] = F32ToF16(x);
+  } else {
+    static_cast<float*>(dst)[i] = x;
+  }
+}
+
+/// The scale s (in T1) of the group of `count` values load(first), load(first + 1), ...
+template <class Load>
+DYNATTN_HD float GroupScaleOf(const Load& load, int first, int count, int qmax, bool io_is_f16) {
+  float m = 0.0f;
+  for (int i = 0; i < count; ++i) {
+    const float a = fabsf(load(first + i));
+    m = (m < a) ? a : m;  // std::max(m, a): a NaN never replaces m
+  }
+  float s = DivRn(m, static_cast<float>(qmax));
+  if (io_is_f16) s = RoundToF16(s);
+  const float eps = io_is_f16 ? RoundToF16(1e-5f) : 1e-5f;
+  if (!(s >= eps)) s = eps;  // also maps a NaN scale to eps
+  return s;
+}
+
+/// Stores one new row of `dim` values (load(i) gives element i, already in T1) as cache row
+/// `row` (its first byte; for int4 element 0 is the low nibble of that byte) with its group
+/// scales at `scale` (quantized caches only): the bytes simd/codec-inl.h EncodeRow writes.
+template <class Load>
+DYNATTN_HD void EncodeRow(const Load& load, CacheElem elem, int dim, int group, bool scale_is_f16,
+                          bool io_is_f16, void* row, void* scale) {
+  if (elem == CacheElem::kF32) {
+    for (int d = 0; d < dim; ++d) static_cast<float*>(row)[d] = load(d);
+    return;
+  }
+  if (elem == CacheElem::kF16) {
+    for (int d = 0; d < dim; ++d) static_cast<uint16_t*>(row)[d] = F32ToF16(load(d));
+    return;
+  }
+  const bool int4 = elem == CacheElem::kInt4;
+  const int qmax = QMax(int4);
+  for (int g = 0; g < dim / group; ++g) {
+    const float s = GroupScaleOf(load, g * group, group, qmax, io_is_f16);
+    if (scale_is_f16) {
+      static_cast<uint16_t*>(scale)[g] = F32ToF16(s);
+    } else {
+      static_cast<float*>(scale)[g] = s;
+    }
+    const int first = g * group;
+    if (!int4) {
+      for (int i = first; i < first + group; ++i) {
+        static_cast<int8_t*>(row)[i] = QuantizeCode(load(i), s, qmax, io_is_f16);
+      }
+    } else {  // int4 groups are even, so both nibbles of a byte share the group's scale
+      for (int i = first; i < first + group; i += 2) {
+        static_cast<uint8_t*>(row)[i >> 1] =
+            PackNibbles(QuantizeCode(load(i), s, qmax, io_is_f16),
+                        QuantizeCode(load(i + 1), s, qmax, io_is_f16));
+      }
+    }
+  }
+}
+
+/// Element d of cache row `row` (with its group scales at `scale`) as T1 sees it: the value
+/// simd/codec-inl.h DecodeRow gives.
+DYNATTN_HD float DecodeElement(const void* row, const void* scale, int d, CacheElem elem, int group,
+                               bool scale_is_f16, bool io_is_f16) {
+  switch (elem) {
+    case CacheElem::kF32:
+      return DecodeF32(static_cast<const float*>(row)[d], io_is_f16);
+    case CacheElem::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(row)[d]);
+    case CacheElem::kInt8:
+      return Dequantize(static_cast<const int8_t*>(row)[d],
+                        LoadScale(scale, d / group, scale_is_f16), scale_is_f16, io_is_f16);
+    case CacheElem::kInt4:
+      return Dequantize(Int4At(static_cast<const uint8_t*>(row), d),
+                        LoadScale(scale, d / group, scale_is_f16), scale_is_f16, io_is_f16);
+  }
+  return 0.0f;
+}
+
+}  // namespace dynattn::gpu
+
+#endif  // DYNATTN_GPU_CODEC_CUH_
