@@ -9,6 +9,7 @@
 #include <string>
 
 #include "src/cli/demo_command.h"
+#include "src/cli/golden_command.h"
 #include "src/cli/run_command.h"
 
 #ifdef DYNATTN_HAVE_BENCH
@@ -50,6 +51,8 @@ int Main(int argc, char** argv) {
   RunRequest run_request;
   CLI::App* run = AddRunCommand(&app, &run_request);
   CLI::App* demo = AddDemoCommand(&app);
+  GoldenRequest golden_request;
+  CLI::App* golden = AddGoldenCommand(&app, &golden_request);
   BenchOptions bench_options;
   CLI::App* bench = AddBenchCommand(&app, &bench_options);
   try {
@@ -62,6 +65,7 @@ int Main(int argc, char** argv) {
   }
   if (run->parsed()) return RunCommand(run_request);
   if (demo->parsed()) return RunDemoCommand();
+  if (golden->parsed()) return RunGoldenCommand(golden_request);
   if (bench->parsed()) return RunBenchCommand(bench_options);
   ReportError("no command given (see dynattn --help)");
   return kExitInvalid;

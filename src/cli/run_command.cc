@@ -414,6 +414,12 @@ CLI::App* AddRunCommand(CLI::App* app, RunRequest* request) {
   return run;
 }
 
+std::vector<std::string> OpAttributeNames(const std::string& op) {
+  const OpSpec* spec = nullptr;
+  if (!FindOp(op, &spec).ok()) return {};
+  return spec->attributes;
+}
+
 int RunCommand(const RunRequest& request) {
   Arrays inputs;
   Arrays outputs;

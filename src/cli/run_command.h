@@ -42,6 +42,9 @@ CLI::App* AddRunCommand(CLI::App* app, RunRequest* request);
 /// Runs a parsed `run` command and returns the exit status, having reported any error.
 int RunCommand(const RunRequest& request);
 
+/// The attributes `op` takes (without "--"), in the spec's order; empty for an unknown op.
+std::vector<std::string> OpAttributeNames(const std::string& op);
+
 }  // namespace dynattn::cli
 
 #endif  // DYNATTN_SRC_CLI_RUN_COMMAND_H_

@@ -18,6 +18,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "dynattn/named_args.h"
 #include "src/cli/npy.h"
 #include "tests/reference/case_gen.h"
+#include "tests/reference/golden_matrix.h"
 #include "tests/reference/reference.h"
 
 namespace {
@@ -1031,6 +1033,45 @@ std::vector<BadRun> UnifiedBadRuns() {
   };
 }
 
+// ---------------------------------------------------------------------------------------------
+// `dynattn golden`.
+
+// The `run` arguments of a golden case, from its attributes.txt ("op OP", then "NAME VALUE").
+std::vector<std::string> GoldenRunArgs(const std::string& case_dir, const std::string& out_dir) {
+  std::istringstream lines(ReadBytes(case_dir + "/attributes.txt"));
+  std::string key, value;
+  REQUIRE((lines >> key >> value));
+  REQUIRE(key == "op");
+  std::vector<std::string> args = {"run",       value,  "--inputs", case_dir + "/inputs",
+                                   "--outputs", out_dir};
+  while (lines >> key >> value) args.insert(args.end(), {"--" + key, value});
+  return args;
+}
+
+// The case names of DIR/manifest.txt, in order (comment lines skipped).
+std::vector<std::string> ManifestNames(const std::string& dir) {
+  std::istringstream lines(ReadBytes(dir + "/manifest.txt"));
+  std::vector<std::string> names;
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] != '#') names.push_back(line.substr(0, line.find('\t')));
+  }
+  return names;
+}
+
+// Runs `dynattn run` on a golden case's inputs and compares every output file with its bytes.
+void CheckGoldenReproduces(const std::string& case_dir, const TempDir& scratch) {
+  CAPTURE(case_dir);
+  const std::string out_dir = scratch.Sub("rerun");
+  fs::remove_all(out_dir);
+  fs::create_directory(out_dir);
+  const CliResult result = RunCli(GoldenRunArgs(case_dir, out_dir), scratch);
+  INFO("stderr: ", result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto golden = Snapshot(case_dir + "/outputs");
+  CHECK(golden.count("attn_output.npy") + golden.count("key.npy") == 1);
+  CHECK(Snapshot(out_dir) == golden);
+}
+
 TEST_SUITE("cli") {
   TEST_CASE("key_value_cache writes the library's key, value, cache and scale") {
     CheckValidCase(KvcCase());
@@ -1102,6 +1143,58 @@ TEST_SUITE("cli") {
     const std::vector<BadRun> bad_runs = BadRuns();
     CHECK(bad_runs.size() >= 25);
     for (const BadRun& bad : bad_runs) CheckRejected(bad);
+  }
+
+  TEST_CASE("golden writes the fixed matrix, and `run` on each case reproduces its outputs") {
+    const std::vector<dynattn_ref::GoldenSpec> matrix = dynattn_ref::GoldenMatrix();
+    std::set<std::string> names, ops;
+    for (const dynattn_ref::GoldenSpec& spec : matrix) {
+      names.insert(spec.name);
+      ops.insert(spec.op);
+    }
+    CHECK(names.size() == matrix.size());
+    CHECK(ops.size() == 4);
+    TempDir scratch;
+    const std::string dir = scratch.Sub("golden");
+    const CliResult result = RunCli({"golden", "--outputs", dir}, scratch);
+    INFO("stderr: ", result.err);
+    REQUIRE(result.exit_code == 0);
+    const std::vector<std::string> listed = ManifestNames(dir);
+    REQUIRE(listed.size() == matrix.size());
+    for (size_t i = 0; i < matrix.size(); ++i) {
+      CHECK(listed[i] == matrix[i].name);
+      const std::string case_dir = dir + "/" + listed[i];
+      CHECK(fs::exists(case_dir + "/command.txt"));
+      CHECK(fs::exists(case_dir + "/inputs/" +
+                       (matrix[i].op == kKvc ? "current_key.npy" : "query.npy")));
+      CheckGoldenReproduces(case_dir, scratch);
+    }
+  }
+
+  TEST_CASE("golden is deterministic, honours --cases and --seed, and refuses a full directory") {
+    TempDir scratch;
+    const auto write = [&](const std::string& name, std::vector<std::string> extra) {
+      std::vector<std::string> args = {"golden", "--outputs", scratch.Sub(name), "--cases", "3"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      const CliResult result = RunCli(args, scratch);
+      INFO("stderr: ", result.err);
+      CHECK(result.exit_code == 0);
+      return ManifestNames(scratch.Sub(name));
+    };
+    const std::vector<std::string> first = write("a", {});
+    CHECK(first.size() == 3);
+    CHECK(write("b", {}) == first);
+    for (const std::string& name : first) {
+      for (const char* sub : {"/inputs", "/outputs"}) {
+        CHECK(Snapshot(scratch.Sub("a/" + name) + sub) == Snapshot(scratch.Sub("b/" + name) + sub));
+      }
+    }
+    write("c", {"--seed", "7"});
+    CHECK(Snapshot(scratch.Sub("a/" + first[0]) + "/inputs") !=
+          Snapshot(scratch.Sub("c/" + first[0]) + "/inputs"));
+    const CliResult again = RunCli({"golden", "--outputs", scratch.Sub("a")}, scratch);
+    CHECK(again.exit_code == 2);
+    CHECK(again.err.rfind("dynattn: --outputs", 0) == 0);
   }
 
   TEST_CASE("--version and --help succeed") {

@@ -110,9 +110,11 @@ int64_t DrawHeadDim(Rng& rng, bool small, bool lane_multiple) {
 // GQA ratio R in 1..8 and Hkv with Hq = R * Hkv <= 16; wide heads get fewer of them.
 void DrawHeads(Rng& rng, const GenOptions& options, Plan* plan) {
   plan->d = DrawHeadDim(rng, options.small, options.lane_head_dims);
+  if (options.pins.head_dim > 0) plan->d = options.pins.head_dim;
   const int64_t max_hq = options.small ? 4 : std::clamp<int64_t>(1024 / plan->d, 4, 16);
-  const int64_t ratio = rng.Int(1, std::min<int64_t>(8, max_hq));
-  plan->hkv = rng.Int(1, max_hq / ratio);
+  int64_t ratio = rng.Int(1, std::min<int64_t>(8, max_hq));
+  if (options.pins.gqa_ratio > 0) ratio = options.pins.gqa_ratio;
+  plan->hkv = rng.Int(1, std::max<int64_t>(1, max_hq / ratio));
   plan->hq = ratio * plan->hkv;
   plan->num_kv_heads_attr = plan->hkv == plan->hq && rng.Chance(0.5) ? 0 : plan->hkv;
 }
@@ -128,17 +130,22 @@ int64_t DrawGroup(Rng& rng, int64_t d, bool even_only) {
 void DrawCacheAttrs(Rng& rng, const GenOptions& options, Plan* plan) {
   const std::vector<int> bits =
       plan->d % 2 == 0 ? std::vector<int>{0, 8, 4} : std::vector<int>{0, 8};
+  const int elem = options.pins.cache_elem;
   plan->quant_bit = rng.Pick(bits);
+  if (elem >= 0) plan->quant_bit = elem == 3 ? 4 : (elem == 2 ? 8 : 0);
   if (plan->quant_bit == 0) {
     plan->cache_dt = rng.Chance(0.5) ? Dt::kF32 : Dt::kF16;
+    if (elem >= 0) plan->cache_dt = elem == 0 ? Dt::kF32 : Dt::kF16;
   } else {
     plan->cache_dt = Dt::kI8;
     plan->scale_dt = rng.Chance(0.6) ? Dt::kF16 : Dt::kF32;
     plan->group = static_cast<int>(DrawGroup(rng, plan->d, plan->quant_bit == 4));
   }
   plan->cache_mode = static_cast<int>(rng.Int(0, 1));
+  if (options.pins.cache_mode >= 0) plan->cache_mode = options.pins.cache_mode;
   plan->page_size = rng.Pick(std::vector<int>{1, 2, 3, 5, 16, 128});
   plan->layout = static_cast<int>(rng.Int(0, 3));
+  if (options.pins.cache_layout >= 0) plan->layout = options.pins.cache_layout;
   plan->num_layer = static_cast<int>(rng.Int(1, options.small ? 2 : 3));
   plan->layer = static_cast<int>(rng.Int(0, plan->num_layer - 1));
 }
@@ -167,7 +174,8 @@ void DrawRequest(Rng& rng, const GenOptions& options, int64_t context_cap, bool 
 }
 
 void DrawRequests(Rng& rng, const GenOptions& options, Plan* plan) {
-  const int64_t batch_count = rng.Chance(0.03) ? 0 : rng.Int(1, options.max_batch);
+  int64_t batch_count = rng.Chance(0.03) ? 0 : rng.Int(1, options.max_batch);
+  if (options.pins.step != 0) batch_count = std::max<int64_t>(1, batch_count);
   const int64_t max_context = options.max_context;
   int64_t context_cap =
       std::max<int64_t>(2, std::min(max_context, rng.Pick(std::vector<int64_t>{16, 64, 200})));
@@ -175,15 +183,19 @@ void DrawRequests(Rng& rng, const GenOptions& options, Plan* plan) {
   // split-context path (1024-key splits) is exercised.
   if (max_context > 200 && !rng.Chance(0.25)) context_cap = max_context;
   plan->decoding_batches = rng.Chance(0.3) ? 0 : rng.Int(0, batch_count);
+  if (options.pins.step == 1) plan->decoding_batches = batch_count;
+  if (options.pins.step == 2) plan->decoding_batches = 0;
   for (int64_t b = 0; b < batch_count; ++b) {
     DrawRequest(rng, options, context_cap, b < plan->decoding_batches, plan);
   }
 }
 
-void DrawAttentionAttrs(Rng& rng, Plan* plan) {
+void DrawAttentionAttrs(Rng& rng, const Pins& pins, Plan* plan) {
   plan->causal = rng.Chance(0.6) ? 1 : 0;
   plan->alibi = rng.Chance(0.35) ? 1 : 0;
+  if (pins.alibi >= 0) plan->alibi = pins.alibi;
   plan->mask_rank = rng.Pick(std::vector<int>{0, 0, 2, 3});
+  if (pins.mask_rank >= 0) plan->mask_rank = pins.mask_rank;
   plan->mask_pad = rng.Int(0, 17);
   plan->mask_inf_rate = rng.Pick(std::vector<double>{0, 0.05, 0.3});
   plan->mask_row_inf_rate = rng.Pick(std::vector<double>{0, 0, 0.1});
@@ -196,7 +208,7 @@ Plan DrawPlan(Rng& rng, Op op, const GenOptions& options) {
   DrawHeads(rng, options, &plan);
   if (plan.has_cache()) DrawCacheAttrs(rng, options, &plan);
   DrawRequests(rng, options, &plan);
-  if (plan.has_query()) DrawAttentionAttrs(rng, &plan);
+  if (plan.has_query()) DrawAttentionAttrs(rng, options.pins, &plan);
   plan.v_magnitude = rng.Pick(std::vector<double>{1, 1, 4, 30});
   return plan;
 }
@@ -459,6 +471,8 @@ UnifiedRequest DrawUnifiedRequest(Rng& rng, const GenOptions& o, int64_t context
   } else {  // idle: in the batch, nothing to compute
     r.context = rng.Int(0, context_cap);
   }
+  if (o.pins.step == 1) r.queries = 1;  // decode
+  if (o.pins.step == 2 && r.queries < 2) r.queries = rng.Int(2, std::max<int64_t>(2, o.max_seqlen));
   return r;
 }
 
@@ -598,6 +612,7 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
   DrawHeads(rng, o, &plan);
   DrawCacheAttrs(rng, o, &plan);
   plan.alibi = rng.Chance(0.3) ? 1 : 0;
+  if (o.pins.alibi >= 0) plan.alibi = o.pins.alibi;
   plan.v_magnitude = rng.Pick(std::vector<double>{1, 1, 4, 30});
   const int64_t block = rng.Pick(std::vector<int64_t>{1, 2, 3, 4, 16, 16, 32});
   std::vector<int64_t> group_blocks;

@@ -23,12 +23,27 @@ struct Case {
   std::string description;  // one line summarising the attributes, for failure messages
 };
 
+// Attributes fixed instead of drawn (the golden matrix, tests/reference/golden_matrix.h). Each
+// is applied after the value it replaces was drawn, so a case drawn without pins is exactly the
+// case it always was. The caller keeps pins consistent (int4 needs an even head_dim).
+struct Pins {
+  int head_dim = 0;       // > 0: D
+  int gqa_ratio = 0;      // > 0: Hq / Hkv
+  int cache_elem = -1;    // 0 fp32, 1 fp16, 2 int8, 3 int4 (quant_bit 0, 0, 8, 4)
+  int cache_layout = -1;  // 0..3
+  int cache_mode = -1;    // 0 offsets, 1 pages (not unified attention, which is always paged)
+  int alibi = -1;         // 0 or 1
+  int mask_rank = -1;     // 0 (none), 2 or 3 (attention ops)
+  int step = 0;           // 0 drawn, 1 decode (every request one new token), 2 prefill (no decode)
+};
+
 struct GenOptions {
   int max_batch = 6;            // requests per step (a step is occasionally empty, B = 0)
   int max_seqlen = 40;          // new tokens of one request
   int max_context = 200;        // kvlen of one request
   bool small = false;           // caps B <= 3, seqlen <= 8, context <= 24, D <= 16, Hq <= 4, L <= 2
   bool lane_head_dims = false;  // D only among the multiples of 16 (the fused decode kernel's)
+  Pins pins;                    // attributes fixed instead of drawn
 };
 
 // A random valid case of `op`; identical for identical (op, seed, options).

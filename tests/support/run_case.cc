@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "hwy/highway.h"
@@ -68,15 +69,25 @@ Array Poisoned(Dt dt, const std::vector<int64_t>& shape) {
 
 /// Copies of the case's inputs (the library may write the cache and scale) and the outputs,
 /// looked up by spec name: outputs first, absent when neither has the name.
+/// With a placement, each name is placed once and its view reused.
 struct Tensors {
   dynattn_ref::Tensors inputs;
   dynattn_ref::Tensors outputs;
+  Placement* placement = nullptr;
+  std::map<std::string, dynattn::TensorView> placed;
+
+  dynattn::TensorView View(const std::string& name, Array& array) {
+    if (placement == nullptr) return ViewOf(array);
+    auto it = placed.find(name);
+    if (it == placed.end()) it = placed.emplace(name, placement->Place(name, array)).first;
+    return it->second;
+  }
 
   dynattn::TensorLookup Lookup() {
     return [this](const std::string& name) {
       for (dynattn_ref::Tensors* map : {&outputs, &inputs}) {
         auto it = map->find(name);
-        if (it != map->end()) return ViewOf(it->second);
+        if (it != map->end()) return View(name, it->second);
       }
       return dynattn::TensorView{};
     };
@@ -149,9 +160,9 @@ dynattn::Status RunUnified(const Case& c, Tensors* t, const dynattn::RunOptions&
   return dynattn::UnifiedAttention(attrs, args, options);
 }
 
-LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options) {
+LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options, Placement* placement) {
   LibResult r;
-  Tensors t{c.inputs, {}};
+  Tensors t{c.inputs, {}, placement, {}};
   if (c.op == "unified_attention") {
     r.status = RunUnified(c, &t, options);
   } else if (c.op == "key_value_cache") {
@@ -174,6 +185,7 @@ LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options) {
           attrs, dynattn::MultiHeadCacheAttentionArgsByName(t.Lookup()), options);
     }
   }
+  if (placement != nullptr) placement->Fetch();
   CollectResults(&t, &r);
   return r;
 }

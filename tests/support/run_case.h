@@ -36,9 +36,23 @@ dynattn::TensorView ViewOf(Array& array);
 dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& attrs);
 dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& attrs);
 
+/// Where RunLibrary's call finds its tensors. Without one every view is over the host array
+/// itself; the GPU suite places the data tensors in device memory through one.
+class Placement {
+ public:
+  virtual ~Placement() = default;
+  /// The view the call gets for tensor `name`, whose host copy (an output is already poisoned)
+  /// is `array`. Called at most once per name and call; `array` stays put until Fetch.
+  virtual dynattn::TensorView Place(const std::string& name, Array& array) = 0;
+  /// After the call: copies every placed tensor back into its host array.
+  virtual void Fetch() = 0;
+};
+
 /// Runs `c` through the op it names ("unified_attention" too: PMX cache through
-/// MakePmxBlockCache, attrs.block_size, log-sum-exp requested).
-LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options = {});
+/// MakePmxBlockCache, attrs.block_size, log-sum-exp requested), with its tensors where
+/// `placement` puts them (host memory when null).
+LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options = {},
+                     Placement* placement = nullptr);
 
 /// Runs `body` once per Highway target compiled into the library and supported here, with that
 /// target forced; restores the default afterwards.
