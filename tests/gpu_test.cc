@@ -157,8 +157,8 @@ int main(int argc, char** argv) {
   int devices = 0;
   const cudaError_t error = cudaGetDeviceCount(&devices);
   if (error != cudaSuccess || devices == 0) {
-    std::printf("gpu suite skipped: %s\n",
-                error != cudaSuccess ? CudaError(error).c_str() : "no CUDA device");
+    std::printf("gpu suite skipped: no usable CUDA device (cudaGetDeviceCount: %s)\n",
+                error != cudaSuccess ? CudaError(error).c_str() : "0 devices");
     return kExitSkipped;
   }
   cudaDeviceProp properties{};
