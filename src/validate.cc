@@ -80,9 +80,9 @@ Status CheckOnHost(const char* name, const TensorView& t) {
 Status CheckSameDevice(Device device, std::initializer_list<NamedTensor> tensors) {
   for (const NamedTensor& t : tensors) {
     if (t.view->present() && t.view->device != device) {
-      return Status::Unsupported(
-          t.name, std::string("is in ") + DeviceName(t.view->device) + " memory, the call's data in " +
-                      DeviceName(device) + " memory (one call runs on one device)");
+      return Status::Unsupported(t.name, std::string("is in ") + DeviceName(t.view->device) +
+                                             " memory, the call's data in " + DeviceName(device) +
+                                             " memory (one call runs on one device)");
     }
   }
   return Status::Ok();

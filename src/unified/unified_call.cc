@@ -146,7 +146,8 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
   }
   DYNATTN_RETURN_IF_ERROR(CheckContextLens(args.context_lens, requests));
   DYNATTN_RETURN_IF_ERROR(CheckStorage("block_table", args.block_table));
-  if (args.block_table.present()) DYNATTN_RETURN_IF_ERROR(CheckOnHost("block_table", args.block_table));
+  if (args.block_table.present())
+    DYNATTN_RETURN_IF_ERROR(CheckOnHost("block_table", args.block_table));
   if (!args.block_table.present() || args.block_table.dtype != DType::kI64 ||
       args.block_table.rank != 2 || args.block_table.shape[0] != requests) {
     return Status::Invalid(
@@ -229,11 +230,12 @@ Status ValidateUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   DYNATTN_RETURN_IF_ERROR(CheckBlockTable(args.block_table, call->step, args.cache->num_blocks));
   DYNATTN_RETURN_IF_ERROR(CheckWrites(call->step));
   DYNATTN_RETURN_IF_ERROR(CheckOutputs(attrs, args));
-  DYNATTN_RETURN_IF_ERROR(CheckCallDevice(args.cache->cache, {{"query", &args.query},
-                                                              {"current_key", &args.current_key},
-                                                              {"current_value", &args.current_value},
-                                                              {"attn_output", &args.attn_output},
-                                                              {"lse", &args.lse}}));
+  DYNATTN_RETURN_IF_ERROR(
+      CheckCallDevice(args.cache->cache, {{"query", &args.query},
+                                          {"current_key", &args.current_key},
+                                          {"current_value", &args.current_value},
+                                          {"attn_output", &args.attn_output},
+                                          {"lse", &args.lse}}));
   FillProblems(attrs, args, kv_heads, call);
   return Status::Ok();
 }
