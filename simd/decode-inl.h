@@ -216,47 +216,6 @@ HWY_INLINE void WidenTileScales(const CacheDesc& cache, const ScaleLanes& lanes,
   }
 }
 
-/// Prefetches the bytes [p, p + bytes) into the cache.
-HWY_INLINE void PrefetchBytes(const void* p, size_t bytes) {
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-  const uintptr_t last = reinterpret_cast<uintptr_t>(p) + bytes - 1;
-  for (uintptr_t line = first; line <= last; line += 64) {
-#if HWY_ARCH_X86
-    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
-#else
-    hwy::Prefetch(reinterpret_cast<const char*>(line));
-#endif
-  }
-}
-
-/// Bytes of one cached row, and of its group scales.
-struct RowBytes {
-  size_t row = 0, scales = 0;
-
-  static RowBytes For(const CacheDesc& cache) {
-    RowBytes b;
-    const size_t dim = cache.head_dim;
-    switch (cache.elem) {
-      case CacheElem::kF32:
-        b.row = 4 * dim;
-        break;
-      case CacheElem::kF16:
-        b.row = 2 * dim;
-        break;
-      case CacheElem::kInt8:
-        b.row = dim;
-        break;
-      case CacheElem::kInt4:
-        b.row = dim / 2;
-        break;
-    }
-    if (cache.elem == CacheElem::kInt8 || cache.elem == CacheElem::kInt4) {
-      b.scales = dim / cache.quant_group * (cache.scale_type == ScaleType::kF16 ? 2 : 4);
-    }
-    return b;
-  }
-};
-
 /// Prefetches rows [j, min(j + n, count)) of a tile, with their scales.
 HWY_INLINE void PrefetchTileRows(const TileRows& tile, int j, int n, int count,
                                  const RowBytes& bytes) {

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 #include "hwy/highway.h"
 #include "simd/codec-inl.h"
@@ -183,7 +184,7 @@ HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int pa
 struct ItemScratch {
   VectorStates states;  ///< Running softmax states of the item's query vectors.
   QueryRow* rows;       ///< The item's query vectors.
-  int64_t* slots;       ///< kKeyTile slots of the current tile.
+  int64_t* slots;       ///< kKeyTile slots of the current tile, then kKeyTile of the next.
   float* queries;       ///< padded vectors x padded_dim
   float* keys;          ///< kKeyTile x padded_dim
   float* keys_t;        ///< head_dim x kKeyTile: the key tile transposed
@@ -196,7 +197,7 @@ struct ItemScratch {
   static ItemScratch Carve(int vectors, const AttentionProblem& p, internal::Scratch* scratch) {
     const size_t dp = p.padded_dim, dim = p.head_dim, n = vectors;
     constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
-    const auto parts = scratch->Carve({n * dp, n, n, dp, n * kRowFloats, 2 * kKeyTile, n * dp,
+    const auto parts = scratch->Carve({n * dp, n, n, dp, n * kRowFloats, 4 * kKeyTile, n * dp,
                                        kKeyTile * dp, dim * kKeyTile, kKeyTile * dp,
                                        kQueryBlock * kKeyTile, dim + 2 * kVirtualLanes, kKeyTile});
     return {{parts[0], parts[1], parts[2], parts[3]},
@@ -235,6 +236,24 @@ struct TiledKeys {
   int64_t key_begin, key_end;
 };
 
+/// Slots of keys [key0, key0 + count) of `k` into `slots`, and a prefetch of their K and V rows
+/// (with scales), so that the tile after the one being scored arrives while it is scored: rows
+/// of a KV head are strided, often a page apart, where the hardware prefetchers do not follow.
+template <CacheElem kElem>
+HWY_INLINE void FetchTileSlots(const AttentionProblem& p, const TiledKeys& k, int64_t key0,
+                               int count, const RowBytes& bytes, int64_t* slots) {
+  k.slots->Slots(k.request, key0, count, slots);
+  const CacheDesc& cache = p.kv.cache;
+  for (int j = 0; j < count; ++j) {
+    for (const CachePlane* plane : {&cache.key, &cache.value}) {
+      PrefetchBytes(RowPointer<kElem>(*plane, slots[j], k.kv_head), bytes.row);
+      if (bytes.scales != 0) {
+        PrefetchBytes(ScalePointer(cache, *plane, slots[j], k.kv_head), bytes.scales);
+      }
+    }
+  }
+}
+
 /// The query vectors s.rows[0, vectors) (already filled) against keys `k`, through decoded,
 /// transposed tiles. Leaves the vectors' running states in s.states.
 template <CacheElem kElem>
@@ -244,12 +263,23 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
   const int padded_vectors = (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
   const RowCodec codec = RowCodec::For(p.kv.cache, p.io_type);
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
+  const RowBytes bytes = RowBytes::For(p.kv.cache);
   LoadQueries(p, s.rows, vectors, padded_vectors, s.queries);
   s.states.Reset(padded_vectors, p.padded_dim);
+  const auto tile_count = [&](int64_t key0) {
+    return static_cast<int>(std::min<int64_t>(kKeyTile, k.key_end - key0));
+  };
+  int64_t* slots = s.slots;
+  int64_t* next_slots = s.slots + kKeyTile;
+  if (k.key_begin < k.key_end) {
+    FetchTileSlots<kElem>(p, k, k.key_begin, tile_count(k.key_begin), bytes, slots);
+  }
   for (int64_t key0 = k.key_begin; key0 < k.key_end; key0 += kKeyTile) {
-    const int count = static_cast<int>(std::min<int64_t>(kKeyTile, k.key_end - key0));
-    k.slots->Slots(k.request, key0, count, s.slots);
-    DecodeTiles<kElem>(p, codec, lanes, s.slots, k.kv_head, count, s.keys, s.values, s.scales);
+    const int count = tile_count(key0);
+    if (key0 + kKeyTile < k.key_end) {
+      FetchTileSlots<kElem>(p, k, key0 + kKeyTile, tile_count(key0 + kKeyTile), bytes, next_slots);
+    }
+    DecodeTiles<kElem>(p, codec, lanes, slots, k.kv_head, count, s.keys, s.values, s.scales);
     TransposeTile(s.keys, count, p.head_dim, p.padded_dim, s.keys_t);
     int first = 0;
     for (; first + kQueryBlock <= vectors; first += kQueryBlock) {
@@ -258,6 +288,7 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
     for (; first < vectors; first += kSmallBlock) {
       AttendBlock<kSmallBlock>(p, vectors, first, key0, count, s);
     }
+    std::swap(slots, next_slots);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
@@ -34,11 +35,16 @@ void ParallelFor(const RunOptions& options, int64_t n, const Body& body) {
   }
   tbb::task_arena arena(threads);
   arena.execute([&] {
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 1),
-                      [&](const tbb::blocked_range<int64_t>& r) {
-                        Scratch& local = scratch.local();
-                        for (int64_t i = r.begin(); i < r.end(); ++i) body(i, &local);
-                      });
+    // One task per piece: the pieces are coarse (work items, token chunks), and a few of them
+    // (a long split, a shared segment for 64 readers) can outweigh many others, so an idle
+    // worker must be able to take any single one.
+    tbb::parallel_for(
+        tbb::blocked_range<int64_t>(0, n, 1),
+        [&](const tbb::blocked_range<int64_t>& r) {
+          Scratch& local = scratch.local();
+          for (int64_t i = r.begin(); i < r.end(); ++i) body(i, &local);
+        },
+        tbb::simple_partitioner());
   });
 }
 
