@@ -57,4 +57,19 @@ MultiHeadCacheAttentionArgs MultiHeadCacheAttentionArgsByName(const TensorLookup
   return a;
 }
 
+UnifiedAttentionArgs UnifiedAttentionArgsByName(const TensorLookup& tensor,
+                                                const BlockCache* cache) {
+  UnifiedAttentionArgs a;
+  a.query = tensor("query");
+  a.current_key = tensor("current_key");
+  a.current_value = tensor("current_value");
+  a.query_start_loc = tensor("query_start_loc");
+  a.context_lens = tensor("context_lens");
+  a.block_table = tensor("block_table");
+  a.cache = cache;
+  a.attn_output = tensor("attn_output");
+  a.lse = tensor("lse");
+  return a;
+}
+
 }  // namespace dynattn

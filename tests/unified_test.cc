@@ -66,14 +66,12 @@ void Plan(const Case& source, PlannedCase* p) {
                                      static_cast<int>(in.at("current_key").shape[1]),
                                      p->c.attrs.head_dim, p->c.attrs.block_size, &p->cache)
               .ok());
-  p->args.query = ViewOf(in.at("query"));
-  p->args.current_key = ViewOf(in.at("current_key"));
-  p->args.current_value = ViewOf(in.at("current_value"));
-  p->args.query_start_loc = ViewOf(in.at("query_start_loc"));
-  p->args.context_lens = ViewOf(in.at("context_lens"));
-  p->args.block_table = ViewOf(in.at("block_table"));
-  p->args.cache = &p->cache;
-  p->args.attn_output = ViewOf(p->output);
+  const dynattn::TensorLookup lookup = [&](const std::string& name) {
+    if (name == "attn_output") return ViewOf(p->output);
+    if (name == "lse") return ViewOf(p->lse);
+    return in.count(name) ? ViewOf(in.at(name)) : dynattn::TensorView{};
+  };
+  p->args = dynattn::UnifiedAttentionArgsByName(lookup, &p->cache);
   dynattn::UnifiedAttentionAttrs attrs{p->c.attrs.num_heads, p->c.attrs.head_dim,
                                        p->c.attrs.num_kv_heads, p->c.attrs.is_alibi != 0};
   const dynattn::Status status =

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "dynattn/ops.h"
+#include "dynattn/unified.h"
 
 namespace dynattn {
 
@@ -28,6 +29,12 @@ MultiHeadAttentionArgs MultiHeadAttentionArgsByName(const TensorLookup& tensor);
 /// cachestarts, start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask;
 /// output attn_output.
 MultiHeadCacheAttentionArgs MultiHeadCacheAttentionArgsByName(const TensorLookup& tensor);
+
+/// UnifiedAttention: inputs query, current_key, current_value, query_start_loc, context_lens,
+/// block_table; outputs attn_output, lse (optional). The cache is not a named tensor: pass its
+/// BlockCache (e.g. from MakePmxBlockCache).
+UnifiedAttentionArgs UnifiedAttentionArgsByName(const TensorLookup& tensor,
+                                                const BlockCache* cache);
 
 }  // namespace dynattn
 

@@ -55,17 +55,7 @@ Status CallUnifiedAttention(const Attributes& attributes, const RunOptions& opti
   const TensorLookup tensor = run_support::Lookup(inputs, outputs);
   BlockCache cache;
   DYNATTN_RETURN_IF_ERROR(MakeBlockCache(attributes, attrs, tensor, &cache));
-  UnifiedAttentionArgs args;
-  args.query = tensor("query");
-  args.current_key = tensor("current_key");
-  args.current_value = tensor("current_value");
-  args.query_start_loc = tensor("query_start_loc");
-  args.context_lens = tensor("context_lens");
-  args.block_table = tensor("block_table");
-  args.cache = &cache;
-  args.attn_output = tensor("attn_output");
-  args.lse = tensor("lse");
-  return UnifiedAttention(attrs, args, options);
+  return UnifiedAttention(attrs, UnifiedAttentionArgsByName(tensor, &cache), options);
 }
 
 }  // namespace dynattn::cli

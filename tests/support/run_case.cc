@@ -147,17 +147,8 @@ dynattn::Status RunUnified(const Case& c, Tensors* t, const dynattn::RunOptions&
   attrs.head_dim = c.attrs.head_dim;
   attrs.num_kv_heads = c.attrs.num_kv_heads;
   attrs.is_alibi = c.attrs.is_alibi != 0;
-  dynattn::UnifiedAttentionArgs args;
-  args.query = lookup("query");
-  args.current_key = lookup("current_key");
-  args.current_value = lookup("current_value");
-  args.query_start_loc = lookup("query_start_loc");
-  args.context_lens = lookup("context_lens");
-  args.block_table = lookup("block_table");
-  args.cache = &cache;
-  args.attn_output = lookup("attn_output");
-  args.lse = lookup("lse");
-  return dynattn::UnifiedAttention(attrs, args, options);
+  return dynattn::UnifiedAttention(attrs, dynattn::UnifiedAttentionArgsByName(lookup, &cache),
+                                   options);
 }
 
 LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options, Placement* placement) {
