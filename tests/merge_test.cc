@@ -308,6 +308,30 @@ void CopyPart(Parts* p, int64_t src, int64_t dst, bool whole) {
   }
 }
 
+/// Merges `p` and 4 random permutations of its parts in both forms, and checks that every
+/// permutation gives the bits of the original order; `per_trial` sees each permuted copy.
+void CheckPermutations(Parts& p, uint64_t seed, std::mt19937_64* rng,
+                       const std::function<void(const Parts&)>& per_trial = {}) {
+  std::vector<int64_t> perm(p.k);
+  std::iota(perm.begin(), perm.end(), 0);
+  for (Form form : {Form::kNormalised, Form::kUnnormalised}) {
+    const Merged base = Merge(p, form);
+    REQUIRE(base.status.ok());
+    for (int trial = 0; trial < 4; ++trial) {
+      std::shuffle(perm.begin(), perm.end(), *rng);
+      Parts q = Permuted(p, perm);
+      const Merged r = Merge(q, form);
+      REQUIRE(r.status.ok());
+      std::string why;
+      CHECK_MESSAGE(SameBits(base.out, r.out, &why), FormName(form)
+                                                         << ", seed " << seed << ", out: " << why);
+      CHECK_MESSAGE(SameBits(base.lse, r.lse, &why), FormName(form)
+                                                         << ", seed " << seed << ", lse: " << why);
+      if (per_trial) per_trial(q);
+    }
+  }
+}
+
 TEST_SUITE("merge") {
   TEST_CASE("random splits of a key set merge to the float64 softmax over all keys, rounded once") {
     for (int iter = 0; iter < 200; ++iter) {
@@ -364,23 +388,7 @@ TEST_SUITE("merge") {
       RandomParts(rng, &p);
       // Ties: identical parts, and parts that share (m, l) but differ in their vectors.
       if (rng() % 2) CopyPart(&p, 0, 1, /*whole=*/rng() % 2);
-      std::vector<int64_t> perm(p.k);
-      std::iota(perm.begin(), perm.end(), 0);
-      for (Form form : {Form::kNormalised, Form::kUnnormalised}) {
-        const Merged base = Merge(p, form);
-        REQUIRE(base.status.ok());
-        for (int trial = 0; trial < 4; ++trial) {
-          std::shuffle(perm.begin(), perm.end(), rng);
-          Parts q = Permuted(p, perm);
-          const Merged r = Merge(q, form);
-          REQUIRE(r.status.ok());
-          std::string why;
-          CHECK_MESSAGE(SameBits(base.out, r.out, &why),
-                        FormName(form) << ", seed " << seed << ", out: " << why);
-          CHECK_MESSAGE(SameBits(base.lse, r.lse, &why),
-                        FormName(form) << ", seed " << seed << ", lse: " << why);
-        }
-      }
+      CheckPermutations(p, seed, &rng);
     }
   }
 
@@ -421,33 +429,18 @@ TEST_SUITE("merge") {
           p.out[(k * p.Rows() + row) * p.d + e] = p.acc[(k * p.Rows() + row) * p.d + e] = column[k];
         }
       }
-      std::vector<int64_t> perm(p.k);
-      std::iota(perm.begin(), perm.end(), 0);
-      for (Form form : {Form::kNormalised, Form::kUnnormalised}) {
-        const Merged base = Merge(p, form);
-        REQUIRE(base.status.ok());
-        for (int trial = 0; trial < 4; ++trial) {
-          std::shuffle(perm.begin(), perm.end(), rng);
-          Parts q = Permuted(p, perm);
-          const Merged r = Merge(q, form);
-          REQUIRE(r.status.ok());
-          std::string why;
-          CHECK_MESSAGE(SameBits(base.out, r.out, &why),
-                        FormName(form) << ", seed " << seed << ", out: " << why);
-          CHECK_MESSAGE(SameBits(base.lse, r.lse, &why),
-                        FormName(form) << ", seed " << seed << ", lse: " << why);
-          // Equal weights: an index-order merge is the plain sum in index order.
-          for (int64_t i = 0; i < p.Rows() * p.d; ++i) {
-            const int64_t row = i / p.d, e = i % p.d;
-            double sum_p = 0, sum_q = 0;
-            for (int64_t k = 0; k < p.k; ++k) {
-              sum_p += p.out[(k * p.Rows() + row) * p.d + e];
-              sum_q += q.out[(k * p.Rows() + row) * p.d + e];
-            }
-            if (static_cast<float>(sum_p) != static_cast<float>(sum_q)) ++order_sensitive;
+      CheckPermutations(p, seed, &rng, [&](const Parts& q) {
+        // Equal weights: an index-order merge is the plain sum in index order.
+        for (int64_t i = 0; i < p.Rows() * p.d; ++i) {
+          const int64_t row = i / p.d, e = i % p.d;
+          double sum_p = 0, sum_q = 0;
+          for (int64_t k = 0; k < p.k; ++k) {
+            sum_p += p.out[(k * p.Rows() + row) * p.d + e];
+            sum_q += q.out[(k * p.Rows() + row) * p.d + e];
           }
+          if (static_cast<float>(sum_p) != static_cast<float>(sum_q)) ++order_sensitive;
         }
-      }
+      });
     }
     CHECK_MESSAGE(order_sensitive > 100,
                   "only " << order_sensitive << " order-sensitive elements: a weak test");
