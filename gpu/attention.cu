@@ -29,6 +29,7 @@
 #include "gpu/common.cuh"
 #include "gpu/device_buffer.h"
 #include "gpu/kernels.h"
+#include "gpu/launch.cuh"
 
 namespace dynattn::gpu {
 namespace {
@@ -156,7 +157,7 @@ __device__ void StoreRow(const AttentionProblem& p, int64_t token, int head, con
 template <CacheElem kElem>
 __global__ void __launch_bounds__(kThreads)
     AttendKernel(AttentionProblem p, AttendWork work, Layout layout) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  DYNATTN_DYNAMIC_SHARED(unsigned char, smem);
   const int dim = p.head_dim;
   const int tile_keys = layout.tile_keys, ks = layout.key_stride, pass = layout.pass_vectors;
   int64_t* slots = reinterpret_cast<int64_t*>(smem);
@@ -338,7 +339,7 @@ __device__ void MergeInto(const AttentionProblem& p, const float* states, int co
 /// One block per merge task, a warp per query vector.
 __global__ void __launch_bounds__(kThreads)
     MergeSplitsKernel(AttentionProblem p, const internal::MergeTask* tasks, const float* states) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  DYNATTN_DYNAMIC_SHARED(unsigned char, smem);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* acc = reinterpret_cast<float*>(smem) + static_cast<size_t>(warp) * p.head_dim;
   const internal::MergeTask& task = tasks[blockIdx.x];
@@ -358,7 +359,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     MergePartsKernel(AttentionProblem p, const int64_t* part_begin, const internal::PartRef* parts,
                      const float* states) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  DYNATTN_DYNAMIC_SHARED(unsigned char, smem);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* acc = reinterpret_cast<float*>(smem) + static_cast<size_t>(warp) * p.head_dim;
   const int64_t token = blockIdx.x;
@@ -386,7 +387,7 @@ void LaunchAttendFor(const AttentionProblem& p, const AttendWork& work, const La
   DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(layout.bytes)));
   const int64_t blocks = work.num_shared + work.num_items;
-  kernel<<<static_cast<unsigned>(blocks), kThreads, layout.bytes>>>(p, work, layout);
+  DYNATTN_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, layout.bytes)(p, work, layout);
 }
 
 /// Dynamic shared memory of the merge kernels: one head_dim accumulator per warp.
@@ -432,15 +433,16 @@ void LaunchAttend(const AttentionProblem& p, const AttendWork& work) {
 void LaunchMergeSplits(const AttentionProblem& p, const internal::MergeTask* tasks, int64_t count,
                        const float* states) {
   if (count == 0) return;
-  MergeSplitsKernel<<<static_cast<unsigned>(count), kThreads, MergeBytes(p)>>>(p, tasks, states);
+  DYNATTN_LAUNCH(MergeSplitsKernel, static_cast<unsigned>(count), kThreads, MergeBytes(p))
+  (p, tasks, states);
   DYNATTN_CUDA_CHECK(cudaGetLastError());
 }
 
 void LaunchMergeParts(const AttentionProblem& p, const int64_t* part_begin,
                       const internal::PartRef* parts, int64_t tokens, const float* states) {
   if (tokens == 0) return;
-  MergePartsKernel<<<static_cast<unsigned>(tokens), kThreads, MergeBytes(p)>>>(p, part_begin, parts,
-                                                                               states);
+  DYNATTN_LAUNCH(MergePartsKernel, static_cast<unsigned>(tokens), kThreads, MergeBytes(p))
+  (p, part_begin, parts, states);
   DYNATTN_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -15,6 +15,7 @@
 #include "gpu/common.cuh"
 #include "gpu/device_buffer.h"
 #include "gpu/kernels.h"
+#include "gpu/launch.cuh"
 
 namespace dynattn::gpu {
 namespace {
@@ -85,16 +86,16 @@ void LaunchWriteTokens(const internal::WriteProblem& p, int64_t tokens) {
   if (threads == 0) return;
   switch (p.kv.cache.elem) {
     case CacheElem::kF32:
-      WriteTokensKernel<CacheElem::kF32><<<Blocks(threads), kThreads>>>(p, tokens);
+      DYNATTN_LAUNCH(WriteTokensKernel<CacheElem::kF32>, Blocks(threads), kThreads, 0)(p, tokens);
       break;
     case CacheElem::kF16:
-      WriteTokensKernel<CacheElem::kF16><<<Blocks(threads), kThreads>>>(p, tokens);
+      DYNATTN_LAUNCH(WriteTokensKernel<CacheElem::kF16>, Blocks(threads), kThreads, 0)(p, tokens);
       break;
     case CacheElem::kInt8:
-      WriteTokensKernel<CacheElem::kInt8><<<Blocks(threads), kThreads>>>(p, tokens);
+      DYNATTN_LAUNCH(WriteTokensKernel<CacheElem::kInt8>, Blocks(threads), kThreads, 0)(p, tokens);
       break;
     case CacheElem::kInt4:
-      WriteTokensKernel<CacheElem::kInt4><<<Blocks(threads), kThreads>>>(p, tokens);
+      DYNATTN_LAUNCH(WriteTokensKernel<CacheElem::kInt4>, Blocks(threads), kThreads, 0)(p, tokens);
       break;
   }
   DYNATTN_CUDA_CHECK(cudaGetLastError());
@@ -105,16 +106,16 @@ void LaunchGatherContext(const internal::GatherProblem& p, int64_t rows) {
   if (threads == 0) return;
   switch (p.kv.cache.elem) {
     case CacheElem::kF32:
-      GatherKernel<CacheElem::kF32><<<Blocks(threads), kThreads>>>(p, rows);
+      DYNATTN_LAUNCH(GatherKernel<CacheElem::kF32>, Blocks(threads), kThreads, 0)(p, rows);
       break;
     case CacheElem::kF16:
-      GatherKernel<CacheElem::kF16><<<Blocks(threads), kThreads>>>(p, rows);
+      DYNATTN_LAUNCH(GatherKernel<CacheElem::kF16>, Blocks(threads), kThreads, 0)(p, rows);
       break;
     case CacheElem::kInt8:
-      GatherKernel<CacheElem::kInt8><<<Blocks(threads), kThreads>>>(p, rows);
+      DYNATTN_LAUNCH(GatherKernel<CacheElem::kInt8>, Blocks(threads), kThreads, 0)(p, rows);
       break;
     case CacheElem::kInt4:
-      GatherKernel<CacheElem::kInt4><<<Blocks(threads), kThreads>>>(p, rows);
+      DYNATTN_LAUNCH(GatherKernel<CacheElem::kInt4>, Blocks(threads), kThreads, 0)(p, rows);
       break;
   }
   DYNATTN_CUDA_CHECK(cudaGetLastError());

@@ -1,17 +1,23 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The GPU suite: the golden matrix (tests/reference/golden_matrix.h, the cases `dynattn golden`
-// writes) run on the CPU and then on the CUDA device through the same public API, with every
-// data tensor in device memory and the index tensors on the host, as a serving engine calls it.
-// Caches, scales and gathered keys/values must match the CPU byte for byte; attention outputs
-// must be within the spec's tolerances of the float64 reference. Without a device the binary
-// says why on one line and exits 77, which meson counts as skipped: it never passes silently.
+// writes, with this run's seeds) run on the CPU and then on the CUDA device through the same
+// public API, with every data tensor in device memory and the index tensors on the host, as a
+// serving engine calls it. Caches, scales and gathered keys/values must match the CPU byte for
+// byte; attention outputs must be within the spec's tolerances of the float64 reference.
+//
+// The same file runs on a real device (gpu_suite=device) and on the CUDA emulator
+// (gpu/emulator, gpu_suite=emulator), which executes the unmodified kernels on the CPU in the
+// schedule CUDA_EMU_SCHEDULE names and fails a launch that breaks a CUDA rule. Without a device
+// the binary says why on one line and exits 77, which meson counts as skipped; every case checks
+// that kernels ran, so it never passes silently.
 
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -124,16 +130,24 @@ void CheckCase(const dynattn_ref::GoldenSpec& spec) {
   }
 }
 
-// Every cell of the matrix whose op is `op`.
+// Every cell of the matrix whose op is `op`, with this run's seeds.
 void CheckOp(const std::string& op) {
   int cells = 0;
-  for (const dynattn_ref::GoldenSpec& spec : dynattn_ref::GoldenMatrix()) {
+#ifdef DYNATTN_CUDA_EMULATOR
+  const int64_t launches_before = cuda_emu::GetStats().launches;
+#endif
+  for (const dynattn_ref::GoldenSpec& spec : dynattn_ref::GoldenMatrix(dynattn_test::BaseSeed())) {
     if (spec.op != op) continue;
     CAPTURE(spec.name);
     CheckCase(spec);
     ++cells;
   }
   CHECK(cells > 0);
+#ifdef DYNATTN_CUDA_EMULATOR
+  const cuda_emu::Stats stats = cuda_emu::GetStats();
+  MESSAGE(op, ": ", cells, " cases, ", stats.launches - launches_before, " kernel launches");
+  CHECK(stats.launches - launches_before > 0);  // the device path really ran
+#endif
 }
 
 TEST_SUITE("gpu") {
@@ -153,7 +167,23 @@ TEST_SUITE("gpu") {
 
 }  // namespace
 
+#ifdef DYNATTN_CUDA_EMULATOR
+// CUDA_EMU_SCHEDULE=random without a seed takes the run's base seed, so it replays with it.
+const char* ConfigureSchedule() {
+  const char* schedule = std::getenv("CUDA_EMU_SCHEDULE");
+  if (schedule != nullptr && std::string(schedule) == "random") {
+    cuda_emu::SetSchedule(cuda_emu::Schedule::kRandom, dynattn_test::BaseSeed());
+  }
+  return schedule != nullptr ? schedule : "forward";
+}
+#endif
+
 int main(int argc, char** argv) {
+  std::printf("base seed %llu (set DYNATTN_TEST_SEED to replay)\n",
+              static_cast<unsigned long long>(dynattn_test::BaseSeed()));
+#ifdef DYNATTN_CUDA_EMULATOR
+  std::printf("emulated schedule: %s\n", ConfigureSchedule());
+#endif
   int devices = 0;
   const cudaError_t error = cudaGetDeviceCount(&devices);
   if (error != cudaSuccess || devices == 0) {

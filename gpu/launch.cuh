@@ -1,0 +1,23 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The two CUDA constructs that plain C++ cannot spell, as macros: nvcc sees CUDA syntax, an
+// emulated build (gpu/emulator/cuda_runtime.h, which defines DYNATTN_CUDA_EMULATOR) sees the
+// emulator's calls. Everything else in gpu/ is the same source in both builds.
+
+#ifndef DYNATTN_GPU_LAUNCH_CUH_
+#define DYNATTN_GPU_LAUNCH_CUH_
+
+#include <cuda_runtime.h>
+
+#ifdef DYNATTN_CUDA_EMULATOR
+/// kernel<<<grid, block, shared_bytes>>>, to be followed by the argument list.
+#define DYNATTN_LAUNCH(kernel, grid, block, shared_bytes) \
+  CUDA_EMU_LAUNCH(kernel, grid, block, shared_bytes)
+/// The block's dynamic shared memory as `type name[]`, 16-byte aligned.
+#define DYNATTN_DYNAMIC_SHARED(type, name) CUDA_EMU_DYNAMIC_SHARED(type, name)
+#else
+#define DYNATTN_LAUNCH(kernel, grid, block, shared_bytes) kernel<<<grid, block, shared_bytes>>>
+#define DYNATTN_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
+#endif
+
+#endif  // DYNATTN_GPU_LAUNCH_CUH_
