@@ -224,61 +224,56 @@ T Shuffle(WarpOp op, unsigned mask, T var, int operand, int width, Site site) {
 #define gridDim (::cuda_emu::detail::g_current->grid_dim)
 inline constexpr int warpSize = 32;
 
-// The source location of each synchronising call is its caller's (default arguments are
-// evaluated at the call site), so every diagnostic names the kernel's file and line.
-#define CUDA_EMU_HERE \
-  ::cuda_emu::detail::Site { __builtin_FILE(), __builtin_LINE() }
+// The source location of each synchronising call is its caller's: __builtin_FILE and
+// __builtin_LINE as default arguments are evaluated at the call site, so every diagnostic names
+// the kernel's file and line.
+#define CUDA_EMU_CALLER const char *file = __builtin_FILE(), int line = __builtin_LINE()
+#define CUDA_EMU_SITE \
+  ::cuda_emu::detail::Site { file, line }
 
-inline void __syncthreads(cuda_emu::detail::Site site = CUDA_EMU_HERE) {
-  cuda_emu::detail::SyncThreads(site);
-}
+inline void __syncthreads(CUDA_EMU_CALLER) { cuda_emu::detail::SyncThreads(CUDA_EMU_SITE); }
 
-inline void __syncwarp(unsigned mask = 0xFFFFFFFFu, cuda_emu::detail::Site site = CUDA_EMU_HERE) {
-  cuda_emu::detail::WarpRendezvous(cuda_emu::detail::WarpOp::kSync, mask, 0, 0, 32, site);
+inline void __syncwarp(unsigned mask = 0xFFFFFFFFu, CUDA_EMU_CALLER) {
+  cuda_emu::detail::WarpRendezvous(cuda_emu::detail::WarpOp::kSync, mask, 0, 0, 32, CUDA_EMU_SITE);
 }
 
 template <class T>
-T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32,
-              cuda_emu::detail::Site site = CUDA_EMU_HERE) {
+T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32, CUDA_EMU_CALLER) {
   return cuda_emu::detail::Shuffle(cuda_emu::detail::WarpOp::kShflIdx, mask, var, src_lane, width,
-                                   site);
+                                   CUDA_EMU_SITE);
 }
 
 template <class T>
-T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32,
-                 cuda_emu::detail::Site site = CUDA_EMU_HERE) {
+T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32, CUDA_EMU_CALLER) {
   return cuda_emu::detail::Shuffle(cuda_emu::detail::WarpOp::kShflUp, mask, var,
-                                   static_cast<int>(delta), width, site);
+                                   static_cast<int>(delta), width, CUDA_EMU_SITE);
 }
 
 template <class T>
-T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32,
-                   cuda_emu::detail::Site site = CUDA_EMU_HERE) {
+T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32, CUDA_EMU_CALLER) {
   return cuda_emu::detail::Shuffle(cuda_emu::detail::WarpOp::kShflDown, mask, var,
-                                   static_cast<int>(delta), width, site);
+                                   static_cast<int>(delta), width, CUDA_EMU_SITE);
 }
 
 template <class T>
-T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32,
-                  cuda_emu::detail::Site site = CUDA_EMU_HERE) {
+T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32, CUDA_EMU_CALLER) {
   return cuda_emu::detail::Shuffle(cuda_emu::detail::WarpOp::kShflXor, mask, var, lane_mask, width,
-                                   site);
+                                   CUDA_EMU_SITE);
 }
 
-inline unsigned __ballot_sync(unsigned mask, int predicate,
-                              cuda_emu::detail::Site site = CUDA_EMU_HERE) {
-  return static_cast<unsigned>(cuda_emu::detail::WarpRendezvous(cuda_emu::detail::WarpOp::kBallot,
-                                                                mask, predicate != 0, 0, 32, site));
+inline unsigned __ballot_sync(unsigned mask, int predicate, CUDA_EMU_CALLER) {
+  return static_cast<unsigned>(cuda_emu::detail::WarpRendezvous(
+      cuda_emu::detail::WarpOp::kBallot, mask, predicate != 0, 0, 32, CUDA_EMU_SITE));
 }
 
-inline int __any_sync(unsigned mask, int predicate, cuda_emu::detail::Site site = CUDA_EMU_HERE) {
+inline int __any_sync(unsigned mask, int predicate, CUDA_EMU_CALLER) {
   return static_cast<int>(cuda_emu::detail::WarpRendezvous(cuda_emu::detail::WarpOp::kAny, mask,
-                                                           predicate != 0, 0, 32, site));
+                                                           predicate != 0, 0, 32, CUDA_EMU_SITE));
 }
 
-inline int __all_sync(unsigned mask, int predicate, cuda_emu::detail::Site site = CUDA_EMU_HERE) {
+inline int __all_sync(unsigned mask, int predicate, CUDA_EMU_CALLER) {
   return static_cast<int>(cuda_emu::detail::WarpRendezvous(cuda_emu::detail::WarpOp::kAll, mask,
-                                                           predicate != 0, 0, 32, site));
+                                                           predicate != 0, 0, 32, CUDA_EMU_SITE));
 }
 
 // Correctly rounded arithmetic (the emulated build compiles with -ffp-contract=off, and each is a
@@ -521,7 +516,8 @@ void ResetDevice();
 }  // namespace cuda_emu
 
 #define CUDA_EMU_LAUNCH(kernel, grid, block, shared_bytes) \
-  ::cuda_emu::Launcher(kernel, #kernel, grid, block, shared_bytes, CUDA_EMU_HERE)
+  ::cuda_emu::Launcher(kernel, #kernel, grid, block, shared_bytes,   \
+                       ::cuda_emu::detail::Site{__FILE__, __LINE__})
 #define CUDA_EMU_DYNAMIC_SHARED(type, name) type* name = ::cuda_emu::DynamicShared<type>()
 
 #endif  // DYNATTN_GPU_EMULATOR_CUDA_RUNTIME_H_

@@ -14,7 +14,7 @@
 #if defined(__SANITIZE_ADDRESS__)
 #define CUDA_EMU_ASAN 1
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__) && !defined(CUDA_EMU_TSAN)
 #define CUDA_EMU_TSAN 1
 #endif
 #if defined(__has_feature)

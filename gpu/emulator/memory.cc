@@ -287,15 +287,13 @@ void OnFault(int signal_number, siginfo_t* info, void*) {
 }  // namespace
 
 void InstallFaultReporter() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction action {};
-    action.sa_sigaction = &OnFault;
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGSEGV, &action, nullptr);
-    sigaction(SIGBUS, &action, nullptr);
-  });
+  // Every time: a test framework may have put its own crash handler back.
+  struct sigaction action {};
+  action.sa_sigaction = &OnFault;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, nullptr);
+  sigaction(SIGBUS, &action, nullptr);
   thread_local bool has_stack = false;
   if (!has_stack) {
     stack_t stack{};

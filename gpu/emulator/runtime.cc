@@ -295,6 +295,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   if (pointer == nullptr) return RecordError(cudaErrorInvalidValue, "cudaMalloc: null pointer");
   *pointer = nullptr;
   if (bytes == 0) return cudaSuccess;
+  cuda_emu::detail::InstallFaultReporter();  // host code touching it must be reported
   *pointer = DeviceHeap::Get().Allocate(bytes);
   if (*pointer == nullptr) {
     return RecordError(cudaErrorMemoryAllocation,

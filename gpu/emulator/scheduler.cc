@@ -4,8 +4,8 @@
 // fibers that switch only at synchronisation points, and checks the rules of those points.
 //
 // A thread is runnable, waiting at the block barrier, waiting at a warp operation, or exited.
-// Rounds resume every runnable thread once, in the schedule's order; a thread runs until it
-// waits or exits. A barrier opens when its last participant arrives; a round that finds no
+// The scheduler resumes one runnable thread at a time, chosen by the schedule (NextRunnable);
+// it runs until it waits or exits. A barrier opens when its last participant arrives; finding no
 // runnable thread while some have not exited is a deadlock, and the diagnostic lists where each
 // group of threads waits. Any violation stops the launch: the diagnostic names the kernel, the
 // block, the thread and the file and line, and the device keeps a sticky error, as after a
@@ -27,7 +27,7 @@
 #include "gpu/emulator/memory.h"
 #include "gpu/emulator/runtime_state.h"
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__) && !defined(CUDA_EMU_TSAN)
 #define CUDA_EMU_TSAN 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
@@ -204,6 +204,7 @@ class BlockRunner {
   }
 
   bool RunBlock(uint3 block);
+  int NextRunnable();
   EmuThread& Current() { return threads_[running_]; }
   void Suspend() { Current().fiber->Suspend(); }
   void Exit(EmuThread& t);
@@ -222,6 +223,7 @@ class BlockRunner {
   const int threads_per_block_;
   GuardedBlock shared_;
   std::vector<EmuThread> threads_;
+  std::vector<int> runnable_;
   uint3 block_{};
   int running_ = -1;
   int live_ = 0, at_barrier_ = 0;
@@ -261,23 +263,16 @@ bool BlockRunner::RunBlock(uint3 block) {
   live_ = threads_per_block_;
   at_barrier_ = 0;
   HappensBefore(&launch_sync_);
-  std::vector<int> order(threads_per_block_);
   while (live_ > 0) {
-    std::iota(order.begin(), order.end(), 0);
-    Arrange(&order);
-    bool progress = false;
-    for (const int i : order) {
-      if (threads_[i].state != State::kRunnable) continue;
-      running_ = i;
-      g_current = &threads_[i].context;
-      ++g_counters.stats.switches;
-      threads_[i].fiber->Resume();
-      g_current = nullptr;
-      running_ = -1;
-      progress = true;
-      if (failed_) return false;
-    }
-    if (!progress) return Fail(nullptr, "deadlock: " + DescribeWaits());
+    const int next = NextRunnable();
+    if (next < 0) return Fail(nullptr, "deadlock: " + DescribeWaits());
+    running_ = next;
+    g_current = &threads_[next].context;
+    ++g_counters.stats.switches;
+    threads_[next].fiber->Resume();
+    g_current = nullptr;
+    running_ = -1;
+    if (failed_) return false;
   }
   HappensAfter(&launch_sync_);
   ++g_counters.stats.blocks;
@@ -292,13 +287,41 @@ bool BlockRunner::RunBlock(uint3 block) {
   return true;
 }
 
+/// The thread to resume next: the first runnable one (forward), the last (reverse), or any
+/// (random). Always preferring the same end lets a released warp run ahead of the others to its
+/// next synchronisation point, which is what exposes a missing barrier.
+int BlockRunner::NextRunnable() {
+  ScheduleChoice& c = Choice();
+  if (c.schedule == Schedule::kReverse) {
+    for (int i = threads_per_block_ - 1; i >= 0; --i) {
+      if (threads_[i].state == State::kRunnable) return i;
+    }
+    return -1;
+  }
+  if (c.schedule == Schedule::kForward) {
+    for (int i = 0; i < threads_per_block_; ++i) {
+      if (threads_[i].state == State::kRunnable) return i;
+    }
+    return -1;
+  }
+  runnable_.clear();
+  for (int i = 0; i < threads_per_block_; ++i) {
+    if (threads_[i].state == State::kRunnable) runnable_.push_back(i);
+  }
+  if (runnable_.empty()) return -1;
+  return runnable_[std::uniform_int_distribution<size_t>(0, runnable_.size() - 1)(c.random)];
+}
+
 void BlockRunner::Exit(EmuThread& t) {
   t.state = State::kExited;
   --live_;
   HappensBefore(&launch_sync_);
-  if (at_barrier_ > 0) {
-    FailHere("exited while " + std::to_string(at_barrier_) +
-             " threads of its block wait at __syncthreads() (all threads must reach it)");
+  for (const EmuThread& other : threads_) {
+    if (other.state == State::kAtBarrier) {
+      FailHere("exited while " + std::to_string(at_barrier_) +
+               " threads of its block wait at __syncthreads() at " + SiteText(other.site) +
+               " (all threads must reach it)");
+    }
   }
   for (const EmuThread& other : threads_) {
     if (other.state == State::kAtWarpOp && other.warp() == t.warp() &&
