@@ -122,7 +122,8 @@ __global__ void Rotate(const int* in, int* out, bool with_barrier) {
 
 __global__ void DivergentBarriers(int* lines) {
   if (threadIdx.x < 32) {
-    lines[0] = __LINE__; __syncthreads();  // clang-format off
+    lines[0] = __LINE__;
+    __syncthreads();  // clang-format off
   } else {
     lines[1] = __LINE__; __syncthreads();
   }  // clang-format on
@@ -130,11 +131,13 @@ __global__ void DivergentBarriers(int* lines) {
 
 __global__ void BarrierAfterExit(int* line) {
   if (threadIdx.x == 5) return;
-  line[0] = __LINE__; __syncthreads();  // NOLINT
+  line[0] = __LINE__;
+  __syncthreads();  // NOLINT
 }
 
 __global__ void WarpOp(int* line, unsigned mask) {
-  line[0] = __LINE__; line[1] = __shfl_xor_sync(mask, 1, 1);  // NOLINT
+  line[0] = __LINE__;
+  line[1] = __shfl_xor_sync(mask, 1, 1);  // NOLINT
 }
 
 __global__ void ReadLaneOutsideMask(int* out) {
@@ -143,9 +146,11 @@ __global__ void ReadLaneOutsideMask(int* out) {
 
 __global__ void Deadlock(int* lines) {
   if (threadIdx.x == 0) {
-    lines[0] = __LINE__; __syncwarp();  // NOLINT
+    lines[0] = __LINE__;
+    __syncwarp();  // NOLINT
   } else {
-    lines[1] = __LINE__; __syncthreads();  // NOLINT
+    lines[1] = __LINE__;
+    __syncthreads();  // NOLINT
   }
 }
 
@@ -212,7 +217,8 @@ TEST_SUITE("emulator") {
       for (int t = 0; t < 64; ++t) {
         const int lane = t % 32;
         CAPTURE(t);
-        for (int op = 0; op < 4; ++op) CHECK(got[t * 8 + op] == 100 + ShuffleSource(op, lane, width));
+        for (int op = 0; op < 4; ++op)
+          CHECK(got[t * 8 + op] == 100 + ShuffleSource(op, lane, width));
         CHECK(static_cast<unsigned>(got[t * 8 + 4]) == ballot);
         CHECK(got[t * 8 + 5] == 1);
         CHECK(got[t * 8 + 6] == 0);
@@ -231,8 +237,8 @@ TEST_SUITE("emulator") {
     REQUIRE(cudaMemcpy(in.get(), input.data(), n * sizeof(int), cudaMemcpyHostToDevice) ==
             cudaSuccess);
     std::set<std::vector<int>> without;
-    for (const auto schedule :
-         {cuda_emu::Schedule::kForward, cuda_emu::Schedule::kReverse, cuda_emu::Schedule::kRandom}) {
+    for (const auto schedule : {cuda_emu::Schedule::kForward, cuda_emu::Schedule::kReverse,
+                                cuda_emu::Schedule::kRandom}) {
       cuda_emu::SetSchedule(schedule, 42);
       DYNATTN_LAUNCH(Rotate, 1, n, n * sizeof(int))(in.get(), out.get(), true);
       const std::vector<int> got = out.Fetch();
@@ -250,8 +256,8 @@ TEST_SUITE("emulator") {
     cuda_emu::ResetDevice();  // to read the lines the threads reached
     const std::vector<int> at = lines.Fetch();
     DYNATTN_LAUNCH(DivergentBarriers, 1, 64, 0)(lines.get());
-    ExpectLaunchError(cudaErrorLaunchFailure, {"DivergentBarriers", "different __syncthreads()",
-                                               Line(at[0]), Line(at[1])});
+    ExpectLaunchError(cudaErrorLaunchFailure,
+                      {"DivergentBarriers", "different __syncthreads()", Line(at[0]), Line(at[1])});
   }
 
   TEST_CASE("a thread that exits before its block's __syncthreads fails the launch") {
@@ -342,7 +348,8 @@ TEST_SUITE("emulator") {
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     CHECK(output.Fetch() == std::vector<float>{3, 1, 2});
     DYNATTN_LAUNCH(UsePointers, 1, 32, 0)(Pointers{3, host_indices.data(), output.get()});
-    ExpectLaunchError(cudaErrorIllegalAddress, {"UsePointers", "argument 0, field 1", "not device"});
+    ExpectLaunchError(cudaErrorIllegalAddress,
+                      {"UsePointers", "argument 0, field 1", "not device"});
     float* freed = nullptr;
     REQUIRE(cudaMalloc(&freed, 12) == cudaSuccess);
     REQUIRE(cudaFree(freed) == cudaSuccess);
@@ -371,7 +378,8 @@ TEST_SUITE("emulator") {
     CHECK(last(cuda_emu::Schedule::kForward, 0) == 8 * 64 - 1);
     CHECK(last(cuda_emu::Schedule::kReverse, 0) == 0);
     std::set<int> random;
-    for (uint64_t seed = 1; seed <= 8; ++seed) random.insert(last(cuda_emu::Schedule::kRandom, seed));
+    for (uint64_t seed = 1; seed <= 8; ++seed)
+      random.insert(last(cuda_emu::Schedule::kRandom, seed));
     CHECK(random.size() > 1);
     CHECK(last(cuda_emu::Schedule::kRandom, 5) == last(cuda_emu::Schedule::kRandom, 5));
     cuda_emu::SetSchedule(cuda_emu::Schedule::kForward);
@@ -402,8 +410,8 @@ TEST_SUITE("emulator") {
     ExpectLaunchError(cudaErrorIllegalAddress, {"WriteAt", "30 bytes past the end",
                                                 "a device allocation (100 bytes", "red zone"});
     DYNATTN_LAUNCH(WriteShared, 1, 32, 20)(int64_t{21});
-    ExpectLaunchError(cudaErrorLaunchFailure, {"1 bytes past the end",
-                                               "dynamic shared memory (20 bytes", "red zone"});
+    ExpectLaunchError(cudaErrorLaunchFailure,
+                      {"1 bytes past the end", "dynamic shared memory (20 bytes", "red zone"});
   }
 #endif
 
@@ -422,11 +430,7 @@ TEST_SUITE("emulator") {
           std::string::npos);
     CHECK(text.find("kernel WriteAt") != std::string::npos);
 
-    text = InChild(
-        [] {
-          DYNATTN_LAUNCH(WriteShared, 1, 32, 64)(int64_t{-4096});
-        },
-        &status);
+    text = InChild([] { DYNATTN_LAUNCH(WriteShared, 1, 32, 64)(int64_t{-4096}); }, &status);
     CHECK(WIFSIGNALED(status));
     CHECK(text.find("before the block's dynamic shared memory (64 bytes") != std::string::npos);
   }

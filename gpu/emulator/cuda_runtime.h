@@ -515,8 +515,8 @@ void ResetDevice();
 
 }  // namespace cuda_emu
 
-#define CUDA_EMU_LAUNCH(kernel, grid, block, shared_bytes) \
-  ::cuda_emu::Launcher(kernel, #kernel, grid, block, shared_bytes,   \
+#define CUDA_EMU_LAUNCH(kernel, grid, block, shared_bytes)         \
+  ::cuda_emu::Launcher(kernel, #kernel, grid, block, shared_bytes, \
                        ::cuda_emu::detail::Site{__FILE__, __LINE__})
 #define CUDA_EMU_DYNAMIC_SHARED(type, name) type* name = ::cuda_emu::DynamicShared<type>()
 

@@ -297,8 +297,9 @@ void InstallFaultReporter() {
   thread_local bool has_stack = false;
   if (!has_stack) {
     stack_t stack{};
-    stack.ss_size = 1 << 16;
-    stack.ss_sp = std::malloc(stack.ss_size);
+    stack.ss_size = 1 << 16;  // mapped for the thread's lifetime (not a leak to report)
+    stack.ss_sp =
+        mmap(nullptr, stack.ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     sigaltstack(&stack, nullptr);
     has_stack = true;
   }

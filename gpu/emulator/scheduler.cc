@@ -114,6 +114,7 @@ struct EmuThread {
   Fiber* fiber = nullptr;
   int linear = 0;
   State state = State::kRunnable;
+  bool started = false;
   Site site{"", 0};
   // The warp operation it waits at.
   WarpOp op = WarpOp::kSync;
@@ -151,6 +152,9 @@ struct Counters {
   Stats stats;
 };
 Counters g_counters;
+
+/// Thrown inside a thread of a failed launch: unwinds its stack to ThreadMain.
+struct AbortThread {};
 
 /// Runs the blocks of one launch.
 class BlockRunner {
@@ -206,17 +210,23 @@ class BlockRunner {
   bool RunBlock(uint3 block);
   int NextRunnable();
   EmuThread& Current() { return threads_[running_]; }
-  void Suspend() { Current().fiber->Suspend(); }
+  /// Returns to the scheduler; throws AbortThread when the launch has failed meanwhile.
+  void Suspend() {
+    Current().fiber->Suspend();
+    if (aborting_) throw AbortThread{};
+  }
+  /// Unwinds every thread still suspended in a failed block, so that nothing it holds leaks.
+  void AbortSuspended();
   void Exit(EmuThread& t);
   bool TryCompleteWarpOp(const EmuThread& arriving);
   uint64_t ResultFor(const EmuThread& t, unsigned ballot) const;
   std::string DescribeWaits() const;
   /// Records the diagnostic of a violation by thread `t` (null: the block as a whole).
   bool Fail(const EmuThread* t, const std::string& what);
-  /// Fails from inside a thread: the thread never runs again.
-  void FailHere(const std::string& what) {
+  /// Fails from inside a thread, which unwinds.
+  [[noreturn]] void FailHere(const std::string& what) {
     Fail(&Current(), what);
-    Suspend();
+    throw AbortThread{};
   }
 
   const LaunchRequest& request_;
@@ -228,6 +238,7 @@ class BlockRunner {
   int running_ = -1;
   int live_ = 0, at_barrier_ = 0;
   bool failed_ = false;
+  bool aborting_ = false;
   // Addresses of these serve as TSan sync objects.
   char barrier_sync_ = 0;
   char warp_sync_[1024 / kWarpSize] = {};
@@ -239,9 +250,28 @@ BlockRunner* g_runner = nullptr;
 void ThreadEntry(void* runner) { static_cast<BlockRunner*>(runner)->ThreadMain(); }
 
 void BlockRunner::ThreadMain() {
+  Current().started = true;
   HappensAfter(&launch_sync_);
-  request_.body(request_.state);
-  Exit(Current());
+  try {
+    request_.body(request_.state);
+    Exit(Current());
+  } catch (const AbortThread&) {
+    Current().state = State::kExited;
+  }
+  Current().fiber->Finish();
+}
+
+void BlockRunner::AbortSuspended() {
+  aborting_ = true;
+  for (int i = 0; i < threads_per_block_; ++i) {
+    if (!threads_[i].started || threads_[i].state == State::kExited) continue;
+    running_ = i;
+    g_current = &threads_[i].context;
+    threads_[i].fiber->Resume();
+  }
+  g_current = nullptr;
+  running_ = -1;
+  aborting_ = false;
 }
 
 bool BlockRunner::RunBlock(uint3 block) {
@@ -258,6 +288,7 @@ bool BlockRunner::RunBlock(uint3 block) {
     t.context.dynamic_shared = shared_.data();
     t.linear = i;
     t.state = State::kRunnable;
+    t.started = false;
     t.fiber->Start(&ThreadEntry, this);
   }
   live_ = threads_per_block_;
@@ -265,14 +296,21 @@ bool BlockRunner::RunBlock(uint3 block) {
   HappensBefore(&launch_sync_);
   while (live_ > 0) {
     const int next = NextRunnable();
-    if (next < 0) return Fail(nullptr, "deadlock: " + DescribeWaits());
+    if (next < 0) {
+      Fail(nullptr, "deadlock: " + DescribeWaits());
+      AbortSuspended();
+      return false;
+    }
     running_ = next;
     g_current = &threads_[next].context;
     ++g_counters.stats.switches;
     threads_[next].fiber->Resume();
     g_current = nullptr;
     running_ = -1;
-    if (failed_) return false;
+    if (failed_) {
+      AbortSuspended();
+      return false;
+    }
   }
   HappensAfter(&launch_sync_);
   ++g_counters.stats.blocks;
@@ -331,7 +369,6 @@ void BlockRunner::Exit(EmuThread& t) {
                ", which names it");
     }
   }
-  t.fiber->Finish();
 }
 
 void BlockRunner::SyncThreads(Site site) {
