@@ -120,38 +120,37 @@ __global__ void Rotate(const int* in, int* out, bool with_barrier) {
   out[threadIdx.x] = staged[other];
 }
 
+// Each records the line of the synchronising call it reaches (same line, so the diagnostics'
+// line numbers can be checked).
+// clang-format off
 __global__ void DivergentBarriers(int* lines) {
   if (threadIdx.x < 32) {
-    lines[0] = __LINE__;
-    __syncthreads();  // clang-format off
+    lines[0] = __LINE__; __syncthreads();
   } else {
     lines[1] = __LINE__; __syncthreads();
-  }  // clang-format on
+  }
 }
 
 __global__ void BarrierAfterExit(int* line) {
   if (threadIdx.x == 5) return;
-  line[0] = __LINE__;
-  __syncthreads();  // NOLINT
+  line[0] = __LINE__; __syncthreads();
 }
 
 __global__ void WarpOp(int* line, unsigned mask) {
-  line[0] = __LINE__;
-  line[1] = __shfl_xor_sync(mask, 1, 1);  // NOLINT
-}
-
-__global__ void ReadLaneOutsideMask(int* out) {
-  if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0x0000FFFFu, 1, 20);
+  line[0] = __LINE__; line[1] = __shfl_xor_sync(mask, 1, 1);
 }
 
 __global__ void Deadlock(int* lines) {
   if (threadIdx.x == 0) {
-    lines[0] = __LINE__;
-    __syncwarp();  // NOLINT
+    lines[0] = __LINE__; __syncwarp();
   } else {
-    lines[1] = __LINE__;
-    __syncthreads();  // NOLINT
+    lines[1] = __LINE__; __syncthreads();
   }
+}
+// clang-format on
+
+__global__ void ReadLaneOutsideMask(int* out) {
+  if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0x0000FFFFu, 1, 20);
 }
 
 __global__ void SharedIsNan(int* out) {
