@@ -32,9 +32,10 @@ bench: build
 
 # The same suites under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it too), with
 # assertions on. -O1, line tables only and no SSE4 target keep its build inside CI's time budget;
-# the release build already runs every suite on every target. It leaves the CUDA module out:
-# nvcc takes no sanitizer flags, and ASan's shadow memory collides with the CUDA driver's
-# mappings; the release build builds it and runs the gpu suite.
+# the release build already runs every suite on every target. It leaves the nvcc build of the CUDA
+# module out (nvcc takes no sanitizer flags, and ASan's shadow memory collides with the CUDA
+# driver's mappings), but the gpu suite runs here too: on the CUDA emulator, the kernels compiled
+# by g++ under ASan + UBSan.
 test-sanitize: setup
 	@[ -f $(SANITIZE_BUILD)/build.ninja ] || meson setup $(SANITIZE_BUILD) -Dcuda=disabled \
 	  --buildtype=plain -Doptimization=1 -Dcpp_args=-g1 -Db_sanitize=address,undefined \

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+# Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+"""Breaks the CUDA kernels on purpose and reports which runs of the gpu suite catch each break.
+
+Each mutation edits one gpu/ source in place (restored afterwards, also on Ctrl-C), rebuilds the
+gpu suite's binaries in the given build folders and runs them on the CUDA emulator: forward,
+reverse and random schedules, the ThreadSanitizer run (gpu_tsan_tests, when built) and, for a
+sanitizer build folder, its ASan + UBSan binary. A run "catches" a mutation when it fails.
+
+  python3 scripts/gpu_mutations.py [--builds build,build-sanitize] [--only NAME[,NAME]] [--list]
+"""
+
+import argparse
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# name: (file, text to find, replacement, what it breaks)
+MUTATIONS = {
+    "barrier-tile-consumed": (
+        "gpu/attention.cu",
+        "      __syncthreads();  // the previous tile is consumed\n", "",
+        "attend: the __syncthreads at the top of the tile loop"),
+    "barrier-slots": (
+        "gpu/attention.cu",
+        "key0 + threadIdx.x);\n      __syncthreads();\n", "key0 + threadIdx.x);\n",
+        "attend: the __syncthreads between the tile's slots and its decode"),
+    "barrier-decoded": (
+        "gpu/attention.cu",
+        "        values[j * dim + d] = x;\n      }\n      __syncthreads();\n",
+        "        values[j * dim + d] = x;\n      }\n",
+        "attend: the __syncthreads between the decoded tile and its scoring"),
+    "barrier-next-pass": (
+        "gpu/attention.cu",
+        "    __syncthreads();  // the next pass reuses the vectors' storage\n", "",
+        "attend: the __syncthreads before the next pass of query vectors"),
+    "syncwarp-probs": (
+        "gpu/attention.cu",
+        "        probs[lane] = weight;\n        __syncwarp();\n",
+        "        probs[lane] = weight;\n",
+        "attend: the __syncwarp between writing probs and reading them"),
+    "syncwarp-read-max": (
+        "gpu/attention.cu",
+        "        __syncwarp();  // every lane has read maxes[v] and probs\n", "",
+        "attend: the __syncwarp before lane 0 updates maxes/sums"),
+    "syncwarp-updated": (
+        "gpu/attention.cu",
+        "          sums[v] = sums[v] * alpha + tile_sum;\n        }\n        __syncwarp();\n",
+        "          sums[v] = sums[v] * alpha + tile_sum;\n        }\n",
+        "attend: the __syncwarp after lane 0 updates maxes/sums"),
+    "syncwarp-before-store": (
+        "gpu/attention.cu",
+        "    __syncwarp();\n    for (int v = warp; v < n; v += kWarps) {\n      const float max",
+        "    for (int v = warp; v < n; v += kWarps) {\n      const float max",
+        "attend: the __syncwarp before a pass's states are stored"),
+    "syncwarp-merge-store": (
+        "gpu/attention.cu",
+        "  __syncwarp();\n  StoreRow(", "  StoreRow(",
+        "merge: the __syncwarp before the merged row is stored"),
+    "syncwarp-merge-next": (
+        "gpu/attention.cu",
+        "  StoreRow(p, token, head, acc, max, sum, lane);\n  __syncwarp();\n",
+        "  StoreRow(p, token, head, acc, max, sum, lane);\n",
+        "merge: the __syncwarp after the merged row is stored"),
+    "shuffle-sum-offset": (
+        "gpu/attention.cu",
+        "for (int o = 16; o > 0; o /= 2) x += ", "for (int o = 8; o > 0; o /= 2) x += ",
+        "WarpSum starts at offset 8: sums over half warps"),
+    "shuffle-max-down": (
+        "gpu/attention.cu",
+        "x = fmaxf(x, __shfl_xor_sync(kFullMask, x, o));",
+        "x = fmaxf(x, __shfl_down_sync(kFullMask, x, o));",
+        "WarpMax shuffles down instead of xor: upper lanes miss the maximum"),
+    "tile-count-plus-one": (
+        "gpu/attention.cu",
+        "key_end - key0));", "key_end - key0 + 1));",
+        "attend: a tile counts one key past the item's end"),
+    "tile-loop-short": (
+        "gpu/attention.cu",
+        "key0 < key_end; key0 += tile_keys)", "key0 < key_end - 1; key0 += tile_keys)",
+        "attend: the tile loop stops before a last tile of one key"),
+    "shared-too-small": (
+        "gpu/attention.cu",
+        "(head_dim + 1) + kWarps * 32;", "(head_dim + 1) + kWarps * 24;",
+        "attend: the shared-memory size leaves out 32 bytes of probs"),
+    "host-batch": (
+        "gpu/backend.cu",
+        "    out.batch = batch.Upload(p.batch);\n", "    out.batch = p.batch;\n",
+        "attention kernels get the host's seqstarts/kvstarts"),
+    "host-plan": (
+        "gpu/backend.cu",
+        "  work.items = items.data();\n  work.num_items = static_cast<int64_t>(plan.items.size());",
+        "  work.items = plan.items.data();\n"
+        "  work.num_items = static_cast<int64_t>(plan.items.size());",
+        "MHA/MHCA attend gets the host's work items"),
+    "no-smem-opt-in": (
+        "gpu/attention.cu",
+        "  DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
+        "                                          static_cast<int>(layout.bytes)));\n", "",
+        "attend launches above 48 KiB of shared memory without the opt-in"),
+    "write-bound-off-by-one": (
+        "gpu/cache_io.cu",
+        "if (index >= tokens * heads * 2) return;", "if (index > tokens * heads * 2) return;",
+        "cache write: one thread past the last (token, head, plane)"),
+    "gather-repeat-off-by-one": (
+        "gpu/cache_io.cu",
+        "for (int r = 0; r < p.num_repeat; ++r)", "for (int r = 0; r <= p.num_repeat; ++r)",
+        "gather: each row stored num_repeat + 1 times"),
+}
+
+
+def run(command, env=None, timeout=900):
+    try:
+        result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                                timeout=timeout)
+        return result.returncode, result.stdout + result.stderr
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {timeout} s"
+
+
+def first_evidence(output):
+    """The line that best says why a run failed."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if "WARNING: ThreadSanitizer" in line or "ERROR: AddressSanitizer" in line:
+            frames = [l.strip() for l in lines[i + 1:i + 12] if l.strip().startswith("#0")]
+            return (line.strip() + (" at " + frames[0] if frames else ""))[:200]
+    for key in ("cuda-emulator:", "runtime error", "libdynattn CUDA error", "logged:",
+                "ERROR: CHECK", "ERROR: REQUIRE", "CRASHED", "timed out"):
+        for line in lines:
+            if key in line:
+                return line.strip()[:200]
+    return (lines[-1] if lines else "")[:200]
+
+
+def runs_for(build):
+    """(label, binary, environment) of the gpu suite runs a build folder offers."""
+    base = dict(os.environ, DYNATTN_TEST_SEED=os.environ.get("DYNATTN_TEST_SEED", "12345"))
+    tests = ROOT / build / "tests"
+    sanitized = "sanitize" in build
+    out = []
+    if sanitized:
+        out.append(("asan", tests / "gpu_tests",
+                    dict(base, CUDA_EMU_SCHEDULE="random", ASAN_OPTIONS="detect_leaks=0",
+                         UBSAN_OPTIONS="halt_on_error=1")))
+        return out
+    for schedule in ("forward", "reverse", "random"):
+        out.append((schedule, tests / "gpu_tests", dict(base, CUDA_EMU_SCHEDULE=schedule)))
+    if (tests / "gpu_tsan_tests").exists():
+        out.append(("tsan", tests / "gpu_tsan_tests",
+                    dict(base, CUDA_EMU_SCHEDULE="random", TSAN_OPTIONS="halt_on_error=1")))
+    return out
+
+
+def targets_for(build):
+    names = ["tests/gpu_tests"]
+    if (ROOT / build / "tests" / "gpu_tsan_tests").exists():
+        names.append("tests/gpu_tsan_tests")
+    return names
+
+
+def try_mutation(name, builds):
+    path, old, new, what = MUTATIONS[name]
+    source = ROOT / path
+    original = source.read_text()
+    if original.count(old) != 1:
+        return what, [("-", f"not applicable: the text occurs {original.count(old)} times")]
+    results = []
+    try:
+        source.write_text(original.replace(old, new))
+        for build in builds:
+            status, output = run(["ninja", "-C", build] + targets_for(build))
+            if status != 0:
+                results.append((build, "build failed: " + first_evidence(output)))
+                continue
+            for label, binary, env in runs_for(build):
+                status, output = run([str(binary), "-ts=gpu"], env=env)
+                verdict = "caught" if status != 0 else "missed"
+                results.append((label, verdict + ("" if status == 0 else
+                                                  ": " + first_evidence(output))))
+    finally:
+        source.write_text(original)
+    return what, results
+
+
+def main():
+    # A background job ignores SIGINT: make SIGTERM unwind too, so the source is restored.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--builds", default="build")
+    parser.add_argument("--only", default="")
+    parser.add_argument("--list", action="store_true")
+    args = parser.parse_args()
+    if args.list:
+        for name, (_, _, _, what) in MUTATIONS.items():
+            print(f"{name:26} {what}")
+        return 0
+    names = args.only.split(",") if args.only else list(MUTATIONS)
+    builds = args.builds.split(",")
+    missed = 0
+    for name in names:
+        what, results = try_mutation(name, builds)
+        print(f"## {name}: {what}", flush=True)
+        for label, verdict in results:
+            print(f"   {label:8} {verdict}", flush=True)
+        if all(not v.startswith("caught") for _, v in results):
+            missed += 1
+    # Leave the binaries built from the unmodified sources.
+    for build in builds:
+        run(["ninja", "-C", build] + targets_for(build))
+    print(f"{len(names) - missed} of {len(names)} mutations caught by at least one run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
