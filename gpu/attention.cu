@@ -383,11 +383,12 @@ size_t SharedBudget() {
 
 template <CacheElem kElem>
 void LaunchAttendFor(const AttentionProblem& p, const AttendWork& work, const Layout& layout) {
-  const auto kernel = &AttendKernel<kElem>;
-  DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(&AttendKernel<kElem>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(layout.bytes)));
   const int64_t blocks = work.num_shared + work.num_items;
-  DYNATTN_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, layout.bytes)(p, work, layout);
+  DYNATTN_LAUNCH(AttendKernel<kElem>, static_cast<unsigned>(blocks), kThreads, layout.bytes)
+  (p, work, layout);
 }
 
 /// Dynamic shared memory of the merge kernels: one head_dim accumulator per warp.

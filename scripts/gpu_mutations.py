@@ -99,7 +99,8 @@ MUTATIONS = {
         "MHA/MHCA attend gets the host's work items"),
     "no-smem-opt-in": (
         "gpu/attention.cu",
-        "  DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
+        "  DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(&AttendKernel<kElem>,\n"
+        "                                          cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
         "                                          static_cast<int>(layout.bytes)));\n", "",
         "attend launches above 48 KiB of shared memory without the opt-in"),
     "write-bound-off-by-one": (
