@@ -348,7 +348,7 @@ TEST_SUITE("emulator") {
     CHECK(output.Fetch() == std::vector<float>{3, 1, 2});
     DYNATTN_LAUNCH(UsePointers, 1, 32, 0)(Pointers{3, host_indices.data(), output.get()});
     ExpectLaunchError(cudaErrorIllegalAddress,
-                      {"UsePointers", "argument 0, field 1", "not device"});
+                      {"UsePointers", "argument 0, field 1", "in no live device allocation"});
     float* freed = nullptr;
     REQUIRE(cudaMalloc(&freed, 12) == cudaSuccess);
     REQUIRE(cudaFree(freed) == cudaSuccess);

@@ -234,60 +234,48 @@ cudaError_t cudaPeekAtLastError() {
   return s.sticky != cudaSuccess ? s.sticky : s.last;
 }
 
-const char* cudaGetErrorName(cudaError_t error) {
-  switch (error) {
-    case cudaSuccess:
-      return "cudaSuccess";
-    case cudaErrorInvalidValue:
-      return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation:
-      return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration:
-      return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevicePointer:
-      return "cudaErrorInvalidDevicePointer";
-    case cudaErrorInvalidMemcpyDirection:
-      return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorInvalidDeviceFunction:
-      return "cudaErrorInvalidDeviceFunction";
-    case cudaErrorNoDevice:
-      return "cudaErrorNoDevice";
-    case cudaErrorInvalidDevice:
-      return "cudaErrorInvalidDevice";
-    case cudaErrorIllegalAddress:
-      return "cudaErrorIllegalAddress";
-    case cudaErrorLaunchFailure:
-      return "cudaErrorLaunchFailure";
+namespace {
+
+struct ErrorText {
+  cudaError_t error;
+  const char* name;
+  const char* text;  ///< CUDA's own wording.
+};
+
+constexpr ErrorText kErrorTexts[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration",
+     "invalid configuration argument"},
+    {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
+     "invalid copy direction for memcpy"},
+    {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorIllegalAddress, "cudaErrorIllegalAddress",
+     "an illegal memory access was encountered"},
+    {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+};
+
+const ErrorText* FindErrorText(cudaError_t error) {
+  for (const ErrorText& e : kErrorTexts) {
+    if (e.error == error) return &e;
   }
-  return "cudaErrorUnknown";
+  return nullptr;
+}
+
+}  // namespace
+
+const char* cudaGetErrorName(cudaError_t error) {
+  const ErrorText* e = FindErrorText(error);
+  return e != nullptr ? e->name : "cudaErrorUnknown";
 }
 
 const char* cudaGetErrorString(cudaError_t error) {
-  switch (error) {
-    case cudaSuccess:
-      return "no error";
-    case cudaErrorInvalidValue:
-      return "invalid argument";
-    case cudaErrorMemoryAllocation:
-      return "out of memory";
-    case cudaErrorInvalidConfiguration:
-      return "invalid configuration argument";
-    case cudaErrorInvalidDevicePointer:
-      return "invalid device pointer";
-    case cudaErrorInvalidMemcpyDirection:
-      return "invalid copy direction for memcpy";
-    case cudaErrorInvalidDeviceFunction:
-      return "invalid device function";
-    case cudaErrorNoDevice:
-      return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice:
-      return "invalid device ordinal";
-    case cudaErrorIllegalAddress:
-      return "an illegal memory access was encountered";
-    case cudaErrorLaunchFailure:
-      return "unspecified launch failure";
-  }
-  return "unknown error";
+  const ErrorText* e = FindErrorText(error);
+  return e != nullptr ? e->text : "unknown error";
 }
 
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {

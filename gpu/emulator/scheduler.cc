@@ -566,7 +566,8 @@ bool FindHostPointer(const LaunchRequest& r, std::string* where) {
     if (address == 0 || DeviceHeap::Get().Near(address) != nullptr) continue;
     char text[200];
     std::snprintf(text, sizeof(text),
-                  "argument %d%s%s holds %p, which is not device memory (a host pointer?)",
+                  "argument %d%s%s holds %p, which is in no live device allocation (a host "
+                  "pointer, or freed device memory)",
                   p.argument, p.path[0] != '\0' ? ", field " : "", p.path, p.value);
     *where = text;
     return true;
