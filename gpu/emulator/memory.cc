@@ -209,8 +209,12 @@ const GuardedBlock* DeviceHeap::Find(const void* pointer, size_t bytes) const {
 }
 
 const GuardedBlock* DeviceHeap::Near(uintptr_t address) const {
+  std::lock_guard<std::mutex> lock(State().mutex);
+  return NearUnlocked(address);
+}
+
+const GuardedBlock* DeviceHeap::NearUnlocked(uintptr_t address) const {
   HeapState& s = State();
-  // Called from the fault reporter too, where the lock may be held: read without it there.
   auto it = s.blocks.upper_bound(address);
   if (it != s.blocks.end() && it->second.Contains(address)) return &it->second;
   if (it != s.blocks.begin() && std::prev(it)->second.Contains(address)) {
@@ -263,7 +267,7 @@ void OnFault(int signal_number, siginfo_t* info, void*) {
   std::string where;
   if (g_fault.shared != nullptr && g_fault.shared->Contains(address)) {
     where = g_fault.shared->Describe(address, "the block's dynamic shared memory");
-  } else if (const GuardedBlock* block = DeviceHeap::Get().Near(address)) {
+  } else if (const GuardedBlock* block = DeviceHeap::Get().NearUnlocked(address)) {
     where = block->Describe(address, "a device allocation");
     if (g_fault.kernel[0] == '\0' && address >= reinterpret_cast<uintptr_t>(block->data()) &&
         address < reinterpret_cast<uintptr_t>(block->data()) + block->bytes()) {

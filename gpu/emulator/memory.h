@@ -65,6 +65,8 @@ class DeviceHeap {
   const GuardedBlock* Find(const void* pointer, size_t bytes) const;
   /// The allocation whose mapping (guards included) holds `address`, or null.
   const GuardedBlock* Near(uintptr_t address) const;
+  /// Near without taking the heap's lock: for the fault reporter, which may interrupt a holder.
+  const GuardedBlock* NearUnlocked(uintptr_t address) const;
   /// Opens (true) or closes (false) every allocation to host code; nests.
   void SetAccessible(bool accessible);
   /// A description of the first damaged canary of any allocation, "" when none.
