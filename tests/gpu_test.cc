@@ -198,5 +198,12 @@ int main(int argc, char** argv) {
     std::printf("gpu suite on %s (sm_%d%d)\n", properties.name, properties.major, properties.minor);
   }
   doctest::Context context(argc, argv);
-  return context.run();
+  const int status = context.run();
+#ifdef DYNATTN_CUDA_EMULATOR
+  const cuda_emu::Stats stats = cuda_emu::GetStats();
+  std::printf("emulated: %lld launches, %lld blocks, %lld threads, %lld fiber switches\n",
+              static_cast<long long>(stats.launches), static_cast<long long>(stats.blocks),
+              static_cast<long long>(stats.threads), static_cast<long long>(stats.switches));
+#endif
+  return status;
 }
