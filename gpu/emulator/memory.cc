@@ -139,20 +139,24 @@ void GuardedBlock::SetAccessible(bool accessible) const {
 }
 
 std::string GuardedBlock::Describe(uintptr_t address, const char* what) const {
+  char text[256];
+  Describe(address, what, text, sizeof(text));
+  return text;
+}
+
+void GuardedBlock::Describe(uintptr_t address, const char* what, char* out, size_t size) const {
   const auto begin = reinterpret_cast<uintptr_t>(data_);
   const uintptr_t end = begin + bytes_;
-  char text[256];
   if (address >= end) {
-    std::snprintf(text, sizeof(text), "%zu bytes past the end of %s (%zu bytes at %p)",
+    std::snprintf(out, size, "%zu bytes past the end of %s (%zu bytes at %p)",
                   static_cast<size_t>(address - end), what, bytes_, static_cast<void*>(data_));
   } else if (address < begin) {
-    std::snprintf(text, sizeof(text), "%zu bytes before %s (%zu bytes at %p)",
+    std::snprintf(out, size, "%zu bytes before %s (%zu bytes at %p)",
                   static_cast<size_t>(begin - address), what, bytes_, static_cast<void*>(data_));
   } else {
-    std::snprintf(text, sizeof(text), "byte %zu of %s (%zu bytes at %p)",
+    std::snprintf(out, size, "byte %zu of %s (%zu bytes at %p)",
                   static_cast<size_t>(address - begin), what, bytes_, static_cast<void*>(data_));
   }
-  return text;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -262,27 +266,27 @@ void Say(const char* text) {
   (void)ignored;
 }
 
+// Runs on the alternate signal stack; allocates nothing.
 void OnFault(int signal_number, siginfo_t* info, void*) {
+  static char where[320];
   const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
-  std::string where;
+  const GuardedBlock* device = DeviceHeap::Get().NearUnlocked(address);
   if (g_fault.shared != nullptr && g_fault.shared->Contains(address)) {
-    where = g_fault.shared->Describe(address, "the block's dynamic shared memory");
-  } else if (const GuardedBlock* block = DeviceHeap::Get().NearUnlocked(address)) {
-    where = block->Describe(address, "a device allocation");
-    if (g_fault.kernel[0] == '\0' && address >= reinterpret_cast<uintptr_t>(block->data()) &&
-        address < reinterpret_cast<uintptr_t>(block->data()) + block->bytes()) {
-      where += ": host code read device memory outside cudaMemcpy";
-    }
+    g_fault.shared->Describe(address, "the block's dynamic shared memory", where, sizeof(where));
+  } else if (device != nullptr) {
+    device->Describe(address, "a device allocation", where, sizeof(where));
   } else {
-    char text[96];
-    std::snprintf(text, sizeof(text), "address %p, in no device allocation", info->si_addr);
-    where = text;
+    std::snprintf(where, sizeof(where), "address %p, in no device allocation", info->si_addr);
   }
   Say("cuda-emulator: memory fault: ");
-  Say(where.c_str());
+  Say(where);
+  const bool inside = device != nullptr && address >= reinterpret_cast<uintptr_t>(device->data()) &&
+                      address < reinterpret_cast<uintptr_t>(device->data()) + device->bytes();
   if (g_fault.kernel[0] != '\0') {
     Say(", in ");
     Say(g_fault.kernel);
+  } else if (inside) {
+    Say(": host code read device memory outside cudaMemcpy");
   }
   Say("\n");
   signal(signal_number, SIG_DFL);  // returning re-raises the fault with the default action

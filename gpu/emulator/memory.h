@@ -40,6 +40,8 @@ class GuardedBlock {
   void SetAccessible(bool accessible) const;
   /// Where `address` lies relative to the data, in words (for diagnostics).
   std::string Describe(uintptr_t address, const char* what) const;
+  /// The same into `out` (no allocation: the fault reporter's form).
+  void Describe(uintptr_t address, const char* what, char* out, size_t size) const;
 
  private:
   void Release();
