@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(kThreads)
         const float alpha = old_max == new_max ? 1.0f : expf(old_max - new_max);
         const float tile_sum = WarpSum(weight);
         probs[lane] = weight;
-        __syncwarp();
+        __syncwarp();  // probs are written; every lane has also read maxes[v]
         float* a = acc + v * dim;
         for (int d = lane; d < dim; d += 32) {
           float sum = a[d] * alpha;
@@ -287,12 +287,11 @@ __global__ void __launch_bounds__(kThreads)
           }
           a[d] = sum;
         }
-        __syncwarp();  // every lane has read maxes[v] and probs
         if (lane == 0) {
           maxes[v] = new_max;
           sums[v] = sums[v] * alpha + tile_sum;
         }
-        __syncwarp();
+        __syncwarp();  // every lane has read probs before the next vector rewrites them
       }
     }
     __syncwarp();

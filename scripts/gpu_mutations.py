@@ -45,15 +45,11 @@ MUTATIONS = {
         "        probs[lane] = weight;\n        __syncwarp();\n",
         "        probs[lane] = weight;\n",
         "attend: the __syncwarp between writing probs and reading them"),
-    "syncwarp-read-max": (
-        "gpu/attention.cu",
-        "        __syncwarp();  // every lane has read maxes[v] and probs\n", "",
-        "attend: the __syncwarp before lane 0 updates maxes/sums"),
     "syncwarp-updated": (
         "gpu/attention.cu",
-        "          sums[v] = sums[v] * alpha + tile_sum;\n        }\n        __syncwarp();\n",
-        "          sums[v] = sums[v] * alpha + tile_sum;\n        }\n",
-        "attend: the __syncwarp after lane 0 updates maxes/sums"),
+        "        __syncwarp();  // every lane has read probs before the next vector rewrites them\n",
+        "",
+        "attend: the __syncwarp between reading probs and the next vector's writes"),
     "syncwarp-before-store": (
         "gpu/attention.cu",
         "    __syncwarp();\n    for (int v = warp; v < n; v += kWarps) {\n      const float max",

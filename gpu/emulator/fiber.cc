@@ -96,8 +96,9 @@ void Fiber::Start(Entry entry, void* argument) {
   ASAN_UNPOISON_MEMORY_REGION(usable, kStackBytes);
 #endif
 #ifdef CUDA_EMU_TSAN
-  if (tsan_fiber_ != nullptr) __tsan_destroy_fiber(tsan_fiber_);
-  tsan_fiber_ = __tsan_create_fiber(0);
+  // One TSan fiber per Fiber, for its lifetime: creating one per block costs milliseconds each
+  // and, by the hundred thousand, makes TSan reset its history (and miss races).
+  if (tsan_fiber_ == nullptr) tsan_fiber_ = __tsan_create_fiber(0);
 #endif
   context_ = bctx::make_fcontext(usable + kStackBytes, kStackBytes, &FiberAccess::Trampoline);
 }
