@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(kThreads)
         __syncwarp();  // every lane has read probs before the next vector rewrites them
       }
     }
-    __syncwarp();
+    __syncwarp();  // lane 0's maxes/sums, also when the pass had no key tile (only resets)
     for (int v = warp; v < n; v += kWarps) {
       const float max = maxes[v], sum = sums[v];
       const float* a = acc + v * dim;
@@ -333,9 +333,7 @@ __device__ void MergeInto(const AttentionProblem& p, const float* states, int co
       for (int d = lane; d < p.head_dim; d += 32) acc[d] = fmaf(weight, state[2 + d], acc[d]);
     }
   }
-  __syncwarp();
-  StoreRow(p, token, head, acc, max, sum, lane);
-  __syncwarp();
+  StoreRow(p, token, head, acc, max, sum, lane);  // acc[d] is lane d % 32's alone: no barrier
 }
 
 /// One block per merge task, a warp per query vector.

@@ -42,8 +42,7 @@ MUTATIONS = {
         "attend: the __syncthreads before the next pass of query vectors"),
     "syncwarp-probs": (
         "gpu/attention.cu",
-        "        probs[lane] = weight;\n        __syncwarp();\n",
-        "        probs[lane] = weight;\n",
+        "        __syncwarp();  // probs are written; every lane has also read maxes[v]\n", "",
         "attend: the __syncwarp between writing probs and reading them"),
     "syncwarp-updated": (
         "gpu/attention.cu",
@@ -52,18 +51,9 @@ MUTATIONS = {
         "attend: the __syncwarp between reading probs and the next vector's writes"),
     "syncwarp-before-store": (
         "gpu/attention.cu",
-        "    __syncwarp();\n    for (int v = warp; v < n; v += kWarps) {\n      const float max",
-        "    for (int v = warp; v < n; v += kWarps) {\n      const float max",
+        "    __syncwarp();  // lane 0's maxes/sums, also when the pass had no key tile (only resets)\n",
+        "",
         "attend: the __syncwarp before a pass's states are stored"),
-    "syncwarp-merge-store": (
-        "gpu/attention.cu",
-        "  __syncwarp();\n  StoreRow(", "  StoreRow(",
-        "merge: the __syncwarp before the merged row is stored"),
-    "syncwarp-merge-next": (
-        "gpu/attention.cu",
-        "  StoreRow(p, token, head, acc, max, sum, lane);\n  __syncwarp();\n",
-        "  StoreRow(p, token, head, acc, max, sum, lane);\n",
-        "merge: the __syncwarp after the merged row is stored"),
     "shuffle-sum-offset": (
         "gpu/attention.cu",
         "for (int o = 16; o > 0; o /= 2) x += ", "for (int o = 8; o > 0; o /= 2) x += ",

@@ -21,9 +21,10 @@
 // * host code does not read device memory outside cudaMemcpy/cudaMemset.
 // The order in which runnable threads, warps and blocks are resumed is selectable: forward,
 // reverse, or seeded random. A missing barrier thus shows up as a result that depends on the
-// schedule. Under ThreadSanitizer each CUDA thread is a TSan fiber: only the barriers (not the
-// shuffles, which move registers, not memory) order memory between threads, so TSan names the
-// racing lines. Under AddressSanitizer the slack behind each allocation is poisoned.
+// schedule. Under ThreadSanitizer each CUDA thread is a TSan fiber (thread t of every block the
+// same one): only the barriers (not the shuffles, which move registers, not memory) order memory
+// between threads, so TSan names the racing lines. Under AddressSanitizer the slack behind each
+// allocation is poisoned.
 //
 // What it cannot prove: speed, coalescing, bank conflicts, occupancy, register pressure, nvcc's
 // code generation and FMA contraction, the device's expf/log bits, asynchrony (every launch and
