@@ -128,7 +128,6 @@ struct EmuThread {
 
 /// The schedule of later launches: the environment's unless SetSchedule overrode it.
 struct ScheduleChoice {
-  bool overridden = false;
   Schedule schedule = Schedule::kForward;
   std::mt19937_64 random{0};
 };
@@ -148,10 +147,7 @@ ScheduleChoice& Choice() {
   return *choice;
 }
 
-struct Counters {
-  Stats stats;
-};
-Counters g_counters;
+Stats g_stats;  // under g_launch_mutex
 
 /// Thrown inside a thread of a failed launch: unwinds its stack to ThreadMain.
 struct AbortThread {};
@@ -303,7 +299,7 @@ bool BlockRunner::RunBlock(uint3 block) {
     }
     running_ = next;
     g_current = &threads_[next].context;
-    ++g_counters.stats.switches;
+    ++g_stats.switches;
     threads_[next].fiber->Resume();
     g_current = nullptr;
     running_ = -1;
@@ -313,8 +309,8 @@ bool BlockRunner::RunBlock(uint3 block) {
     }
   }
   HappensAfter(&launch_sync_);
-  ++g_counters.stats.blocks;
-  g_counters.stats.threads += threads_per_block_;
+  ++g_stats.blocks;
+  g_stats.threads += threads_per_block_;
   int64_t offset = 0;
   if (shared_.DamagedSlack(&offset)) {
     return Fail(nullptr, "wrote " +
@@ -598,7 +594,7 @@ void Launch(const LaunchRequest& request) {
     return;
   }
   InstallFaultReporter();
-  ++g_counters.stats.launches;
+  ++g_stats.launches;
   DeviceAccess open;
   BlockRunner runner(request);
   g_runner = &runner;
@@ -618,13 +614,12 @@ namespace cuda_emu {
 
 void SetSchedule(Schedule schedule, uint64_t seed) {
   detail::ScheduleChoice& c = detail::Choice();
-  c.overridden = true;
   c.schedule = schedule;
   c.random.seed(seed);
 }
 
-Stats GetStats() { return detail::g_counters.stats; }
+Stats GetStats() { return detail::g_stats; }
 
-void ResetStats() { detail::g_counters.stats = Stats{}; }
+void ResetStats() { detail::g_stats = Stats{}; }
 
 }  // namespace cuda_emu
