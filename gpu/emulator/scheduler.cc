@@ -209,7 +209,10 @@ class BlockRunner {
   /// Returns to the scheduler; throws AbortThread when the launch has failed meanwhile.
   void Suspend() {
     Current().fiber->Suspend();
-    if (aborting_) throw AbortThread{};
+    if (aborting_) {
+      HappensAfter(&launch_sync_);  // the unwinding frees what the block's threads shared
+      throw AbortThread{};
+    }
   }
   /// Unwinds every thread still suspended in a failed block, so that nothing it holds leaks.
   void AbortSuspended();
@@ -253,12 +256,14 @@ void BlockRunner::ThreadMain() {
     Exit(Current());
   } catch (const AbortThread&) {
     Current().state = State::kExited;
+    HappensBefore(&launch_sync_);
   }
   Current().fiber->Finish();
 }
 
 void BlockRunner::AbortSuspended() {
   aborting_ = true;
+  HappensBefore(&launch_sync_);
   for (int i = 0; i < threads_per_block_; ++i) {
     if (!threads_[i].started || threads_[i].state == State::kExited) continue;
     running_ = i;
@@ -268,6 +273,7 @@ void BlockRunner::AbortSuspended() {
   g_current = nullptr;
   running_ = -1;
   aborting_ = false;
+  HappensAfter(&launch_sync_);
 }
 
 bool BlockRunner::RunBlock(uint3 block) {
