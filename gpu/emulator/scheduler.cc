@@ -172,7 +172,7 @@ class BlockRunner {
     const dim3 g = request_.grid;
     std::vector<int64_t> order(static_cast<size_t>(g.x) * g.y * g.z);
     std::iota(order.begin(), order.end(), 0);
-    Arrange(&order);
+    ArrangeBlocks(&order);
     for (const int64_t linear : order) {
       const uint3 block{static_cast<unsigned>(linear % g.x),
                         static_cast<unsigned>(linear / g.x % g.y),
@@ -196,8 +196,8 @@ class BlockRunner {
     return pool;
   }
 
-  template <class T>
-  void Arrange(std::vector<T>* order) {
+  /// Puts the blocks (in linear order) in the schedule's order.
+  void ArrangeBlocks(std::vector<int64_t>* order) {
     ScheduleChoice& c = Choice();
     if (c.schedule == Schedule::kReverse) std::reverse(order->begin(), order->end());
     if (c.schedule == Schedule::kRandom) std::shuffle(order->begin(), order->end(), c.random);
@@ -217,8 +217,8 @@ class BlockRunner {
   /// Unwinds every thread still suspended in a failed block, so that nothing it holds leaks.
   void AbortSuspended();
   void Exit(EmuThread& t);
-  bool TryCompleteWarpOp(const EmuThread& arriving);
-  uint64_t ResultFor(const EmuThread& t, unsigned ballot) const;
+  void TryCompleteWarpOp(const EmuThread& arriving);
+  uint64_t ResultFor(const EmuThread& t, unsigned ballot);
   std::string DescribeWaits() const;
   /// Records the diagnostic of a violation by thread `t` (null: the block as a whole).
   bool Fail(const EmuThread* t, const std::string& what);
@@ -433,7 +433,7 @@ uint64_t BlockRunner::WarpRendezvous(WarpOp op, unsigned mask, uint64_t value, i
   return t.result;
 }
 
-bool BlockRunner::TryCompleteWarpOp(const EmuThread& arriving) {
+void BlockRunner::TryCompleteWarpOp(const EmuThread& arriving) {
   const int first = arriving.warp() * kWarpSize;
   unsigned ballot = 0;
   for (int lane = 0; lane < kWarpSize; ++lane) {
@@ -442,7 +442,7 @@ bool BlockRunner::TryCompleteWarpOp(const EmuThread& arriving) {
     // A lane elsewhere may still come; a lane at another operation is left to deadlock detection
     // (it may belong to a smaller group that completes first).
     if (other.state != State::kAtWarpOp || other.op != arriving.op || other.mask != arriving.mask) {
-      return false;
+      return;
     }
     if (other.op != WarpOp::kSync && !SameSite(other.site, arriving.site)) {
       FailHere(std::string("lanes of warp ") + std::to_string(arriving.warp()) + " execute " +
@@ -458,10 +458,9 @@ bool BlockRunner::TryCompleteWarpOp(const EmuThread& arriving) {
   for (int lane = 0; lane < kWarpSize; ++lane) {
     if (arriving.mask >> lane & 1u) threads_[first + lane].state = State::kRunnable;
   }
-  return true;
 }
 
-uint64_t BlockRunner::ResultFor(const EmuThread& t, unsigned ballot) const {
+uint64_t BlockRunner::ResultFor(const EmuThread& t, unsigned ballot) {
   const int lane = t.lane();
   const int base = lane & ~(t.width - 1);
   int source = lane;
@@ -490,9 +489,9 @@ uint64_t BlockRunner::ResultFor(const EmuThread& t, unsigned ballot) const {
   }
   if (!(t.mask >> source & 1u)) {
     // Undefined on a device: report it rather than invent a value.
-    g_runner->Fail(&t, std::string(OpName(t.op)) + " at " + SiteText(t.site) + ": lane " +
-                           std::to_string(lane) + " reads lane " + std::to_string(source) +
-                           ", which the mask " + Hex(t.mask) + " does not name");
+    Fail(&t, std::string(OpName(t.op)) + " at " + SiteText(t.site) + ": lane " +
+                 std::to_string(lane) + " reads lane " + std::to_string(source) +
+                 ", which the mask " + Hex(t.mask) + " does not name");
     return 0;
   }
   return threads_[t.warp() * kWarpSize + source].value;
