@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "dynattn/dynattn.h"
-#include "simd/f16.h"  // only to make fp16 test data
+#include "core/codec.h"  // only to make fp16 test data
 
 using namespace dynattn;
 

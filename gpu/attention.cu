@@ -25,14 +25,32 @@
 #include <cmath>
 #include <cstdint>
 
-#include "gpu/codec.cuh"
-#include "gpu/common.cuh"
-#include "gpu/device_buffer.h"
+#include "core/cache_rows.h"
+#include "core/codec.h"
+#include "core/problem.h"
+#include "core/softmax_state.h"
+#include "gpu/cuda_status.h"
 #include "gpu/kernels.h"
 #include "gpu/launch.cuh"
 
 namespace dynattn::gpu {
 namespace {
+
+// core/'s shared rules, used unqualified by the kernels below.
+using internal::AddRn;
+using internal::DecodeElement;
+using internal::DivRn;
+using internal::LoadActivation;
+using internal::MulRn;
+using internal::RowAddress;
+using internal::ScaleAddress;
+using internal::StateFloats;
+using internal::StoreActivation;
+
+/// The exp of the merges (core/softmax_state.h): CUDA's expf.
+struct ExpF {
+  __device__ float operator()(float x) const { return expf(x); }
+};
 
 using internal::AttentionProblem;
 
@@ -91,25 +109,17 @@ struct VectorRef {
   int64_t origin;    ///< The query's position in key numbers (ALiBi: key - origin).
 };
 
-/// AttentionProblem::BottomRightLimited on the device.
-__device__ bool BottomRightLimited(const AttentionProblem& p, int64_t b) {
-  const int64_t seqlen = p.batch.seqstarts[b + 1] - p.batch.seqstarts[b];
-  return p.alibi_slopes != nullptr || (p.is_causal && seqlen > 1 && b >= p.batch.decoding_batches);
-}
-
 /// Vector `index` of a request item: head h = index / rows of the group, row index % rows.
 __device__ VectorRef RequestVector(const AttentionProblem& p, const internal::WorkItem& w,
                                    int index) {
   const int rows = w.row_end - w.row_begin;
   const int64_t b = w.request;
-  const int64_t kvlen = p.batch.kvstarts[b + 1] - p.batch.kvstarts[b];
-  const int64_t seqlen = p.batch.seqstarts[b + 1] - p.batch.seqstarts[b];
   const int64_t row = w.row_begin + index % rows;
   VectorRef r;
   r.request = b;
   r.token = p.batch.seqstarts[b] + row;
   r.head = w.kv_head * p.group_size + index / rows;
-  r.last_key = BottomRightLimited(p, b) ? kvlen - seqlen + row : kvlen - 1;
+  r.last_key = p.LastVisibleKey(b, row);
   r.origin = r.last_key;
   return r;
 }
@@ -207,7 +217,7 @@ __global__ void __launch_bounds__(kThreads)
   const int group = p.kv.cache.quant_group;
   const CachePlane& key_plane = p.kv.cache.key;
   const CachePlane& value_plane = p.kv.cache.value;
-  const int64_t state_floats = StateFloatsOf(p.padded_dim);
+  const int64_t state_floats = StateFloats(p.padded_dim);
 
   for (int c0 = 0; c0 < vectors; c0 += pass) {
     const int n = min(pass, vectors - c0);
@@ -230,18 +240,18 @@ __global__ void __launch_bounds__(kThreads)
       // before scoring closed (removing it changes no result in any schedule, and TSan finds no
       // race). Kept because without it ptxas (CUDA 13.0) spills 28 B in the int4 kernel on sm_90.
       __syncthreads();
-      if (threadIdx.x < count) slots[threadIdx.x] = SlotOf(map, map_request, key0 + threadIdx.x);
+      if (threadIdx.x < count) slots[threadIdx.x] = map.Slot(map_request, key0 + threadIdx.x);
       __syncthreads();
       for (int i = threadIdx.x; i < tile_keys * dim; i += kThreads) {
         const int j = i / dim, d = i % dim;
         float k = 0.0f, x = 0.0f;
         if (j < count) {
           const int64_t slot = slots[j];
-          k = DecodeElement(RowAt(key_plane, kElem, slot, kv_head),
-                            ScaleAt(key_plane, scale_f16, slot, kv_head), d, kElem, group,
+          k = DecodeElement(RowAddress(key_plane, kElem, slot, kv_head),
+                            ScaleAddress(key_plane, scale_f16, slot, kv_head), d, kElem, group,
                             scale_f16, io_f16);
-          x = DecodeElement(RowAt(value_plane, kElem, slot, kv_head),
-                            ScaleAt(value_plane, scale_f16, slot, kv_head), d, kElem, group,
+          x = DecodeElement(RowAddress(value_plane, kElem, slot, kv_head),
+                            ScaleAddress(value_plane, scale_f16, slot, kv_head), d, kElem, group,
                             scale_f16, io_f16);
         }
         keys[j * ks + d] = k;
@@ -319,7 +329,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename First>
 __device__ void MergeInto(const AttentionProblem& p, const float* states, int count,
                           const First& first, int64_t token, int head, float* acc, int lane) {
-  const int64_t state_floats = StateFloatsOf(p.padded_dim);
+  const int64_t state_floats = StateFloats(p.padded_dim);
   float max = -INFINITY;
   for (int k = 0; k < count; ++k) max = fmaxf(max, states[first(k) * state_floats]);
   for (int d = lane; d < p.head_dim; d += 32) acc[d] = 0.0f;
@@ -327,8 +337,8 @@ __device__ void MergeInto(const AttentionProblem& p, const float* states, int co
   if (max != -INFINITY) {
     for (int k = 0; k < count; ++k) {
       const float* state = states + first(k) * state_floats;
-      if (state[0] == -INFINITY) continue;
-      const float weight = state[0] == max ? 1.0f : expf(state[0] - max);
+      if (internal::IsEmptyPart(state[0])) continue;
+      const float weight = internal::MergeWeight(state[0], max, ExpF());
       sum = AddRn(sum, MulRn(state[1], weight));
       for (int d = lane; d < p.head_dim; d += 32) acc[d] = fmaf(weight, state[2 + d], acc[d]);
     }
@@ -373,78 +383,77 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /// The opt-in shared memory per block of the current device.
-size_t SharedBudget() {
+/// The device's opt-in shared memory per block.
+Status SharedBudget(size_t* bytes) {
   int device = 0, optin = 0;
-  DYNATTN_CUDA_CHECK(cudaGetDevice(&device));
-  DYNATTN_CUDA_CHECK(
+  DYNATTN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  DYNATTN_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return static_cast<size_t>(optin);
-}
-
-template <CacheElem kElem>
-void LaunchAttendFor(const AttentionProblem& p, const AttendWork& work, const Layout& layout) {
-  DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(&AttendKernel<kElem>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(layout.bytes)));
-  const int64_t blocks = work.num_shared + work.num_items;
-  DYNATTN_LAUNCH(AttendKernel<kElem>, static_cast<unsigned>(blocks), kThreads, layout.bytes)
-  (p, work, layout);
+  *bytes = static_cast<size_t>(optin);
+  return Status::Ok();
 }
 
 /// Dynamic shared memory of the merge kernels: one head_dim accumulator per warp.
-size_t MergeBytes(const AttentionProblem& p) {
-  const size_t bytes = static_cast<size_t>(kWarps) * p.head_dim * sizeof(float);
-  if (bytes > 48 * 1024) {
-    DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(
-        &MergeSplitsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(
-        &MergePartsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+Status MergeBytes(const AttentionProblem& p, size_t* bytes) {
+  *bytes = static_cast<size_t>(kWarps) * p.head_dim * sizeof(float);
+  if (*bytes > 48 * 1024) {
+    DYNATTN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        &MergeSplitsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(*bytes)));
+    DYNATTN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        &MergePartsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(*bytes)));
   }
-  return bytes;
+  return Status::Ok();
 }
 
 }  // namespace
 
-void LaunchAttend(const AttentionProblem& p, const AttendWork& work) {
-  if (work.num_shared + work.num_items == 0) return;
-  const size_t budget = SharedBudget();
+template <CacheElem kElem>
+Status LaunchAttend(const AttentionProblem& p, const AttendWork& work, cudaStream_t stream) {
+  if (work.num_shared + work.num_items == 0) return Status::Ok();
+  size_t budget = 0;
+  DYNATTN_RETURN_IF_ERROR(SharedBudget(&budget));
   Layout layout = Layout::For(p.head_dim, work.max_vectors, std::min(budget, kTargetSharedBytes));
   if (layout.bytes > kTargetSharedBytes) layout = Layout::For(p.head_dim, work.max_vectors, budget);
   if (layout.bytes > budget) {
-    CheckCuda(cudaErrorInvalidConfiguration, "head_dim too large for shared memory", __FILE__,
-              __LINE__);
+    return CudaStatus(cudaErrorInvalidConfiguration, "head_dim too large for shared memory");
   }
-  switch (p.kv.cache.elem) {
-    case CacheElem::kF32:
-      LaunchAttendFor<CacheElem::kF32>(p, work, layout);
-      break;
-    case CacheElem::kF16:
-      LaunchAttendFor<CacheElem::kF16>(p, work, layout);
-      break;
-    case CacheElem::kInt8:
-      LaunchAttendFor<CacheElem::kInt8>(p, work, layout);
-      break;
-    case CacheElem::kInt4:
-      LaunchAttendFor<CacheElem::kInt4>(p, work, layout);
-      break;
-  }
-  DYNATTN_CUDA_CHECK(cudaGetLastError());
+  DYNATTN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(&AttendKernel<kElem>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    static_cast<int>(layout.bytes)));
+  const int64_t blocks = work.num_shared + work.num_items;
+  DYNATTN_LAUNCH(AttendKernel<kElem>, static_cast<unsigned>(blocks), kThreads, layout.bytes, stream)
+  (p, work, layout);
+  return CudaStatus(cudaGetLastError(), "AttendKernel launch");
 }
 
-void LaunchMergeSplits(const AttentionProblem& p, const internal::MergeTask* tasks, int64_t count,
-                       const float* states) {
-  if (count == 0) return;
-  DYNATTN_LAUNCH(MergeSplitsKernel, static_cast<unsigned>(count), kThreads, MergeBytes(p))
+template Status LaunchAttend<CacheElem::kF32>(const AttentionProblem&, const AttendWork&,
+                                              cudaStream_t);
+template Status LaunchAttend<CacheElem::kF16>(const AttentionProblem&, const AttendWork&,
+                                              cudaStream_t);
+template Status LaunchAttend<CacheElem::kInt8>(const AttentionProblem&, const AttendWork&,
+                                               cudaStream_t);
+template Status LaunchAttend<CacheElem::kInt4>(const AttentionProblem&, const AttendWork&,
+                                               cudaStream_t);
+
+Status LaunchMergeSplits(const AttentionProblem& p, const internal::MergeTask* tasks, int64_t count,
+                         const float* states, cudaStream_t stream) {
+  if (count == 0) return Status::Ok();
+  size_t bytes = 0;
+  DYNATTN_RETURN_IF_ERROR(MergeBytes(p, &bytes));
+  DYNATTN_LAUNCH(MergeSplitsKernel, static_cast<unsigned>(count), kThreads, bytes, stream)
   (p, tasks, states);
-  DYNATTN_CUDA_CHECK(cudaGetLastError());
+  return CudaStatus(cudaGetLastError(), "MergeSplitsKernel launch");
 }
 
-void LaunchMergeParts(const AttentionProblem& p, const int64_t* part_begin,
-                      const internal::PartRef* parts, int64_t tokens, const float* states) {
-  if (tokens == 0) return;
-  DYNATTN_LAUNCH(MergePartsKernel, static_cast<unsigned>(tokens), kThreads, MergeBytes(p))
+Status LaunchMergeParts(const AttentionProblem& p, const int64_t* part_begin,
+                        const internal::PartRef* parts, int64_t tokens, const float* states,
+                        cudaStream_t stream) {
+  if (tokens == 0) return Status::Ok();
+  size_t bytes = 0;
+  DYNATTN_RETURN_IF_ERROR(MergeBytes(p, &bytes));
+  DYNATTN_LAUNCH(MergePartsKernel, static_cast<unsigned>(tokens), kThreads, bytes, stream)
   (p, part_begin, parts, states);
-  DYNATTN_CUDA_CHECK(cudaGetLastError());
+  return CudaStatus(cudaGetLastError(), "MergePartsKernel launch");
 }
 
 }  // namespace dynattn::gpu

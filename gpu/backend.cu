@@ -1,74 +1,137 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The dispatch table's CUDA rows (src/dispatch.h): one per cache element type, named "cuda".
+// The dispatch table's CUDA rows (src/dispatch.h): one per cache element type, each calling the
+// launchers instantiated for its type.
 //
 // Why it looks like this: validation, planning and the index tensors stay on the host (the plans
-// are the CPU's, so partial states and merges line up exactly), while every data tensor of the
-// call is already in device memory. Each entry therefore copies the host-side index arrays and the
-// plan it needs to the device, rebases the problem's pointers to those copies, allocates the
-// partial states, launches, and synchronizes before returning, as the CPU row does.
+// are core/'s, the same as the CPU's, so partial states and merges line up exactly), while every
+// data tensor of the call is already in device memory. Each entry therefore copies the index
+// arrays and the plan it needs into the Context's device workspace (one grow-only buffer, so a
+// steady stream of steps calls cudaMalloc only when a plan outgrows it), rebases the problem's
+// pointers to those copies, enqueues the kernels on the Context's stream and waits for that
+// stream, as the CPU row returns when its work is done. Every CUDA error comes back as a Status.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
-#include "gpu/device_buffer.h"
+#include "core/softmax_state.h"
+#include "gpu/cuda_status.h"
 #include "gpu/kernels.h"
+#include "src/context.h"
 #include "src/dispatch.h"
 
 namespace dynattn::internal {
+
+/// The CUDA part of a Context.
+struct DeviceWorkspace {
+  cudaStream_t stream = nullptr;  ///< The Context's stream (null: the default stream).
+  char* buffer = nullptr;         ///< Index copies, plan copies and partial states of a call.
+  size_t capacity = 0;
+  std::vector<SharedItem> shared;  ///< Host copies of unified shared items, rebased per call.
+};
+
+void ReleaseDeviceWorkspace(DeviceWorkspace* workspace) {
+  if (workspace->buffer != nullptr) cudaFree(workspace->buffer);  // nobody to report to
+  delete workspace;
+}
+
 namespace {
 
-using gpu::DeviceBuffer;
-using gpu::ToDevice;
-
-/// Device copies of a batch's index arrays.
-struct DeviceBatch {
-  DeviceBuffer<int64_t> seqstarts, kvstarts, start_pos;
-
-  /// `batch` with its arrays replaced by device copies (null arrays stay null).
-  Batch Upload(const Batch& batch) {
-    const size_t size = static_cast<size_t>(batch.size);
-    seqstarts.Upload(batch.seqstarts, size + 1);
-    kvstarts.Upload(batch.kvstarts, size + 1);
-    start_pos.Upload(batch.start_pos, size);
-    Batch out = batch;
-    out.seqstarts = seqstarts.data();
-    out.kvstarts = kvstarts.data();
-    out.start_pos = start_pos.data();
-    return out;
+DeviceWorkspace* WorkspaceOf(ContextState* context) {
+  if (context->device == nullptr) {
+    context->device = new DeviceWorkspace;
+    context->device->stream = static_cast<cudaStream_t>(context->options.cuda_stream);
   }
+  return context->device;
+}
+
+/// One call's use of the device workspace: host arrays to copy and room to reserve, laid out back
+/// to back, then placed and copied by Commit.
+class Staging {
+ public:
+  static constexpr size_t kNone = std::numeric_limits<size_t>::max();
+
+  /// Room for `count` T's, filled from `host` unless it is null; kNone (a null pointer after
+  /// Commit) when there is nothing to hold.
+  template <typename T>
+  size_t Add(const T* host, int64_t count) {
+    if (count <= 0) return kNone;
+    const size_t offset = size_;
+    const size_t bytes = static_cast<size_t>(count) * sizeof(T);
+    size_ += (bytes + kAlign - 1) / kAlign * kAlign;
+    if (host != nullptr) copies_[num_copies_++] = Copy{host, offset, bytes};
+    return offset;
+  }
+
+  /// Grows the workspace when needed and enqueues the copies on its stream.
+  Status Commit(DeviceWorkspace* workspace) {
+    if (workspace->capacity < size_) {
+      if (workspace->buffer != nullptr) DYNATTN_CUDA_RETURN_IF_ERROR(cudaFree(workspace->buffer));
+      workspace->buffer = nullptr;
+      workspace->capacity = 0;
+      DYNATTN_CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace->buffer, size_));
+      workspace->capacity = size_;
+    }
+    base_ = workspace->buffer;
+    for (int i = 0; i < num_copies_; ++i) {
+      const Copy& c = copies_[i];
+      DYNATTN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base_ + c.offset, c.host, c.bytes,
+                                                   cudaMemcpyHostToDevice, workspace->stream));
+    }
+    return Status::Ok();
+  }
+
+  template <typename T>
+  T* At(size_t offset) const {
+    return offset == kNone ? nullptr : reinterpret_cast<T*>(base_ + offset);
+  }
+
+ private:
+  static constexpr size_t kAlign = 256;
+  struct Copy {
+    const void* host;
+    size_t offset, bytes;
+  };
+  std::array<Copy, 16> copies_{};
+  int num_copies_ = 0;
+  size_t size_ = 0;
+  char* base_ = nullptr;
 };
 
-/// A device copy of a slot map's table: B offsets, or B rows of table_stride entries.
-struct DeviceSlots {
-  DeviceBuffer<int64_t> starts;
+/// Where a problem's index arrays go in a Staging.
+struct IndexCopies {
+  size_t seqstarts = Staging::kNone, kvstarts = Staging::kNone, start_pos = Staging::kNone;
+  size_t slots = Staging::kNone, alibi = Staging::kNone;
 
-  SlotMap Upload(const SlotMap& map, int64_t batch_size) {
+  IndexCopies(const Batch& batch, const SlotMap& map, const float* alibi_slopes, int heads,
+              Staging* staging) {
+    seqstarts = staging->Add(batch.seqstarts, batch.size + 1);
+    kvstarts = staging->Add(batch.kvstarts, batch.size + 1);
+    start_pos = staging->Add(batch.start_pos, batch.start_pos ? batch.size : 0);
     const int64_t entries =
-        map.mode == SlotMap::Mode::kOffset ? batch_size : batch_size * map.table_stride;
-    starts.Upload(map.starts, static_cast<size_t>(entries));
-    SlotMap out = map;
-    out.starts = starts.data();
-    return out;
+        map.mode == SlotMap::Mode::kOffset ? batch.size : batch.size * map.table_stride;
+    slots = staging->Add(map.starts, entries);
+    alibi = staging->Add(alibi_slopes, alibi_slopes ? heads : 0);
+  }
+
+  /// The batch, slot map and slopes pointed at their device copies.
+  void Rebase(const Staging& staging, Batch* batch, SlotMap* map, const float** slopes) const {
+    batch->seqstarts = staging.At<int64_t>(seqstarts);
+    batch->kvstarts = staging.At<int64_t>(kvstarts);
+    batch->start_pos = staging.At<int64_t>(start_pos);
+    map->starts = staging.At<int64_t>(slots);
+    if (slopes != nullptr) *slopes = staging.At<float>(alibi);
   }
 };
 
-/// The device copies an attention call needs besides its plan.
-struct DeviceAttention {
-  DeviceBatch batch;
-  DeviceSlots slots;
-  DeviceBuffer<float> alibi_slopes;
-
-  AttentionProblem Upload(const AttentionProblem& p) {
-    AttentionProblem out = p;
-    out.batch = batch.Upload(p.batch);
-    out.kv.slots = slots.Upload(p.kv.slots, p.batch.size);
-    alibi_slopes.Upload(p.alibi_slopes, static_cast<size_t>(p.num_heads));
-    out.alibi_slopes = alibi_slopes.data();
-    return out;
-  }
-};
+/// Waits for the call's work on the workspace's stream.
+Status Finish(const DeviceWorkspace& workspace) {
+  DYNATTN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(workspace.stream));
+  return Status::Ok();
+}
 
 /// The most query vectors of any request item and shared item.
 int MaxVectors(const AttentionProblem& p, const std::vector<WorkItem>& items,
@@ -79,105 +142,136 @@ int MaxVectors(const AttentionProblem& p, const std::vector<WorkItem>& items,
   return most;
 }
 
-/// Partial states of a plan, (num_states, StateFloats(padded_dim)) floats.
-DeviceBuffer<float> AllocateStates(const AttentionProblem& p, int64_t num_states) {
-  return DeviceBuffer<float>(static_cast<size_t>(num_states * StateFloats(p.padded_dim)));
-}
-
-void Synchronize() {
-  DYNATTN_CUDA_CHECK(cudaGetLastError());
-  DYNATTN_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-void CudaWriteNewTokens(const WriteProblem& problem, const RunOptions&) {
+template <CacheElem kElem>
+Status CudaWriteNewTokens(const BackendKernels&, const WriteProblem& problem,
+                          ContextState* context) {
   const int64_t tokens = problem.batch.seqstarts[problem.batch.size];
-  if (tokens == 0) return;
-  DeviceBatch batch;
-  DeviceSlots slots;
+  if (tokens == 0) return Status::Ok();
+  DeviceWorkspace* workspace = WorkspaceOf(context);
+  Staging staging;
+  const IndexCopies index(problem.batch, problem.kv.slots, nullptr, 0, &staging);
+  DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
   WriteProblem p = problem;
-  p.batch = batch.Upload(problem.batch);
-  p.kv.slots = slots.Upload(problem.kv.slots, problem.batch.size);
-  gpu::LaunchWriteTokens(p, tokens);
-  Synchronize();
+  index.Rebase(staging, &p.batch, &p.kv.slots, nullptr);
+  DYNATTN_RETURN_IF_ERROR(gpu::LaunchWriteTokens<kElem>(p, tokens, workspace->stream));
+  return Finish(*workspace);
 }
 
-void CudaGatherContext(const GatherProblem& problem, const RunOptions&) {
+template <CacheElem kElem>
+Status CudaGatherContext(const BackendKernels&, const GatherProblem& problem,
+                         const std::vector<GatherPiece>&, ContextState* context) {
   const int64_t rows = problem.batch.kvstarts[problem.batch.size];
-  if (rows == 0) return;
-  DeviceBatch batch;
-  DeviceSlots slots;
+  if (rows == 0) return Status::Ok();
+  DeviceWorkspace* workspace = WorkspaceOf(context);
+  Staging staging;
+  const IndexCopies index(problem.batch, problem.kv.slots, nullptr, 0, &staging);
+  DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
   GatherProblem p = problem;
-  p.batch = batch.Upload(problem.batch);
-  p.kv.slots = slots.Upload(problem.kv.slots, problem.batch.size);
-  gpu::LaunchGatherContext(p, rows);
-  Synchronize();
+  index.Rebase(staging, &p.batch, &p.kv.slots, nullptr);
+  DYNATTN_RETURN_IF_ERROR(gpu::LaunchGatherContext<kElem>(p, rows, workspace->stream));
+  return Finish(*workspace);
 }
 
-void CudaRunAttention(const AttentionProblem& problem, const AttentionPlan& plan,
-                      const RunOptions&) {
-  if (plan.items.empty()) return;
-  DeviceAttention copies;
-  const AttentionProblem p = copies.Upload(problem);
-  const DeviceBuffer<WorkItem> items = ToDevice(plan.items.data(), plan.items.size());
-  const DeviceBuffer<MergeTask> merges = ToDevice(plan.merges.data(), plan.merges.size());
-  DeviceBuffer<float> states = AllocateStates(problem, plan.num_states);
+template <CacheElem kElem>
+Status CudaRunAttention(const BackendKernels&, const AttentionProblem& problem,
+                        const AttentionPlan& plan, ContextState* context) {
+  if (plan.items.empty()) return Status::Ok();
+  DeviceWorkspace* workspace = WorkspaceOf(context);
+  Staging staging;
+  const IndexCopies index(problem.batch, problem.kv.slots, problem.alibi_slopes, problem.num_heads,
+                          &staging);
+  const size_t items = staging.Add(plan.items.data(), static_cast<int64_t>(plan.items.size()));
+  const size_t merges = staging.Add(plan.merges.data(), static_cast<int64_t>(plan.merges.size()));
+  const size_t states =
+      staging.Add<float>(nullptr, plan.num_states * StateFloats(problem.padded_dim));
+  DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
+  AttentionProblem p = problem;
+  index.Rebase(staging, &p.batch, &p.kv.slots, &p.alibi_slopes);
   gpu::AttendWork work;
-  work.items = items.data();
+  work.items = staging.At<WorkItem>(items);
   work.num_items = static_cast<int64_t>(plan.items.size());
-  work.states = states.data();
+  work.states = staging.At<float>(states);
   work.max_vectors = MaxVectors(problem, plan.items, {});
-  gpu::LaunchAttend(p, work);
-  gpu::LaunchMergeSplits(p, merges.data(), static_cast<int64_t>(plan.merges.size()), states.data());
-  Synchronize();
+  DYNATTN_RETURN_IF_ERROR(gpu::LaunchAttend<kElem>(p, work, workspace->stream));
+  DYNATTN_RETURN_IF_ERROR(gpu::LaunchMergeSplits(p, staging.At<MergeTask>(merges),
+                                                 static_cast<int64_t>(plan.merges.size()),
+                                                 work.states, workspace->stream));
+  return Finish(*workspace);
 }
 
-void CudaRunUnified(const AttentionProblem& problem, const UnifiedPlan& plan, const RunOptions&) {
-  DeviceAttention copies;
-  const AttentionProblem p = copies.Upload(problem);
-  // Shared items point into the plan's segment_blocks and readers: rebase them to device copies.
-  const DeviceBuffer<int64_t> blocks =
-      ToDevice(plan.segment_blocks.data(), plan.segment_blocks.size());
-  const DeviceBuffer<SharedReader> readers = ToDevice(plan.readers.data(), plan.readers.size());
-  std::vector<SharedItem> shared = plan.shared_items;
-  for (SharedItem& item : shared) {
-    item.blocks = blocks.data() + (item.blocks - plan.segment_blocks.data());
-    item.readers = readers.data() + (item.readers - plan.readers.data());
+template <CacheElem kElem>
+Status CudaRunUnified(const BackendKernels&, const AttentionProblem& problem,
+                      const UnifiedPlan& plan, ContextState* context) {
+  DeviceWorkspace* workspace = WorkspaceOf(context);
+  Staging staging;
+  const IndexCopies index(problem.batch, problem.kv.slots, problem.alibi_slopes, problem.num_heads,
+                          &staging);
+  const auto count = [](const auto& v) { return static_cast<int64_t>(v.size()); };
+  const size_t blocks = staging.Add(plan.segment_blocks.data(), count(plan.segment_blocks));
+  const size_t readers = staging.Add(plan.readers.data(), count(plan.readers));
+  // Shared items point into the plan's segment_blocks and readers: their device copies point into
+  // the staged copies, so they are rebased first (on the host, in the workspace's own vector).
+  std::vector<SharedItem>& shared = workspace->shared;
+  shared.assign(plan.shared_items.begin(), plan.shared_items.end());
+  const size_t shared_items = staging.Add<SharedItem>(nullptr, count(shared));
+  const size_t items = staging.Add(plan.request_items.data(), count(plan.request_items));
+  const size_t part_begin = staging.Add(plan.part_begin.data(), count(plan.part_begin));
+  const size_t parts = staging.Add(plan.parts.data(), count(plan.parts));
+  const size_t states =
+      staging.Add<float>(nullptr, plan.num_states * StateFloats(problem.padded_dim));
+  // The shared items need the final addresses of blocks and readers: they are rebased and
+  // copied once Commit has placed the workspace.
+  DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
+  for (size_t i = 0; i < shared.size(); ++i) {
+    const SharedItem& item = plan.shared_items[i];
+    shared[i].blocks = staging.At<int64_t>(blocks) + (item.blocks - plan.segment_blocks.data());
+    shared[i].readers = staging.At<SharedReader>(readers) + (item.readers - plan.readers.data());
   }
-  const DeviceBuffer<SharedItem> shared_items = ToDevice(shared.data(), shared.size());
-  const DeviceBuffer<WorkItem> items =
-      ToDevice(plan.request_items.data(), plan.request_items.size());
-  const DeviceBuffer<int64_t> part_begin = ToDevice(plan.part_begin.data(), plan.part_begin.size());
-  const DeviceBuffer<PartRef> parts = ToDevice(plan.parts.data(), plan.parts.size());
-  DeviceBuffer<float> states = AllocateStates(problem, plan.num_states);
+  if (!shared.empty()) {
+    DYNATTN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.At<SharedItem>(shared_items),
+                                                 shared.data(), shared.size() * sizeof(SharedItem),
+                                                 cudaMemcpyHostToDevice, workspace->stream));
+  }
+  AttentionProblem p = problem;
+  index.Rebase(staging, &p.batch, &p.kv.slots, &p.alibi_slopes);
   gpu::AttendWork work;
-  work.shared = shared_items.data();
-  work.num_shared = static_cast<int64_t>(shared.size());
-  work.items = items.data();
-  work.num_items = static_cast<int64_t>(plan.request_items.size());
-  work.states = states.data();
+  work.shared = staging.At<SharedItem>(shared_items);
+  work.num_shared = count(shared);
+  work.items = staging.At<WorkItem>(items);
+  work.num_items = count(plan.request_items);
+  work.states = staging.At<float>(states);
   work.max_vectors = MaxVectors(problem, plan.request_items, plan.shared_items);
-  gpu::LaunchAttend(p, work);
-  const int64_t tokens = static_cast<int64_t>(plan.part_begin.size()) - 1;
+  DYNATTN_RETURN_IF_ERROR(gpu::LaunchAttend<kElem>(p, work, workspace->stream));
+  const int64_t tokens = count(plan.part_begin) - 1;
   if (tokens > 0 && !plan.parts.empty()) {
-    gpu::LaunchMergeParts(p, part_begin.data(), parts.data(), tokens, states.data());
+    DYNATTN_RETURN_IF_ERROR(gpu::LaunchMergeParts(p, staging.At<int64_t>(part_begin),
+                                                  staging.At<PartRef>(parts), tokens, work.states,
+                                                  workspace->stream));
   }
-  Synchronize();
+  return Finish(*workspace);
 }
 
-/// The CUDA row of one element type: the element type is read from the problem's cache at
-/// launch, so the four rows share their entries.
-constexpr BackendKernels kCudaKernels = {"cuda", &CudaWriteNewTokens, &CudaGatherContext,
-                                         &CudaRunAttention, &CudaRunUnified};
+template <CacheElem kElem>
+BackendKernels CudaRow(const char* name) {
+  BackendKernels row;
+  row.name = name;
+  row.device = Device::kCuda;
+  row.elem = kElem;
+  row.write_new_tokens = &CudaWriteNewTokens<kElem>;
+  row.gather_context = &CudaGatherContext<kElem>;
+  row.run_attention = &CudaRunAttention<kElem>;
+  row.run_unified = &CudaRunUnified<kElem>;
+  return row;
+}
 
 }  // namespace
 
 const BackendKernels* CudaKernelsFor(CacheElem elem) {
-  switch (elem) {
-    case CacheElem::kF32:
-    case CacheElem::kF16:
-    case CacheElem::kInt8:
-    case CacheElem::kInt4:
-      return &kCudaKernels;
+  static const std::array<BackendKernels, 4> rows = {
+      CudaRow<CacheElem::kF32>("cuda/f32"), CudaRow<CacheElem::kF16>("cuda/f16"),
+      CudaRow<CacheElem::kInt8>("cuda/int8"), CudaRow<CacheElem::kInt4>("cuda/int4")};
+  for (const BackendKernels& row : rows) {
+    if (row.elem == elem) return &row;
   }
   return nullptr;
 }

@@ -11,14 +11,25 @@
 
 #include <cstdint>
 
-#include "gpu/codec.cuh"
-#include "gpu/common.cuh"
-#include "gpu/device_buffer.h"
+#include "core/cache_rows.h"
+#include "core/codec.h"
+#include "core/problem.h"
+#include "core/softmax_state.h"
+#include "gpu/cuda_status.h"
 #include "gpu/kernels.h"
 #include "gpu/launch.cuh"
 
 namespace dynattn::gpu {
 namespace {
+
+// core/'s shared rules, used unqualified by the kernels below.
+using internal::DecodeElement;
+using internal::EncodeRow;
+using internal::LoadActivation;
+using internal::OwnerOfRow;
+using internal::RowAddress;
+using internal::ScaleAddress;
+using internal::StoreActivation;
 
 constexpr int kThreads = 128;
 
@@ -32,9 +43,9 @@ __global__ void WriteTokensKernel(internal::WriteProblem p, int64_t tokens) {
   const int plane_index = static_cast<int>(index % 2);
   const int head = static_cast<int>((index / 2) % heads);
   const int64_t t = index / 2 / heads;
-  const int64_t b = OwnerOf(p.batch.seqstarts, p.batch.size, t);
+  const int64_t b = OwnerOfRow(p.batch.seqstarts, p.batch.size, t);
   const int64_t position = p.batch.start_pos[b] + (t - p.batch.seqstarts[b]);
-  const int64_t slot = SlotOf(p.kv.slots, b, position);
+  const int64_t slot = p.kv.slots.Slot(b, position);
   const CachePlane& plane = plane_index == 0 ? cache.key : cache.value;
   const bool io_f16 = p.io_type == DType::kF16;
   const bool scale_f16 = cache.scale_type == ScaleType::kF16;
@@ -42,8 +53,8 @@ __global__ void WriteTokensKernel(internal::WriteProblem p, int64_t tokens) {
   const void* src = plane_index == 0 ? p.current_key : p.current_value;
   const int64_t first = (t * heads + head) * dim;
   const auto load = [&](int d) { return LoadActivation(src, first + d, io_f16); };
-  EncodeRow(load, kElem, dim, cache.quant_group, scale_f16, io_f16, RowAt(plane, kElem, slot, head),
-            ScaleAt(plane, scale_f16, slot, head));
+  EncodeRow(load, kElem, dim, cache.quant_group, scale_f16, io_f16,
+            RowAddress(plane, kElem, slot, head), ScaleAddress(plane, scale_f16, slot, head));
 }
 
 /// One thread per (packed context row, KV head, plane): decodes the row once and stores it
@@ -57,14 +68,14 @@ __global__ void GatherKernel(internal::GatherProblem p, int64_t rows) {
   const int plane_index = static_cast<int>(index % 2);
   const int head = static_cast<int>((index / 2) % heads);
   const int64_t row = index / 2 / heads;
-  const int64_t b = OwnerOf(p.batch.kvstarts, p.batch.size, row);
-  const int64_t slot = SlotOf(p.kv.slots, b, row - p.batch.kvstarts[b]);
+  const int64_t b = OwnerOfRow(p.batch.kvstarts, p.batch.size, row);
+  const int64_t slot = p.kv.slots.Slot(b, row - p.batch.kvstarts[b]);
   const CachePlane& plane = plane_index == 0 ? cache.key : cache.value;
   const bool io_f16 = p.io_type == DType::kF16;
   const bool scale_f16 = cache.scale_type == ScaleType::kF16;
   const int dim = cache.head_dim;
-  const char* src = RowAt(plane, kElem, slot, head);
-  const char* scale = ScaleAt(plane, scale_f16, slot, head);
+  const char* src = RowAddress(plane, kElem, slot, head);
+  const char* scale = ScaleAddress(plane, scale_f16, slot, head);
   void* out = plane_index == 0 ? p.key : p.value;
   const int out_heads = heads * p.num_repeat;
   for (int d = 0; d < dim; ++d) {
@@ -81,44 +92,29 @@ unsigned Blocks(int64_t threads) {
 
 }  // namespace
 
-void LaunchWriteTokens(const internal::WriteProblem& p, int64_t tokens) {
+template <CacheElem kElem>
+Status LaunchWriteTokens(const internal::WriteProblem& p, int64_t tokens, cudaStream_t stream) {
   const int64_t threads = tokens * p.kv.cache.num_kv_heads * 2;
-  if (threads == 0) return;
-  switch (p.kv.cache.elem) {
-    case CacheElem::kF32:
-      DYNATTN_LAUNCH(WriteTokensKernel<CacheElem::kF32>, Blocks(threads), kThreads, 0)(p, tokens);
-      break;
-    case CacheElem::kF16:
-      DYNATTN_LAUNCH(WriteTokensKernel<CacheElem::kF16>, Blocks(threads), kThreads, 0)(p, tokens);
-      break;
-    case CacheElem::kInt8:
-      DYNATTN_LAUNCH(WriteTokensKernel<CacheElem::kInt8>, Blocks(threads), kThreads, 0)(p, tokens);
-      break;
-    case CacheElem::kInt4:
-      DYNATTN_LAUNCH(WriteTokensKernel<CacheElem::kInt4>, Blocks(threads), kThreads, 0)(p, tokens);
-      break;
-  }
-  DYNATTN_CUDA_CHECK(cudaGetLastError());
+  if (threads == 0) return Status::Ok();
+  DYNATTN_LAUNCH(WriteTokensKernel<kElem>, Blocks(threads), kThreads, 0, stream)(p, tokens);
+  return CudaStatus(cudaGetLastError(), "WriteTokensKernel launch");
 }
 
-void LaunchGatherContext(const internal::GatherProblem& p, int64_t rows) {
+template <CacheElem kElem>
+Status LaunchGatherContext(const internal::GatherProblem& p, int64_t rows, cudaStream_t stream) {
   const int64_t threads = rows * p.kv.cache.num_kv_heads * 2;
-  if (threads == 0) return;
-  switch (p.kv.cache.elem) {
-    case CacheElem::kF32:
-      DYNATTN_LAUNCH(GatherKernel<CacheElem::kF32>, Blocks(threads), kThreads, 0)(p, rows);
-      break;
-    case CacheElem::kF16:
-      DYNATTN_LAUNCH(GatherKernel<CacheElem::kF16>, Blocks(threads), kThreads, 0)(p, rows);
-      break;
-    case CacheElem::kInt8:
-      DYNATTN_LAUNCH(GatherKernel<CacheElem::kInt8>, Blocks(threads), kThreads, 0)(p, rows);
-      break;
-    case CacheElem::kInt4:
-      DYNATTN_LAUNCH(GatherKernel<CacheElem::kInt4>, Blocks(threads), kThreads, 0)(p, rows);
-      break;
-  }
-  DYNATTN_CUDA_CHECK(cudaGetLastError());
+  if (threads == 0) return Status::Ok();
+  DYNATTN_LAUNCH(GatherKernel<kElem>, Blocks(threads), kThreads, 0, stream)(p, rows);
+  return CudaStatus(cudaGetLastError(), "GatherKernel launch");
 }
+
+#define DYNATTN_INSTANTIATE_CACHE_IO(elem)                                                       \
+  template Status LaunchWriteTokens<elem>(const internal::WriteProblem&, int64_t, cudaStream_t); \
+  template Status LaunchGatherContext<elem>(const internal::GatherProblem&, int64_t, cudaStream_t)
+DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kF32);
+DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kF16);
+DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kInt8);
+DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kInt4);
+#undef DYNATTN_INSTANTIATE_CACHE_IO
 
 }  // namespace dynattn::gpu

@@ -1,23 +1,30 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The launchers of the CUDA kernels (cache_io.cu, attention.cu). Every problem passed here is
-// already rebased by backend.cu: all of its pointers, index arrays included, are device pointers.
-// Each launcher returns once its kernels are enqueued on the default stream.
+// The launchers of the CUDA kernels (cache_io.cu, attention.cu), one instantiation per cache
+// element type: the dispatch table's CUDA rows (backend.cu) pick theirs, and nothing below
+// switches on the element type. Every problem passed here is already rebased by backend.cu: all
+// of its pointers, index arrays included, are device pointers. Each launcher enqueues its kernels
+// on `stream` and returns the launch's Status.
 
 #ifndef DYNATTN_GPU_KERNELS_H_
 #define DYNATTN_GPU_KERNELS_H_
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
-#include "simd/kernel_abi.h"
+#include "core/plan.h"
+#include "core/problem.h"
+#include "dynattn/status.h"
 
 namespace dynattn::gpu {
 
 /// Quantizes and stores packed query rows [0, tokens) of the new keys and values.
-void LaunchWriteTokens(const internal::WriteProblem& p, int64_t tokens);
-
+template <CacheElem kElem>
+Status LaunchWriteTokens(const internal::WriteProblem& p, int64_t tokens, cudaStream_t stream);
 /// Dequantizes packed context rows [0, rows) (kvstarts[B]) into the key/value outputs.
-void LaunchGatherContext(const internal::GatherProblem& p, int64_t rows);
+template <CacheElem kElem>
+Status LaunchGatherContext(const internal::GatherProblem& p, int64_t rows, cudaStream_t stream);
 
 /// The attention work of one call: `num_shared` shared items (unified attention) and `num_items`
 /// request items, one CUDA block each; split items and shared items write partial states.
@@ -29,16 +36,18 @@ struct AttendWork {
   float* states = nullptr;  ///< num_states x StateFloats(padded_dim).
   int max_vectors = 1;      ///< Most query vectors of any item (sizes the shared memory).
 };
-void LaunchAttend(const internal::AttentionProblem& p, const AttendWork& work);
+template <CacheElem kElem>
+Status LaunchAttend(const internal::AttentionProblem& p, const AttendWork& work,
+                    cudaStream_t stream);
 
 /// Merges the split states of `count` MergeTasks into their output rows.
-void LaunchMergeSplits(const internal::AttentionProblem& p, const internal::MergeTask* tasks,
-                       int64_t count, const float* states);
-
+Status LaunchMergeSplits(const internal::AttentionProblem& p, const internal::MergeTask* tasks,
+                         int64_t count, const float* states, cudaStream_t stream);
 /// Merges, for tokens [0, tokens), the parts parts[part_begin[t], part_begin[t + 1]) (tokens
 /// with no part were written directly) into their output rows.
-void LaunchMergeParts(const internal::AttentionProblem& p, const int64_t* part_begin,
-                      const internal::PartRef* parts, int64_t tokens, const float* states);
+Status LaunchMergeParts(const internal::AttentionProblem& p, const int64_t* part_begin,
+                        const internal::PartRef* parts, int64_t tokens, const float* states,
+                        cudaStream_t stream);
 
 }  // namespace dynattn::gpu
 

@@ -10,13 +10,16 @@
 #include <cuda_runtime.h>
 
 #ifdef DYNATTN_CUDA_EMULATOR
-/// kernel<<<grid, block, shared_bytes>>>, to be followed by the argument list.
-#define DYNATTN_LAUNCH(kernel, grid, block, shared_bytes) \
+/// kernel<<<grid, block, shared_bytes, stream>>>, to be followed by the argument list. The
+/// emulator runs every launch to completion in issue order, as one in-order stream would, so
+/// the stream changes nothing there.
+#define DYNATTN_LAUNCH(kernel, grid, block, shared_bytes, stream) \
   CUDA_EMU_LAUNCH(kernel, grid, block, shared_bytes)
 /// The block's dynamic shared memory as `type name[]`, 16-byte aligned.
 #define DYNATTN_DYNAMIC_SHARED(type, name) CUDA_EMU_DYNAMIC_SHARED(type, name)
 #else
-#define DYNATTN_LAUNCH(kernel, grid, block, shared_bytes) kernel<<<grid, block, shared_bytes>>>
+#define DYNATTN_LAUNCH(kernel, grid, block, shared_bytes, stream) \
+  kernel<<<grid, block, shared_bytes, stream>>>
 #define DYNATTN_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
 #endif
 

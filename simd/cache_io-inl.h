@@ -24,12 +24,6 @@ HWY_BEFORE_NAMESPACE();
 namespace dynattn {
 namespace HWY_NAMESPACE {
 
-/// Request owning packed query row t (seqstarts is non-decreasing; empty requests own no row).
-HWY_INLINE int64_t RequestOfRow(const internal::Batch& batch, int64_t t) {
-  const int64_t* end = batch.seqstarts + batch.size + 1;
-  return std::upper_bound(batch.seqstarts, end, t) - batch.seqstarts - 1;
-}
-
 template <CacheElem kElem>
 void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t token_end) {
   const CacheDesc& cache = p.kv.cache;
@@ -39,7 +33,7 @@ void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t t
   std::vector<int8_t> codes(dim);
   std::vector<float> scales(dim);
   for (int64_t t = token_begin; t < token_end; ++t) {
-    const int64_t b = RequestOfRow(p.batch, t);
+    const int64_t b = internal::OwnerOfRow(p.batch.seqstarts, p.batch.size, t);
     const int64_t position = p.batch.start_pos[b] + (t - p.batch.seqstarts[b]);
     const int64_t slot = p.kv.slots.Slot(b, position);
     for (int h = 0; h < cache.num_kv_heads; ++h) {

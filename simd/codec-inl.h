@@ -24,9 +24,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/cache_rows.h"
+#include "core/codec.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "simd/f16.h"
 #include "simd/kernel_abi.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -165,20 +166,13 @@ HWY_INLINE void Int8ToFloat(const int8_t* src, int count, float* dst) {
   for (; d < count; ++d) dst[d] = static_cast<float>(src[d]);
 }
 
-/// Sign-extends nibble k of a packed int4 row (element 2k in the low nibble).
-HWY_INLINE int8_t Int4At(const uint8_t* packed, int k) {
-  const uint8_t byte = packed[k >> 1];
-  const int nibble = (k & 1) ? (byte >> 4) : (byte & 0xF);
-  return static_cast<int8_t>(nibble >= 8 ? nibble - 16 : nibble);
-}
-
 /// Elements [e, e + kN) of a packed int4 row as floats (e is a multiple of the lane count).
 /// Every lane receives the 32-bit word holding its nibble, shifts the nibble to the top, and
 /// sign-extends it with an arithmetic shift back: five operations for a vector of codes.
 HWY_INLINE hn::Vec<DF> Int4Lanes(const uint8_t* packed, int e) {
   const DF df;
 #if HWY_TARGET == HWY_SCALAR  // one lane: nothing to share
-  return hn::Set(df, static_cast<float>(Int4At(packed, e)));
+  return hn::Set(df, static_cast<float>(internal::Int4At(packed, e)));
 #else
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
   const hn::RebindToSigned<DF> di;
@@ -219,7 +213,7 @@ HWY_INLINE void Int4ToFloat(const uint8_t* packed, int count, float* dst) {
   const int n = static_cast<int>(hn::Lanes(df));
   int d = 0;
   for (; d + n <= count; d += n) hn::StoreU(Int4Lanes(packed, d), df, dst + d);
-  for (; d < count; ++d) dst[d] = static_cast<float>(Int4At(packed, d));
+  for (; d < count; ++d) dst[d] = static_cast<float>(internal::Int4At(packed, d));
 }
 
 /// Packed int4 row with group scales -> fp32.
@@ -233,27 +227,13 @@ HWY_INLINE void DecodeRowInt4(const RowCodec& c, const uint8_t* src, const void*
 /// Element offset of (slot, head) in a plane -> pointer to the row's first byte.
 template <CacheElem kElem>
 HWY_INLINE const void* RowPointer(const CachePlane& plane, int64_t slot, int head) {
-  const int64_t offset = slot * plane.slot_stride + head * plane.head_stride;
-  const char* base = static_cast<const char*>(plane.data);
-  switch (kElem) {
-    case CacheElem::kF32:
-      return base + offset * 4;
-    case CacheElem::kF16:
-      return base + offset * 2;
-    case CacheElem::kInt8:
-      return base + offset;
-    case CacheElem::kInt4:
-      return base + offset / 2;
-  }
-  return base;
+  return internal::RowAddress(plane, kElem, slot, head);
 }
 
 /// Pointer to the first scale of (slot, head), with the scale type's size.
 HWY_INLINE const void* ScalePointer(const CacheDesc& cache, const CachePlane& plane, int64_t slot,
                                     int head) {
-  const int64_t offset = slot * plane.scale_slot_stride + head * plane.scale_head_stride;
-  const size_t size = cache.scale_type == ScaleType::kF16 ? 2 : 4;
-  return static_cast<const char*>(plane.scale) + offset * size;
+  return internal::ScaleAddress(plane, cache.scale_type == ScaleType::kF16, slot, head);
 }
 
 /// Prefetches the bytes [p, p + bytes) into the cache.
@@ -422,28 +402,7 @@ HWY_INLINE hn::Vec<DF> DecodeLanes(const void* row, const float* scales, const S
 // every lane, the fp16 rounding is RoundToF16 (bit-identical to the scalar one), and Round is
 // round-to-nearest-even like std::nearbyint in the default mode.
 
-/// The spec's scale of one group of `count` values (already in T1, held as floats), in T1.
-HWY_INLINE float GroupScale(const float* x, int count, int qmax, bool io_is_f16) {
-  float m = 0.0f;
-  for (int i = 0; i < count; ++i) m = std::max(m, std::fabs(x[i]));
-  float s = m / static_cast<float>(qmax);
-  if (io_is_f16) s = internal::RoundToF16(s);
-  const float eps = io_is_f16 ? internal::RoundToF16(1e-5f) : 1e-5f;
-  if (!(s >= eps)) s = eps;  // also maps a NaN scale (NaN input) to eps
-  return s;
-}
-
-/// The code of x / s: rounded to T1, to the nearest integer (ties to even), clamped to
-/// [-qmax, qmax]; NaN gives 0.
-HWY_INLINE int8_t QuantizeScalar(float x, float s, int qmax, bool io_is_f16) {
-  float quotient = x / s;
-  if (io_is_f16) quotient = internal::RoundToF16(quotient);
-  const float r = std::nearbyint(quotient);  // ties to even (default rounding mode)
-  const float clamped = std::min(std::max(r, -static_cast<float>(qmax)), static_cast<float>(qmax));
-  return (clamped == clamped) ? static_cast<int8_t>(clamped) : 0;
-}
-
-/// q[i] = QuantizeScalar(x[i], scales[i]) for i < count, a vector at a time.
+/// q[i] = internal::QuantizeCode(x[i], scales[i]) for i < count, a vector at a time.
 HWY_INLINE void QuantizeCodes(const float* x, const float* scales, int count, int qmax,
                               bool io_is_f16, int8_t* q) {
   const DF df;
@@ -460,7 +419,7 @@ HWY_INLINE void QuantizeCodes(const float* x, const float* scales, int count, in
     const auto clamped = hn::IfThenElseZero(hn::Eq(r, r), hn::Min(hn::Max(r, low), high));
     hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(d32, clamped)), d8, q + i);
   }
-  for (; i < count; ++i) q[i] = QuantizeScalar(x[i], scales[i], qmax, io_is_f16);
+  for (; i < count; ++i) q[i] = internal::QuantizeCode(x[i], scales[i], qmax, io_is_f16);
 }
 
 /// Stores one new row (D values in T1, held as floats) into (slot, head) of `plane`.
@@ -481,7 +440,8 @@ HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePla
     const int group = cache.quant_group;
     void* scale = const_cast<void*>(ScalePointer(cache, plane, slot, head));
     for (int g = 0; g < dim / group; ++g) {
-      const float s = GroupScale(x + g * group, group, qmax, io_is_f16);
+      const float s =
+          internal::GroupScaleOf([x](int i) { return x[i]; }, g * group, group, qmax, io_is_f16);
       std::fill(scales_tmp + g * group, scales_tmp + (g + 1) * group, s);
       if (cache.scale_type == ScaleType::kF16) {
         static_cast<uint16_t*>(scale)[g] = internal::F32ToF16(s);

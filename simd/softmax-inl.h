@@ -22,6 +22,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/softmax_state.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "simd/codec-inl.h"
@@ -318,8 +319,8 @@ HWY_INLINE RowState MergeStates(const float* const* parts, int count, int padded
   std::fill(acc, acc + padded_dim, 0.0f);
   for (int k = 0; k < count && merged.max != kNegInf; ++k) {
     const float* state = parts[k];
-    if (state[0] == kNegInf) continue;
-    const float weight = state[0] == merged.max ? 1.0f : ExpScalar(state[0] - merged.max);
+    if (internal::IsEmptyPart(state[0])) continue;
+    const float weight = internal::MergeWeight(state[0], merged.max, ExpScalar);
     merged.sum += state[1] * weight;
     AddScaledRow(weight, state + 2, padded_dim, acc);
   }

@@ -2,23 +2,61 @@
 
 #include "src/dispatch.h"
 
+#include <array>
 #include <string>
 
-#include "src/execute.h"
+#include "simd/kernels.h"
 
 namespace dynattn::internal {
 namespace {
 
-/// The CPU row: the executor picks the Highway table of the element type per call.
-constexpr BackendKernels kCpuKernels = {"cpu", &WriteNewTokens, &GatherContext, &RunAttention,
-                                        &RunUnified};
+constexpr CacheElem kElems[] = {CacheElem::kF32, CacheElem::kF16, CacheElem::kInt8,
+                                CacheElem::kInt4};
+
+/// Each getter resolves the best compiled Highway target of this machine (or the one a test
+/// forced) and returns that target's kernels.
+CpuKernels ResolveCpuKernels(CacheElem elem) {
+  switch (elem) {
+    case CacheElem::kF32:
+      return CpuKernelsF32();
+    case CacheElem::kF16:
+      return CpuKernelsF16();
+    case CacheElem::kInt8:
+      return CpuKernelsInt8();
+    case CacheElem::kInt4:
+      return CpuKernelsInt4();
+  }
+  return CpuKernelsF32();
+}
+
+using CpuRows = std::array<BackendKernels, std::size(kElems)>;
+
+void FillCpuRows(CpuRows* rows) {
+  for (size_t i = 0; i < std::size(kElems); ++i) {
+    (*rows)[i] = CpuRow(kElems[i], ResolveCpuKernels(kElems[i]));
+  }
+}
+
+CpuRows& CpuTable() {
+  static CpuRows rows = [] {
+    CpuRows filled;
+    FillCpuRows(&filled);
+    return filled;
+  }();
+  return rows;
+}
 
 }  // namespace
 
 const BackendKernels* KernelsFor(Device device, CacheElem elem) {
-  if (device == Device::kCpu) return &kCpuKernels;
-  return CudaKernelsFor(elem);
+  if (device == Device::kCuda) return CudaKernelsFor(elem);
+  for (const BackendKernels& row : CpuTable()) {
+    if (row.elem == elem) return &row;
+  }
+  return nullptr;
 }
+
+void RefillCpuRows() { FillCpuRows(&CpuTable()); }
 
 Status NoBackend(const char* input, Device device) {
   return Status::Unsupported(input, std::string("is in ") + DeviceName(device) +

@@ -1,38 +1,58 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The dispatch table: one row per (backend, cache element type). A call runs on the backend where
-// its tensors live (the cache descriptor's `device`, which validation has checked every data
-// tensor against); the plan comes from the same planner for every backend (plan.h,
-// unified/plan_unified.h). The CPU row is the oneTBB executor over the Highway kernels
-// (execute.cc); the CUDA row is gpu/, present only when the `cuda` feature is built.
+// The dispatch table: one row per (backend, cache element type), filled once. A call runs on the
+// backend where its tensors live (the cache descriptor's `device`, which validation has checked
+// every data tensor against); its plan comes from core/'s planners, the same for every backend.
+// A row's entries are the functions that run: a CPU row holds the Highway kernels of its element
+// type for the SIMD target resolved when the table was filled (src/execute.cc), a CUDA row the
+// launchers instantiated for its element type (gpu/backend.cu, present only when the `cuda`
+// feature is built). Nothing below a row switches on the element type again; adding a cache
+// format or a backend is adding rows.
 
 #ifndef DYNATTN_SRC_DISPATCH_H_
 #define DYNATTN_SRC_DISPATCH_H_
 
-#include "dynattn/ops.h"
+#include <vector>
+
+#include "core/plan.h"
+#include "core/plan_unified.h"
+#include "dynattn/status.h"
 #include "simd/kernel_abi.h"
-#include "src/plan.h"
-#include "src/unified/plan_unified.h"
 
 namespace dynattn::internal {
 
+struct ContextState;
+
 /// Everything a call runs, for one backend and one cache element type. The problems hold the
 /// caller's pointers: device pointers for a CUDA row, whose entries copy the host-side index
-/// arrays and plans they need to the device themselves.
+/// arrays and plans they need to the device themselves. Each entry returns when its work is done.
 struct BackendKernels {
-  const char* name;  ///< "cpu", "cuda".
+  const char* name = nullptr;  ///< "<backend>/<element type>", e.g. "cpu/int8".
+  Device device = Device::kCpu;
+  CacheElem elem = CacheElem::kF32;
+  CpuKernels cpu = {};  ///< CPU rows: the Highway kernels of `elem` (unused by CUDA rows).
   /// KeyValueCache step 1 (also MHCA and unified attention): quantize and store new tokens.
-  void (*write_new_tokens)(const WriteProblem&, const RunOptions&);
+  Status (*write_new_tokens)(const BackendKernels&, const WriteProblem&, ContextState*) = nullptr;
   /// KeyValueCache step 2: dequantize every request's context into the key/value outputs.
-  void (*gather_context)(const GatherProblem&, const RunOptions&);
+  Status (*gather_context)(const BackendKernels&, const GatherProblem&,
+                           const std::vector<GatherPiece>&, ContextState*) = nullptr;
   /// MHA and MHCA: the plan's work items, then the merge of split contexts.
-  void (*run_attention)(const AttentionProblem&, const AttentionPlan&, const RunOptions&);
+  Status (*run_attention)(const BackendKernels&, const AttentionProblem&, const AttentionPlan&,
+                          ContextState*) = nullptr;
   /// Unified attention: shared and request items, then every token's merge.
-  void (*run_unified)(const AttentionProblem&, const UnifiedPlan&, const RunOptions&);
+  Status (*run_unified)(const BackendKernels&, const AttentionProblem&, const UnifiedPlan&,
+                        ContextState*) = nullptr;
 };
 
 /// The row for (device, elem), or null when that backend is not built into this library.
 const BackendKernels* KernelsFor(Device device, CacheElem elem);
+
+/// Fills the CPU rows again for the Highway target chosen now. For tests that force a target
+/// (hwy::SetSupportedTargetsForTest); never call it while a call is running.
+void RefillCpuRows();
+
+/// The CPU row of `elem` with `kernels` (src/execute.cc).
+BackendKernels CpuRow(CacheElem elem, const CpuKernels& kernels);
 
 /// The CUDA rows: defined by gpu/ when the `cuda` feature is built, else by src/no_cuda.cc
 /// (always null).

@@ -11,9 +11,6 @@
 //   (not their index), so that any permutation of the parts gives the same bits.
 // * Rows are independent, so the parallel loop over rows cannot change a single bit.
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "core/softmax_state.h"
 #include "dynattn/merge.h"
+#include "src/context.h"
 #include "src/validate.h"
 
 namespace dynattn {
@@ -279,7 +278,8 @@ void MergeRow(const MergeCall& call, int64_t row, RowScratch* scratch) {
   std::vector<double>& acc = scratch->acc;
   acc.assign(dim, 0.0);
   for (const Part& part : parts) {
-    const double weight = std::exp(static_cast<double>(part.m) - m);  // in (0, 1]
+    const double weight =  // in (0, 1]: empty parts were left out
+        internal::MergeWeight(static_cast<double>(part.m), m, [](double x) { return std::exp(x); });
     l += weight * part.l;
     for (int64_t d = 0; d < dim; ++d) acc[d] += weight * part.a[d];
   }
@@ -290,7 +290,8 @@ void MergeRow(const MergeCall& call, int64_t row, RowScratch* scratch) {
 
 }  // namespace
 
-Status MergeStates(const MergeStatesArgs& args) {
+Status MergeStates(const MergeStatesArgs& args, const RunOptions& options) {
+  DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
   MergeCall call;
   DYNATTN_RETURN_IF_ERROR(ValidateForm(args, &call.normalised));
   DYNATTN_RETURN_IF_ERROR(ValidateShapes(args, &call));
@@ -317,13 +318,13 @@ Status MergeStates(const MergeStatesArgs& args) {
     for (int64_t row = 0; row < call.rows; ++row) MergeRow(call, row, &scratch);
     return Status::Ok();
   }
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, call.rows, grain),
-                    [&call](const tbb::blocked_range<int64_t>& range) {
-                      RowScratch scratch;
-                      for (int64_t row = range.begin(); row < range.end(); ++row) {
-                        MergeRow(call, row, &scratch);
-                      }
-                    });
+  internal::PooledContext context(options.num_threads);
+  context.get()->state()->ParallelFor(
+      (call.rows + grain - 1) / grain, [&call, grain](int64_t chunk, internal::Scratch*) {
+        RowScratch scratch;
+        const int64_t end = std::min(call.rows, (chunk + 1) * grain);
+        for (int64_t row = chunk * grain; row < end; ++row) MergeRow(call, row, &scratch);
+      });
   return Status::Ok();
 }
 

@@ -2,10 +2,14 @@
 //
 // Built instead of gpu/ when the `cuda` feature is off: the dispatch table has no CUDA rows.
 
+#include "src/context.h"
 #include "src/dispatch.h"
 
 namespace dynattn::internal {
 
 const BackendKernels* CudaKernelsFor(CacheElem) { return nullptr; }
+
+struct DeviceWorkspace {};
+void ReleaseDeviceWorkspace(DeviceWorkspace* workspace) { delete workspace; }
 
 }  // namespace dynattn::internal

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/alibi.h"
+
 namespace dynattn::internal {
 
 using std::to_string;
@@ -439,18 +441,6 @@ Status ValidateRunOptions(const RunOptions& options) {
                                               to_string(options.num_threads));
   }
   return Status::Ok();
-}
-
-std::vector<float> AlibiSlopes(int num_heads) {
-  std::vector<float> slopes(num_heads);
-  int closest = 1;
-  while (closest * 2 <= num_heads) closest *= 2;
-  for (int h = 0; h < num_heads; ++h) {
-    const double exponent =
-        h < closest ? -8.0 * (h + 1) / closest : -4.0 * (2 * (h - closest) + 1) / closest;
-    slopes[h] = static_cast<float>(std::exp2(exponent));
-  }
-  return slopes;
 }
 
 Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,

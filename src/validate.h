@@ -82,9 +82,6 @@ void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionPro
 Status ValidateRunOptions(const RunOptions& options);
 inline constexpr int kMaxThreads = 1024;
 
-/// ALiBi slopes of spec pmx-ops §5.5 for `num_heads` heads.
-std::vector<float> AlibiSlopes(int num_heads);
-
 }  // namespace dynattn::internal
 
 #endif  // DYNATTN_SRC_VALIDATE_H_

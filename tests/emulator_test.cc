@@ -208,7 +208,7 @@ TEST_SUITE("emulator") {
     for (const int width : {32, 16, 4}) {
       CAPTURE(width);
       Device<int> out(64 * 8);
-      DYNATTN_LAUNCH(ShuffleAll, 1, 64, 0)(out.get(), width);
+      DYNATTN_LAUNCH(ShuffleAll, 1, 64, 0, nullptr)(out.get(), width);
       REQUIRE(cudaGetLastError() == cudaSuccess);
       const std::vector<int> got = out.Fetch();
       unsigned ballot = 0;
@@ -239,10 +239,10 @@ TEST_SUITE("emulator") {
     for (const auto schedule : {cuda_emu::Schedule::kForward, cuda_emu::Schedule::kReverse,
                                 cuda_emu::Schedule::kRandom}) {
       cuda_emu::SetSchedule(schedule, 42);
-      DYNATTN_LAUNCH(Rotate, 1, n, n * sizeof(int))(in.get(), out.get(), true);
+      DYNATTN_LAUNCH(Rotate, 1, n, n * sizeof(int), nullptr)(in.get(), out.get(), true);
       const std::vector<int> got = out.Fetch();
       for (int i = 0; i < n; ++i) CHECK(got[i] == input[(i + 1) % n]);
-      DYNATTN_LAUNCH(Rotate, 1, n, n * sizeof(int))(in.get(), out.get(), false);
+      DYNATTN_LAUNCH(Rotate, 1, n, n * sizeof(int), nullptr)(in.get(), out.get(), false);
       without.insert(out.Fetch());
     }
     cuda_emu::SetSchedule(cuda_emu::Schedule::kForward);
@@ -251,17 +251,17 @@ TEST_SUITE("emulator") {
 
   TEST_CASE("threads at different __syncthreads fail the launch, naming both lines") {
     Device<int> lines(2);
-    DYNATTN_LAUNCH(DivergentBarriers, 1, 64, 0)(lines.get());
+    DYNATTN_LAUNCH(DivergentBarriers, 1, 64, 0, nullptr)(lines.get());
     cuda_emu::ResetDevice();  // to read the lines the threads reached
     const std::vector<int> at = lines.Fetch();
-    DYNATTN_LAUNCH(DivergentBarriers, 1, 64, 0)(lines.get());
+    DYNATTN_LAUNCH(DivergentBarriers, 1, 64, 0, nullptr)(lines.get());
     ExpectLaunchError(cudaErrorLaunchFailure,
                       {"DivergentBarriers", "different __syncthreads()", Line(at[0]), Line(at[1])});
   }
 
   TEST_CASE("a thread that exits before its block's __syncthreads fails the launch") {
     Device<int> line(1);
-    DYNATTN_LAUNCH(BarrierAfterExit, 1, 64, 0)(line.get());
+    DYNATTN_LAUNCH(BarrierAfterExit, 1, 64, 0, nullptr)(line.get());
     const std::string diagnostic = cuda_emu::LastDiagnostic();
     cuda_emu::ResetDevice();
     const int at = line.Fetch()[0];
@@ -273,28 +273,28 @@ TEST_SUITE("emulator") {
   TEST_CASE("a warp mask must name the caller and only lanes that exist") {
     Device<int> line(2);
     // 48 threads: warp 1 has lanes 0-15 only.
-    DYNATTN_LAUNCH(WarpOp, 1, 48, 0)(line.get(), kFull);
+    DYNATTN_LAUNCH(WarpOp, 1, 48, 0, nullptr)(line.get(), kFull);
     ExpectLaunchError(cudaErrorLaunchFailure,
                       {"__shfl_xor_sync", "names lane 16, which does not exist", "48 threads"});
-    DYNATTN_LAUNCH(WarpOp, 1, 32, 0)(line.get(), 0x0000FFFFu);
+    DYNATTN_LAUNCH(WarpOp, 1, 32, 0, nullptr)(line.get(), 0x0000FFFFu);
     ExpectLaunchError(cudaErrorLaunchFailure, {"does not name the calling lane"});
-    DYNATTN_LAUNCH(WarpOp, 1, 32, 0)(line.get(), kFull);
+    DYNATTN_LAUNCH(WarpOp, 1, 32, 0, nullptr)(line.get(), kFull);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     CHECK(line.Fetch()[1] == 1);
   }
 
   TEST_CASE("a shuffle that reads a lane outside its mask fails the launch") {
     Device<int> out(32);
-    DYNATTN_LAUNCH(ReadLaneOutsideMask, 1, 32, 0)(out.get());
+    DYNATTN_LAUNCH(ReadLaneOutsideMask, 1, 32, 0, nullptr)(out.get());
     ExpectLaunchError(cudaErrorLaunchFailure, {"reads lane 20", "0x0000ffff"});
   }
 
   TEST_CASE("a deadlock names where each group of threads waits") {
     Device<int> lines(2);
-    DYNATTN_LAUNCH(Deadlock, 1, 64, 0)(lines.get());
+    DYNATTN_LAUNCH(Deadlock, 1, 64, 0, nullptr)(lines.get());
     cuda_emu::ResetDevice();
     const std::vector<int> at = lines.Fetch();
-    DYNATTN_LAUNCH(Deadlock, 1, 64, 0)(lines.get());
+    DYNATTN_LAUNCH(Deadlock, 1, 64, 0, nullptr)(lines.get());
     ExpectLaunchError(cudaErrorLaunchFailure,
                       {"deadlock", "1 thread(s) wait at __syncwarp at " + Line(at[0]),
                        "63 thread(s) wait at __syncthreads() at " + Line(at[1])});
@@ -303,13 +303,13 @@ TEST_SUITE("emulator") {
   TEST_CASE("dynamic shared memory: 48 KiB by default, more after the opt-in, within the device") {
     Device<int> out(32);
     const size_t big = 100 * 1024;
-    DYNATTN_LAUNCH(SharedIsNan, 1, 32, big)(out.get());
+    DYNATTN_LAUNCH(SharedIsNan, 1, 32, big, nullptr)(out.get());
     CHECK(cudaGetLastError() == cudaErrorInvalidValue);
     CHECK(cuda_emu::LastDiagnostic().find("opt-in above 48 KiB") != std::string::npos);
     CHECK(cudaGetLastError() == cudaSuccess);  // not sticky
     REQUIRE(cudaFuncSetAttribute(&SharedIsNan, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(big)) == cudaSuccess);
-    DYNATTN_LAUNCH(SharedIsNan, 1, 32, big)(out.get());
+    DYNATTN_LAUNCH(SharedIsNan, 1, 32, big, nullptr)(out.get());
     REQUIRE(cudaGetLastError() == cudaSuccess);
     for (const int nan : out.Fetch()) CHECK(nan == 1);  // shared memory starts as NaN bytes
     int optin = 0;
@@ -343,27 +343,27 @@ TEST_SUITE("emulator") {
     Device<float> output(3);
     REQUIRE(cudaMemcpy(indices.get(), host_indices.data(), 3 * sizeof(int64_t),
                        cudaMemcpyHostToDevice) == cudaSuccess);
-    DYNATTN_LAUNCH(UsePointers, 1, 32, 0)(Pointers{3, indices.get(), output.get()});
+    DYNATTN_LAUNCH(UsePointers, 1, 32, 0, nullptr)(Pointers{3, indices.get(), output.get()});
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     CHECK(output.Fetch() == std::vector<float>{3, 1, 2});
-    DYNATTN_LAUNCH(UsePointers, 1, 32, 0)(Pointers{3, host_indices.data(), output.get()});
+    DYNATTN_LAUNCH(UsePointers, 1, 32, 0, nullptr)(Pointers{3, host_indices.data(), output.get()});
     ExpectLaunchError(cudaErrorIllegalAddress,
                       {"UsePointers", "argument 0, field 1", "in no live device allocation"});
     float* freed = nullptr;
     REQUIRE(cudaMalloc(&freed, 12) == cudaSuccess);
     REQUIRE(cudaFree(freed) == cudaSuccess);
-    DYNATTN_LAUNCH(UsePointers, 1, 32, 0)(Pointers{3, indices.get(), freed});
+    DYNATTN_LAUNCH(UsePointers, 1, 32, 0, nullptr)(Pointers{3, indices.get(), freed});
     ExpectLaunchError(cudaErrorIllegalAddress, {"argument 0, field 2"});
     CHECK(cudaFree(freed) == cudaErrorInvalidDevicePointer);
   }
 
   TEST_CASE("launch configurations outside the device's limits are rejected") {
     Device<int> out(1);
-    DYNATTN_LAUNCH(LastWriter, 1, 2048, 0)(out.get());
+    DYNATTN_LAUNCH(LastWriter, 1, 2048, 0, nullptr)(out.get());
     CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
-    DYNATTN_LAUNCH(LastWriter, 0, 32, 0)(out.get());
+    DYNATTN_LAUNCH(LastWriter, 0, 32, 0, nullptr)(out.get());
     CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
-    DYNATTN_LAUNCH(LastWriter, dim3(1, 70000), 32, 0)(out.get());
+    DYNATTN_LAUNCH(LastWriter, dim3(1, 70000), 32, 0, nullptr)(out.get());
     CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
   }
 
@@ -371,7 +371,7 @@ TEST_SUITE("emulator") {
     Device<int> out(1);
     const auto last = [&](cuda_emu::Schedule schedule, uint64_t seed) {
       cuda_emu::SetSchedule(schedule, seed);
-      DYNATTN_LAUNCH(LastWriter, 8, 64, 0)(out.get());
+      DYNATTN_LAUNCH(LastWriter, 8, 64, 0, nullptr)(out.get());
       return out.Fetch()[0];
     };
     CHECK(last(cuda_emu::Schedule::kForward, 0) == 8 * 64 - 1);
@@ -387,14 +387,14 @@ TEST_SUITE("emulator") {
   TEST_CASE("statistics count launches, blocks and threads; a failed launch is sticky") {
     cuda_emu::ResetStats();
     Device<int> out(1);
-    DYNATTN_LAUNCH(LastWriter, 3, 96, 0)(out.get());
+    DYNATTN_LAUNCH(LastWriter, 3, 96, 0, nullptr)(out.get());
     const cuda_emu::Stats stats = cuda_emu::GetStats();
     CHECK(stats.launches == 1);
     CHECK(stats.blocks == 3);
     CHECK(stats.threads == 3 * 96);
     CHECK(stats.switches >= 3 * 96);
     Device<int> line(2);
-    DYNATTN_LAUNCH(WarpOp, 1, 32, 0)(line.get(), 0x0000FFFFu);
+    DYNATTN_LAUNCH(WarpOp, 1, 32, 0, nullptr)(line.get(), 0x0000FFFFu);
     void* more = nullptr;
     CHECK(cudaMalloc(&more, 16) == cudaErrorLaunchFailure);
     CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
@@ -405,10 +405,10 @@ TEST_SUITE("emulator") {
 #ifndef EMULATOR_TEST_ASAN  // AddressSanitizer reports these first, at the writing line
   TEST_CASE("a write into the slack behind an allocation is found by its canary") {
     Device<unsigned char> data(100);  // 256-byte aligned: bytes 100-255 are slack
-    DYNATTN_LAUNCH(WriteAt, 1, 32, 0)(data.get(), 130);
+    DYNATTN_LAUNCH(WriteAt, 1, 32, 0, nullptr)(data.get(), 130);
     ExpectLaunchError(cudaErrorIllegalAddress, {"WriteAt", "30 bytes past the end",
                                                 "a device allocation (100 bytes", "red zone"});
-    DYNATTN_LAUNCH(WriteShared, 1, 32, 20)(int64_t{21});
+    DYNATTN_LAUNCH(WriteShared, 1, 32, 20, nullptr)(int64_t{21});
     ExpectLaunchError(cudaErrorLaunchFailure,
                       {"1 bytes past the end", "dynamic shared memory (20 bytes", "red zone"});
   }
@@ -420,7 +420,7 @@ TEST_SUITE("emulator") {
         [] {
           unsigned char* data = nullptr;
           cudaMalloc(&data, 100);
-          DYNATTN_LAUNCH(WriteAt, 1, 32, 0)(data, 300);  // 44 bytes into the guard page
+          DYNATTN_LAUNCH(WriteAt, 1, 32, 0, nullptr)(data, 300);  // 44 bytes into the guard page
         },
         &status);
     INFO(text);
@@ -429,7 +429,9 @@ TEST_SUITE("emulator") {
           std::string::npos);
     CHECK(text.find("kernel WriteAt") != std::string::npos);
 
-    text = InChild([] { DYNATTN_LAUNCH(WriteShared, 1, 32, 64)(int64_t{-4096}); }, &status);
+    text =
+        InChild([] { DYNATTN_LAUNCH(WriteShared, 1, 32, 64, nullptr)
+                     (int64_t{-4096}); }, &status);
     CHECK(WIFSIGNALED(status));
     CHECK(text.find("before the block's dynamic shared memory (64 bytes") != std::string::npos);
   }

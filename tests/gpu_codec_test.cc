@@ -15,10 +15,9 @@
 #include <random>
 #include <vector>
 
-#include "gpu/codec.cuh"
-#include "simd/f16.h"
+#include "core/codec.h"
 #include "simd/kernel_abi.h"
-#include "src/execute.h"
+#include "src/dispatch.h"
 #include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
@@ -46,7 +45,7 @@ uint64_t FreshSeed() {
 TEST_SUITE("gpu_codec") {
   TEST_CASE("fp16 conversions match the CPU on every half and a sweep of floats") {
     for (uint32_t h = 0; h < 65536; ++h) {
-      const float a = gpu::F16ToF32(static_cast<uint16_t>(h));
+      const float a = internal::F16ToF32(static_cast<uint16_t>(h));
       const float b = internal::F16ToF32(static_cast<uint16_t>(h));
       REQUIRE(Bits(a) == Bits(b));
     }
@@ -55,8 +54,8 @@ TEST_SUITE("gpu_codec") {
     for (uint32_t high = 0; high < (1u << 19); ++high) {
       for (uint32_t low : lows) {
         const float f = FromBits((high << 13) | low);
-        REQUIRE(gpu::F32ToF16(f) == internal::F32ToF16(f));
-        REQUIRE(Bits(gpu::RoundToF16(f)) == Bits(internal::RoundToF16(f)));
+        REQUIRE(internal::F32ToF16(f) == internal::F32ToF16(f));
+        REQUIRE(Bits(internal::RoundToF16(f)) == Bits(internal::RoundToF16(f)));
       }
     }
     const uint64_t seed = FreshSeed();
@@ -64,26 +63,27 @@ TEST_SUITE("gpu_codec") {
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 4000000; ++i) {
       const float f = FromBits(static_cast<uint32_t>(rng()));
-      REQUIRE(gpu::F32ToF16(f) == internal::F32ToF16(f));
+      REQUIRE(internal::F32ToF16(f) == internal::F32ToF16(f));
     }
   }
 
   TEST_CASE("nibbles and codes follow the spec's bit rules") {
     for (int low = -8; low < 8; ++low) {
       for (int high = -8; high < 8; ++high) {
-        const uint8_t byte = gpu::PackNibbles(static_cast<int8_t>(low), static_cast<int8_t>(high));
+        const uint8_t byte =
+            internal::PackNibbles(static_cast<int8_t>(low), static_cast<int8_t>(high));
         CHECK(byte == dynattn_ref::detail::PackNibbles(low, high));
-        CHECK(gpu::Int4At(&byte, 0) == low);
-        CHECK(gpu::Int4At(&byte, 1) == high);
+        CHECK(internal::Int4At(&byte, 0) == low);
+        CHECK(internal::Int4At(&byte, 1) == high);
       }
     }
     // Ties go to even, NaN to 0, out of range to +-qmax.
-    CHECK(gpu::QuantizeCode(2.5f, 1.0f, 127, false) == 2);
-    CHECK(gpu::QuantizeCode(3.5f, 1.0f, 127, false) == 4);
-    CHECK(gpu::QuantizeCode(-2.5f, 1.0f, 127, false) == -2);
-    CHECK(gpu::QuantizeCode(std::numeric_limits<float>::quiet_NaN(), 1.0f, 7, false) == 0);
-    CHECK(gpu::QuantizeCode(1e30f, 1.0f, 7, false) == 7);
-    CHECK(gpu::QuantizeCode(-std::numeric_limits<float>::infinity(), 1.0f, 127, true) == -127);
+    CHECK(internal::QuantizeCode(2.5f, 1.0f, 127, false) == 2);
+    CHECK(internal::QuantizeCode(3.5f, 1.0f, 127, false) == 4);
+    CHECK(internal::QuantizeCode(-2.5f, 1.0f, 127, false) == -2);
+    CHECK(internal::QuantizeCode(std::numeric_limits<float>::quiet_NaN(), 1.0f, 7, false) == 0);
+    CHECK(internal::QuantizeCode(1e30f, 1.0f, 7, false) == 7);
+    CHECK(internal::QuantizeCode(-std::numeric_limits<float>::infinity(), 1.0f, 127, true) == -127);
   }
 
   TEST_CASE("groups quantize and dequantize as the reference defines") {
@@ -106,17 +106,17 @@ TEST_SUITE("gpu_codec") {
       const auto t1 = io_f16 ? dynattn_ref::Dt::kF16 : dynattn_ref::Dt::kF32;
       const auto t3 = scale_f16 ? dynattn_ref::Dt::kF16 : dynattn_ref::Dt::kF32;
       const auto ref = dynattn_ref::detail::QuantizeGroup(xd, t1, t3, int4 ? 4 : 8);
-      const int qmax = gpu::QMax(int4);
+      const int qmax = internal::QMax(int4);
       const auto load = [&](int i) { return x[i]; };
-      const float s = gpu::GroupScaleOf(load, 0, group, qmax, io_f16);
+      const float s = internal::GroupScaleOf(load, 0, group, qmax, io_f16);
       INFO("trial " << trial << " group " << group << " io_f16 " << io_f16 << " int4 " << int4);
       REQUIRE(static_cast<double>(s) == ref.scale);
-      const float stored = scale_f16 ? gpu::F16ToF32(gpu::F32ToF16(s)) : s;
+      const float stored = scale_f16 ? internal::F16ToF32(internal::F32ToF16(s)) : s;
       REQUIRE(static_cast<double>(stored) == ref.stored);
       for (int i = 0; i < group; ++i) {
-        const int q = gpu::QuantizeCode(x[i], s, qmax, io_f16);
+        const int q = internal::QuantizeCode(x[i], s, qmax, io_f16);
         REQUIRE(q == ref.q[i]);
-        const float value = gpu::Dequantize(q, stored, scale_f16, io_f16);
+        const float value = internal::Dequantize(q, stored, scale_f16, io_f16);
         REQUIRE(static_cast<double>(value) ==
                 dynattn_ref::detail::Dequantize(q, ref.stored, t1, t3));
       }
@@ -231,7 +231,7 @@ TEST_SUITE("gpu_codec") {
       write.kv.cache = describe(cpu_planes, cpu_scales);
       write.kv.slots.mode = internal::SlotMap::Mode::kOffset;
       write.kv.slots.starts = offsets;
-      internal::CpuKernelsFor(elem).write_tokens(write, 0, tokens);
+      internal::KernelsFor(Device::kCpu, elem)->cpu.write_tokens(write, 0, tokens);
 
       // The CUDA module's row encoder writes its own, from the activations as the kernel reads
       // them.
@@ -240,15 +240,17 @@ TEST_SUITE("gpu_codec") {
           for (int plane = 0; plane < 2; ++plane) {
             const void* src = plane == 0 ? write.current_key : write.current_value;
             const int64_t first = (t * heads + h) * dim;
-            const auto load = [&](int d) { return gpu::LoadActivation(src, first + d, io_f16); };
+            const auto load = [&](int d) {
+              return internal::LoadActivation(src, first + d, io_f16);
+            };
             const int64_t offset = t * slot_elems + h * row_elems;
             const size_t byte = elem == CacheElem::kInt4 ? static_cast<size_t>(offset / 2)
                                                          : static_cast<size_t>(offset) * elem_bytes;
             const size_t scale_byte =
                 static_cast<size_t>((t * heads + h) * groups_per_row) * (scale_f16 ? 2 : 4);
-            gpu::EncodeRow(load, elem, dim, group, scale_f16, io_f16,
-                           gpu_planes[plane].data() + byte,
-                           quantized ? gpu_scales[plane].data() + scale_byte : nullptr);
+            internal::EncodeRow(load, elem, dim, group, scale_f16, io_f16,
+                                gpu_planes[plane].data() + byte,
+                                quantized ? gpu_scales[plane].data() + scale_byte : nullptr);
           }
         }
       }
@@ -272,7 +274,7 @@ TEST_SUITE("gpu_codec") {
       gather.value = io_f16 ? static_cast<void*>(out16[1].data()) : out32[1].data();
       gather.kv = write.kv;
       internal::Scratch scratch;
-      internal::CpuKernelsFor(elem).gather_rows(gather, 0, 0, tokens, &scratch);
+      internal::KernelsFor(Device::kCpu, elem)->cpu.gather_rows(gather, 0, 0, tokens, &scratch);
       for (int64_t t = 0; t < tokens; ++t) {
         for (int h = 0; h < heads; ++h) {
           for (int plane = 0; plane < 2; ++plane) {
@@ -284,13 +286,13 @@ TEST_SUITE("gpu_codec") {
             const void* out =
                 io_f16 ? static_cast<const void*>(out16[plane].data()) : out32[plane].data();
             for (int d = 0; d < dim; ++d) {
-              const float value =
-                  gpu::DecodeElement(gpu_planes[plane].data() + byte,
-                                     quantized ? gpu_scales[plane].data() + scale_byte : nullptr, d,
-                                     elem, group, scale_f16, io_f16);
+              const float value = internal::DecodeElement(
+                  gpu_planes[plane].data() + byte,
+                  quantized ? gpu_scales[plane].data() + scale_byte : nullptr, d, elem, group,
+                  scale_f16, io_f16);
               // The gather stores in the activation type; so does the CUDA gather kernel.
               std::vector<uint8_t> stored(4);
-              gpu::StoreActivation(value, stored.data(), 0, io_f16);
+              internal::StoreActivation(value, stored.data(), 0, io_f16);
               const int64_t index = (t * heads + h) * dim + d;
               if (io_f16) {
                 uint16_t bits;

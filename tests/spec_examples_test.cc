@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dynattn/dynattn.h"
-#include "simd/f16.h"
+#include "core/codec.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "src/unified/plan_unified.h"
+#include "core/plan_unified.h"
 #include "src/unified/unified_call.h"
 #include "tests/reference/reference.h"
 #include "tests/support/run_case.h"

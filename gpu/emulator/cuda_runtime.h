@@ -148,6 +148,11 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes);
 cudaError_t cudaFree(void* pointer);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes);
+// Streams: every launch and copy runs to completion when issued, in issue order, so each stream
+// behaves as CUDA's in-order streams do and synchronizing one only reports the sticky error.
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = nullptr);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 
 namespace cuda_emu {
 namespace detail {

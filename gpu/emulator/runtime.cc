@@ -326,6 +326,13 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   return cudaSuccess;
 }
 
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return StickyError(); }
+
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
   if (const cudaError_t sticky = StickyError()) return sticky;
   if (bytes == 0) return cudaSuccess;

@@ -10,6 +10,7 @@
 #include "dynattn/merge.h"
 #include "dynattn/named_args.h"
 #include "dynattn/ops.h"
+#include "dynattn/plan.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"
 #include "dynattn/unified.h"

@@ -16,6 +16,7 @@ enum class StatusCode {
   kInvalidArgument,  ///< An input broke a rule of the spec; nothing was written.
   kUnsupported,      ///< Valid by the spec but not available here (e.g. a CUDA tensor, no GPU).
   kInternal,         ///< A bug in libdynattn.
+  kDeviceError,      ///< The CUDA runtime reported an error; the message names the call.
 };
 
 /// Outcome of a call. On failure, `message()` reads "<input>: <rule it broke>", e.g.
@@ -30,6 +31,14 @@ class Status {
   }
   static Status Unsupported(const std::string& input, const std::string& rule) {
     return Status(StatusCode::kUnsupported, input + ": " + rule);
+  }
+  /// A bug in libdynattn, described by `what`.
+  static Status Internal(const std::string& what) {
+    return Status(StatusCode::kInternal, "internal error: " + what);
+  }
+  /// A failed CUDA runtime call: `what` names the call and CUDA's error.
+  static Status DeviceError(const std::string& what) {
+    return Status(StatusCode::kDeviceError, "CUDA error: " + what);
   }
 
   bool ok() const { return code_ == StatusCode::kOk; }

@@ -8,13 +8,19 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/plan_unified.h"
+#include "core/softmax_state.h"
+#include "dynattn/plan.h"
 #include "dynattn/unified.h"
-#include "src/dispatch.h"
-#include "src/unified/plan_unified.h"
+#include "src/context.h"
+#include "src/ops/op_plans.h"
 #include "src/unified/unified_call.h"
 #include "src/validate.h"
 
 namespace dynattn {
+
+using internal::OpKind;
+
 namespace {
 
 /// Bytes of one cached row of K or V, with its scales.
@@ -78,33 +84,88 @@ Status MakePmxBlockCache(const TensorView& cache, const TensorView& scale, const
   return Status::Ok();
 }
 
-Status UnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
-                        const RunOptions& options) {
-  DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
+Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
+                            Plan* plan) {
+  if (plan == nullptr) return Status::Invalid("plan", "must not be null");
   internal::UnifiedCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateUnifiedAttention(attrs, args, &call));
-  const CacheDesc& cache = args.cache->cache;
-  const internal::BackendKernels* kernels = internal::KernelsFor(cache.device, cache.elem);
-  if (kernels == nullptr) return internal::NoBackend("cache", cache.device);
-  kernels->write_new_tokens(call.write, options);
-  const internal::UnifiedPlan plan = internal::PlanUnified(call.step);
+  std::unique_ptr<internal::PlanState> s;
+  DYNATTN_RETURN_IF_ERROR(
+      internal::StartPlan(OpKind::kUnifiedAttention, args.cache->cache, "cache", &s));
+  s->write = call.write;
+  s->attention = call.attention;
+  s->unified_step = call.step;
+  s->OwnIndexArrays();
+  s->unified_plan = internal::PlanUnified(s->unified_step);
 #ifndef NDEBUG
-  // Debug builds prove on every call that each (query, key) pair has exactly one path.
-  const std::string coverage = internal::CheckCoverage(call.step, plan);
+  // Debug builds prove on every plan that each (query, key) pair has exactly one path.
+  const std::string coverage = internal::CheckCoverage(s->unified_step, s->unified_plan);
   if (!coverage.empty()) {
     std::fprintf(stderr, "libdynattn: unified plan coverage: %s\n", coverage.c_str());
     std::abort();
   }
 #endif
-  kernels->run_unified(call.attention, plan, options);
+  s->workspace_floats = static_cast<size_t>(s->unified_plan.num_states *
+                                            internal::StateFloats(s->attention.padded_dim));
+  s->unified_summary = Summarize(s->unified_step, s->unified_plan, args.cache->cache);
+  internal::RecordTensors({{"query", args.query},
+                           {"current_key", args.current_key},
+                           {"current_value", args.current_value},
+                           {"attn_output", args.attn_output},
+                           {"lse", args.lse}},
+                          s.get());
+  internal::RecordCache({}, {}, false, &args.cache->cache, args.cache->cache, s.get());
+  s->block_cache = *args.cache;
+  plan->Reset(std::move(s));
   return Status::Ok();
+}
+
+Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context) {
+  const internal::PlanState* s = nullptr;
+  DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, OpKind::kUnifiedAttention, context, &s));
+  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("query", args.query));
+  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("current_key", args.current_key));
+  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("current_value", args.current_value));
+  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("attn_output", args.attn_output));
+  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("lse", args.lse));
+  if (args.cache == nullptr) return Status::Invalid("cache", "is required but null");
+  const BlockCache& planned = s->block_cache;
+  if (args.cache->block_size != planned.block_size || args.cache->Stride() != planned.Stride() ||
+      args.cache->num_blocks != planned.num_blocks) {
+    return Status::Invalid("cache",
+                           "block_size, block_stride and num_blocks must match the plan's");
+  }
+  CacheDesc cache;
+  DYNATTN_RETURN_IF_ERROR(s->RunCache({}, {}, &args.cache->cache, &cache));
+  internal::WriteProblem write = s->write;
+  write.current_key = args.current_key.data;
+  write.current_value = args.current_value.data;
+  write.kv.cache = cache;
+  internal::AttentionProblem attention = s->attention;
+  attention.query = args.query.data;
+  attention.output = args.attn_output.data;
+  attention.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
+  attention.kv.cache = cache;
+  const internal::BackendKernels& row = *s->kernels;
+  DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, context->state()));
+  return row.run_unified(row, attention, s->unified_plan, context->state());
+}
+
+Status UnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
+                        const RunOptions& options) {
+  DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
+  Plan plan;
+  DYNATTN_RETURN_IF_ERROR(PlanUnifiedAttention(attrs, args, &plan));
+  internal::PooledContext context(options.num_threads);
+  return RunUnifiedAttention(plan, args, context.get());
 }
 
 Status DescribeUnifiedStep(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
                            UnifiedStepSummary* summary) {
-  internal::UnifiedCall call;
-  DYNATTN_RETURN_IF_ERROR(internal::ValidateUnifiedAttention(attrs, args, &call));
-  *summary = Summarize(call.step, internal::PlanUnified(call.step), args.cache->cache);
+  if (summary == nullptr) return Status::Invalid("summary", "must not be null");
+  Plan plan;
+  DYNATTN_RETURN_IF_ERROR(PlanUnifiedAttention(attrs, args, &plan));
+  *summary = *plan.unified_summary();
   return Status::Ok();
 }
 

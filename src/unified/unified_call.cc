@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "core/alibi.h"
 #include "src/validate.h"
 
 namespace dynattn::internal {

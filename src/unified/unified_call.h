@@ -10,7 +10,7 @@
 
 #include "dynattn/unified.h"
 #include "simd/kernel_abi.h"
-#include "src/unified/plan_unified.h"
+#include "core/plan_unified.h"
 
 namespace dynattn::internal {
 

@@ -1,32 +1,30 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The cache codec of the CUDA module: the same bits as simd/codec-inl.h and simd/f16.h.
+// The scalar cache codec: fp16 rounding and one group's quantize/dequantize rules (spec pmx-ops
+// §2), the single definition that the CPU's vector codec (simd/codec-inl.h), the CUDA kernels
+// (gpu/) and the public fp16 helpers all follow.
 //
-// Why it looks like this: the numerics contract fixes every cache byte and scale (spec pmx-ops
-// §2), so the CPU and the GPU must quantize identically. Every function here is
-// __host__ __device__ and uses only integer operations, correctly rounded fp32 arithmetic
-// (__fdiv_rn / __fmul_rn on the device, which never contract or approximate) and rintf (ties to
-// even), so the very code the kernels run can be compared with the CPU library on the host
-// (tests/gpu_codec_test.cc). The fp16 rounding is the integer round-to-nearest-even of
-// simd/f16.h rather than __float2half_rn: both round to nearest even, but this one also gives the
-// CPU's NaN bits (sign | 0x7E00), and it is the same code on host and device.
+// Why it looks like this: the numerics contract fixes every cache byte and scale, so every backend
+// must quantize identically. Every function here is DYNATTN_HD and uses only integer operations,
+// correctly rounded fp32 arithmetic (__fdiv_rn / __fmul_rn on the device, which never contract or
+// approximate) and rintf (ties to even), so the very code the CUDA kernels run is the code the CPU
+// library runs for its scalar tails, and the two can be compared bit for bit on the host
+// (tests/gpu_codec_test.cc). The fp16 rounding is an integer round-to-nearest-even rather than
+// __float2half_rn or F16C: all three round to nearest even, but this one also fixes the NaN bits
+// (sign | 0x7E00) and is the same code everywhere; Highway 1.0.3's software f32->f16 demotion
+// truncates, so the CPU's vector twin (RoundToF16 in simd/codec-inl.h) follows this one instead.
 
-#ifndef DYNATTN_GPU_CODEC_CUH_
-#define DYNATTN_GPU_CODEC_CUH_
+#ifndef DYNATTN_CORE_CODEC_H_
+#define DYNATTN_CORE_CODEC_H_
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#include "core/host_device.h"
 #include "dynattn/cache.h"
 
-#ifdef __CUDACC__
-#define DYNATTN_HD __host__ __device__ __forceinline__
-#else
-#define DYNATTN_HD inline
-#endif
-
-namespace dynattn::gpu {
+namespace dynattn::internal {
 
 /// The bits of a float.
 DYNATTN_HD uint32_t FloatBits(float f) {
@@ -197,7 +195,8 @@ DYNATTN_HD float GroupScaleOf(const Load& load, int first, int count, int qmax, 
 
 /// Stores one new row of `dim` values (load(i) gives element i, already in T1) as cache row
 /// `row` (its first byte; for int4 element 0 is the low nibble of that byte) with its group
-/// scales at `scale` (quantized caches only): the bytes simd/codec-inl.h EncodeRow writes.
+/// scales at `scale` (quantized caches only): the bytes simd/codec-inl.h EncodeRow writes with its
+/// vector code.
 template <class Load>
 DYNATTN_HD void EncodeRow(const Load& load, CacheElem elem, int dim, int group, bool scale_is_f16,
                           bool io_is_f16, void* row, void* scale) {
@@ -252,6 +251,6 @@ DYNATTN_HD float DecodeElement(const void* row, const void* scale, int d, CacheE
   return 0.0f;
 }
 
-}  // namespace dynattn::gpu
+}  // namespace dynattn::internal
 
-#endif  // DYNATTN_GPU_CODEC_CUH_
+#endif  // DYNATTN_CORE_CODEC_H_

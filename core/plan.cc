@@ -1,6 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 
-#include "src/plan.h"
+#include "core/plan.h"
 
 #include <algorithm>
 
@@ -58,6 +58,17 @@ AttentionPlan PlanAttention(const AttentionProblem& p) {
            (y.key_end - y.key_begin) * (y.row_end - y.row_begin);
   });
   return plan;
+}
+
+std::vector<GatherPiece> PlanGather(const Batch& batch) {
+  std::vector<GatherPiece> pieces;
+  for (int64_t b = 0; b < batch.size; ++b) {
+    const int64_t kvlen = batch.KvLen(b);
+    for (int64_t p = 0; p < kvlen; p += kGatherRows) {
+      pieces.push_back({b, p, std::min(kvlen, p + kGatherRows)});
+    }
+  }
+  return pieces;
 }
 
 }  // namespace dynattn::internal

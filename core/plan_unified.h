@@ -19,14 +19,14 @@
 // on its own request and on which of its blocks are shared, never on thread count or on the
 // order of requests. The plan depends on shapes and block ids only.
 
-#ifndef DYNATTN_SRC_UNIFIED_PLAN_UNIFIED_H_
-#define DYNATTN_SRC_UNIFIED_PLAN_UNIFIED_H_
+#ifndef DYNATTN_CORE_PLAN_UNIFIED_H_
+#define DYNATTN_CORE_PLAN_UNIFIED_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "simd/kernel_abi.h"
+#include "core/plan.h"
 
 namespace dynattn::internal {
 
@@ -89,4 +89,4 @@ std::string CheckCoverage(const UnifiedStep& step, const UnifiedPlan& plan);
 
 }  // namespace dynattn::internal
 
-#endif  // DYNATTN_SRC_UNIFIED_PLAN_UNIFIED_H_
+#endif  // DYNATTN_CORE_PLAN_UNIFIED_H_

@@ -1,6 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 
-#include "src/unified/plan_unified.h"
+#include "core/plan_unified.h"
 
 #include <algorithm>
 #include <map>
@@ -8,7 +8,7 @@
 #include <tuple>
 #include <utility>
 
-#include "src/plan.h"
+#include "core/plan.h"
 
 namespace dynattn::internal {
 namespace {

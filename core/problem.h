@@ -1,0 +1,151 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// One validated call as every backend sees it: the packed batch, the slot map that addresses the
+// cache, and the attention, write and gather problems. Plain data that crosses unchanged from
+// src/ (validation, planning) into the kernels of simd/ and gpu/; the member functions are the
+// addressing and masking rules themselves, compiled for the host and the device (DYNATTN_HD), so
+// no backend has its own copy. Everything here is already validated: kernels trust every index.
+
+#ifndef DYNATTN_CORE_PROBLEM_H_
+#define DYNATTN_CORE_PROBLEM_H_
+
+#include <cstdint>
+
+#include "core/host_device.h"
+#include "dynattn/cache.h"
+#include "dynattn/types.h"
+
+namespace dynattn::internal {
+
+/// Floats per "virtual vector": scratch rows are padded to it, key tiles are scored in chunks of
+/// it, and the softmax sum keeps this many partial sums folded in one fixed order, so AVX2 (two
+/// vectors) and AVX-512 (one) give the same bits.
+inline constexpr int kVirtualLanes = 16;
+/// Keys per online-softmax step. Fixed (never derived from the target) for the same reason.
+inline constexpr int kKeyTile = 64;
+
+/// Rounds `n` up to a multiple of `kVirtualLanes`.
+DYNATTN_HD int64_t PadToLanes(int64_t n) {
+  return (n + kVirtualLanes - 1) / kVirtualLanes * kVirtualLanes;
+}
+
+/// Logical position p of request b -> physical slot.
+struct SlotMap {
+  enum class Mode : uint8_t {
+    kOffset,  ///< starts[b] + p (PMX cache_mode 0; also MHA's packed key rows).
+    kPaged,   ///< starts[b * table_stride + p / page_size] + p % page_size (cache_mode 1).
+    kBlocks,  ///< starts[b * table_stride + p / page_size] * block_stride + p % page_size: block
+              ///< tables of block ids (unified attention, engines' caches).
+  };
+  Mode mode = Mode::kOffset;
+  const int64_t* starts = nullptr;  ///< Offsets (B), page table or block table (B, table_stride).
+  int64_t table_stride = 0;         ///< Paged / blocks: entries per request.
+  int64_t page_size = 1;            ///< Paged / blocks: tokens per page (block).
+  int64_t block_stride = 1;         ///< Blocks: slots between consecutive block ids.
+
+  /// Slot of the first token of the page (block) holding position p.
+  DYNATTN_HD int64_t PageStart(int64_t b, int64_t p) const {
+    const int64_t entry = starts[b * table_stride + p / page_size];
+    return mode == Mode::kBlocks ? entry * block_stride : entry;
+  }
+
+  DYNATTN_HD int64_t Slot(int64_t b, int64_t p) const {
+    if (mode == Mode::kOffset) return starts[b] + p;
+    return PageStart(b, p) + p % page_size;
+  }
+
+  /// out[j] = Slot(b, p0 + j) for j < count, with one division per page instead of per position.
+  DYNATTN_HD void Slots(int64_t b, int64_t p0, int count, int64_t* out) const {
+    if (mode == Mode::kOffset) {
+      for (int j = 0; j < count; ++j) out[j] = starts[b] + p0 + j;
+      return;
+    }
+    for (int j = 0; j < count;) {
+      const int64_t within = (p0 + j) % page_size;
+      const int64_t first = PageStart(b, p0 + j) + within;
+      const int64_t left = count - j, in_page = page_size - within;
+      const int64_t run = left < in_page ? left : in_page;
+      for (int64_t k = 0; k < run; ++k) out[j + k] = first + k;
+      j += static_cast<int>(run);
+    }
+  }
+};
+
+/// Packed request boundaries (all arrays validated).
+struct Batch {
+  int64_t size = 0;                    ///< B.
+  const int64_t* seqstarts = nullptr;  ///< (B+1) query-row offsets.
+  const int64_t* kvstarts = nullptr;   ///< (B+1) context-row offsets.
+  const int64_t* start_pos = nullptr;  ///< (B) first write position, or null (MHA).
+  int64_t decoding_batches = 0;        ///< The first requests, never causally masked.
+
+  DYNATTN_HD int64_t SeqLen(int64_t b) const { return seqstarts[b + 1] - seqstarts[b]; }
+  DYNATTN_HD int64_t KvLen(int64_t b) const { return kvstarts[b + 1] - kvstarts[b]; }
+};
+
+/// Where one request's context keys and values come from: a cache (or MHA's packed K/V tensors
+/// seen as an unquantized cache) and the slot map that addresses it.
+struct KvSource {
+  CacheDesc cache;
+  SlotMap slots;
+};
+
+/// One validated attention call, as the kernels see it.
+struct AttentionProblem {
+  Batch batch;
+  DType io_type = DType::kF32;  ///< dtype of query, output and mask.
+  int num_heads = 0;            ///< Hq.
+  int num_kv_heads = 0;         ///< Hkv.
+  int group_size = 1;           ///< R = Hq / Hkv query heads per KV head.
+  int head_dim = 0;             ///< D.
+  int padded_dim = 0;           ///< D rounded up to kVirtualLanes (scratch row length).
+  float score_scale = 1.0f;     ///< 1 / sqrt(D).
+  bool is_causal = false;
+  const float* alibi_slopes = nullptr;  ///< (Hq) slopes when ALiBi is on, else null.
+  const void* query = nullptr;          ///< (Tq, Hq, D).
+  void* output = nullptr;               ///< (Tq, Hq, D).
+  float* lse = nullptr;                 ///< Optional (Tq, Hq) natural-log log-sum-exp.
+  const void* mask = nullptr;           ///< Additive mask or null.
+  int64_t mask_head_stride = 0;         ///< 0 for a 2-D mask.
+  int64_t mask_row_stride = 0;          ///< Padded last dim of the mask.
+  KvSource kv;
+
+  /// True when request b's query row i may only see keys j <= kvlen - seqlen + i (spec §5.3:
+  /// the causal mask is bottom-right aligned, decodes are never masked, and ALiBi carries its own
+  /// causal -inf, §5.5).
+  DYNATTN_HD bool BottomRightLimited(int64_t b) const {
+    return alibi_slopes != nullptr ||
+           (is_causal && batch.SeqLen(b) > 1 && b >= batch.decoding_batches);
+  }
+  /// The last key (inclusive) that query row `row` of request b sees: the bottom-right causal
+  /// limit kvlen - seqlen + row when limited, else the last context key. Also the query's position
+  /// in key numbers, which ALiBi's distance is measured from.
+  DYNATTN_HD int64_t LastVisibleKey(int64_t b, int64_t row) const {
+    const int64_t kvlen = batch.KvLen(b);
+    return BottomRightLimited(b) ? kvlen - batch.SeqLen(b) + row : kvlen - 1;
+  }
+};
+
+/// One validated cache write (KeyValueCache step 1): new token t of request b goes to
+/// position start_pos[b] + t.
+struct WriteProblem {
+  Batch batch;
+  DType io_type = DType::kF32;
+  const void* current_key = nullptr;    ///< (Tq, Hkv, D).
+  const void* current_value = nullptr;  ///< (Tq, Hkv, D).
+  KvSource kv;
+};
+
+/// One validated gather (KeyValueCache step 2).
+struct GatherProblem {
+  Batch batch;
+  DType io_type = DType::kF32;
+  int num_repeat = 1;
+  void* key = nullptr;    ///< (kvstarts[B], Hkv * num_repeat, D).
+  void* value = nullptr;  ///< Same shape.
+  KvSource kv;
+};
+
+}  // namespace dynattn::internal
+
+#endif  // DYNATTN_CORE_PROBLEM_H_

@@ -1,0 +1,48 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The partial softmax state and its merge: the one rule behind split contexts, unified
+// attention's parts, the CUDA merges and the public MergeStates.
+//
+// A part that attended to keys K holds m = max_{j in K} s_j, l = sum exp(s_j - m) and
+// a = sum exp(s_j - m) v_j (s_j the finished scores). Parts of one query vector merge exactly:
+//   M = max over the non-empty parts of m_k,   w_k = MergeWeight(m_k, M),
+//   l = sum_k w_k l_k,   a = sum_k w_k a_k,   output = a / l,   LSE = M + log(l).
+// An empty part (it saw no key: m = -inf, l = 0) is skipped, so a merge never forms
+// exp(-inf - -inf) = NaN; no non-empty part at all gives output 0 and LSE -inf. The part holding
+// M gets weight exactly 1, so merging a single part copies it.
+//
+// What each user chooses is the arithmetic and the order: the CPU kernels merge in float with the
+// target-independent exp of simd/softmax-inl.h, CUDA in float with expf, MergeStates in double;
+// splits and unified parts merge in the plan's key order, MergeStates in an order fixed by the
+// parts' values (so that any permutation of its inputs gives the same bits).
+
+#ifndef DYNATTN_CORE_SOFTMAX_STATE_H_
+#define DYNATTN_CORE_SOFTMAX_STATE_H_
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/host_device.h"
+
+namespace dynattn::internal {
+
+/// Floats in one partial softmax state as the kernels store it: m, l, then the accumulator a
+/// padded to `padded_dim`.
+DYNATTN_HD int64_t StateFloats(int padded_dim) { return 2 + padded_dim; }
+
+/// True for a part that saw no key (m = -inf): every merge skips it.
+template <typename T>
+DYNATTN_HD bool IsEmptyPart(T part_max) {
+  return part_max == static_cast<T>(-INFINITY);
+}
+
+/// The weight w_k of a non-empty part with max `part_max` in a merge whose max is `merged_max`:
+/// exactly 1 for the part holding the max, else exp(part_max - merged_max) with the caller's exp.
+template <typename T, typename Exp>
+DYNATTN_HD T MergeWeight(T part_max, T merged_max, const Exp& exp) {
+  return part_max == merged_max ? static_cast<T>(1) : exp(part_max - merged_max);
+}
+
+}  // namespace dynattn::internal
+
+#endif  // DYNATTN_CORE_SOFTMAX_STATE_H_

@@ -1,0 +1,125 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Plan once per step, run once per layer: the API an engine's step loop calls.
+//
+// A serving step has one set of metadata (request boundaries, positions, page or block tables)
+// and runs attention in every layer, each with its own query, fresh K/V, cache and output. So:
+//
+//   dynattn::Context context;                               // once: threads, scratch, workspace
+//   dynattn::Plan plan;
+//   Status s = dynattn::PlanMultiHeadCacheAttention(attrs, layer0_args, &plan);   // per step
+//   for (each layer) s = dynattn::RunMultiHeadCacheAttention(plan, layer_args, &context);
+//
+// `Plan*` validates every input (index tensors and data tensors alike), copies the index tensors
+// it needs and builds the work plan; it writes nothing. `Run*` checks that the layer's data
+// tensors have exactly the shapes, dtypes and device the plan saw (their pointers may differ;
+// the index tensors of its arguments are not read again), then writes the fresh K/V and runs the
+// kernels in the caller's Context. Once a Context has run a plan, running plans of that size
+// again allocates nothing. Results are bit-identical to the one-shot calls of dynattn/ops.h and
+// dynattn/unified.h, which are Plan + Run over a pooled Context.
+
+#ifndef DYNATTN_PLAN_H_
+#define DYNATTN_PLAN_H_
+
+#include <cstddef>
+#include <memory>
+
+#include "dynattn/ops.h"
+#include "dynattn/status.h"
+#include "dynattn/unified.h"
+
+namespace dynattn {
+
+namespace internal {
+struct ContextState;
+struct PlanState;
+}  // namespace internal
+
+/// How a Context runs its calls.
+struct ContextOptions {
+  int num_threads = 0;  ///< CPU worker threads (the caller's included); 0 = all cores.
+  /// CUDA backend: the `cudaStream_t` its kernels and copies are enqueued on; null = the default
+  /// stream. Run returns after the stream has finished the call's work.
+  void* cuda_stream = nullptr;
+};
+
+/// What runs plans: on the CPU a oneTBB arena of `num_threads`, per-worker scratch and the
+/// partial-state workspace; on CUDA the stream and a device workspace. Buffers grow to the
+/// largest plan run and are kept. Owned by the caller and used by one calling thread at a time
+/// (give each engine thread its own). A Context asking for more threads than the machine has
+/// cores raises oneTBB's process-wide worker limit while it lives.
+class Context {
+ public:
+  explicit Context(const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  /// The options it was made with (num_threads resolved: never 0).
+  const ContextOptions& options() const;
+  /// Host bytes held for partial states and scratch (grows, never shrinks).
+  size_t workspace_bytes() const;
+
+  internal::ContextState* state() const { return state_.get(); }  ///< Library internal.
+
+ private:
+  std::unique_ptr<internal::ContextState> state_;
+};
+
+/// A validated, planned step of one op. Move-only; empty until a `Plan*` call succeeds.
+class Plan {
+ public:
+  Plan();
+  ~Plan();
+  Plan(Plan&&) noexcept;
+  Plan& operator=(Plan&&) noexcept;
+
+  /// True until a Plan* call has filled it.
+  bool empty() const { return state_ == nullptr; }
+  /// The op it plans: "KeyValueCache", "MultiHeadAttention", "MultiHeadCacheAttention" or
+  /// "UnifiedAttention" (null when empty).
+  const char* op() const;
+  /// The dispatch-table row that runs it, e.g. "cpu/int8" or "cuda/f16" (null when empty).
+  const char* backend() const;
+  /// Partial-state bytes a Context needs to run it (0 when no context is split).
+  size_t workspace_bytes() const;
+  /// Unified plans: what the planner made of the step. Null for the other ops.
+  const UnifiedStepSummary* unified_summary() const;
+
+  internal::PlanState* state() const { return state_.get(); }  ///< Library internal.
+  void Reset(std::unique_ptr<internal::PlanState> state);      ///< Library internal.
+
+ private:
+  std::unique_ptr<internal::PlanState> state_;
+};
+
+/// Validates a KeyValueCache call and plans it (writes nothing).
+Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
+                         Plan* plan);
+/// Writes the new tokens of `args` into its cache and gathers the contexts, as planned.
+Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context* context);
+
+/// Validates a MultiHeadAttention call and plans it.
+Status PlanMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
+                              Plan* plan);
+/// Attention of `args`' query over its key and value, as planned.
+Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& args,
+                             Context* context);
+
+/// Validates a MultiHeadCacheAttention call and plans it (writes nothing).
+Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
+                                   const MultiHeadCacheAttentionArgs& args, Plan* plan);
+/// Writes the new K/V of `args` into its cache, then attends over the contexts, as planned.
+Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentionArgs& args,
+                                  Context* context);
+
+/// Validates a unified-attention step and plans its three paths (writes nothing); the plan's
+/// `unified_summary()` is what DescribeUnifiedStep reports.
+Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
+                            Plan* plan);
+/// Writes the fresh K/V of `args` into its block cache, then runs the planned step.
+Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context);
+
+}  // namespace dynattn
+
+#endif  // DYNATTN_PLAN_H_

@@ -1,0 +1,83 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "src/context.h"
+
+#include <mutex>
+#include <utility>
+
+namespace dynattn {
+namespace internal {
+namespace {
+
+int ResolveThreads(int requested) {
+  return requested > 0 ? requested : tbb::this_task_arena::max_concurrency();
+}
+
+/// Idle contexts of the one-shot calls, any thread count.
+struct ContextPool {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Context>> idle;
+};
+
+ContextPool& Pool() {
+  static ContextPool* pool = new ContextPool;  // never destroyed: leases may end at exit
+  return *pool;
+}
+
+}  // namespace
+
+ContextState::ContextState(const ContextOptions& requested)
+    : options(requested), arena(ResolveThreads(requested.num_threads)) {
+  options.num_threads = ResolveThreads(requested.num_threads);
+  oversubscribed = options.num_threads > tbb::this_task_arena::max_concurrency();
+  if (options.num_threads > 1) arena.initialize();
+}
+
+ContextState::~ContextState() {
+  if (device != nullptr) ReleaseDeviceWorkspace(device);
+}
+
+float* ContextState::States(size_t floats) {
+  if (states.size() < floats) states.resize(floats);
+  return states.data();
+}
+
+PooledContext::PooledContext(int num_threads) {
+  const int threads = ResolveThreads(num_threads);
+  {
+    ContextPool& pool = Pool();
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    for (size_t i = 0; i < pool.idle.size(); ++i) {
+      if (pool.idle[i]->options().num_threads != threads) continue;
+      context_ = std::move(pool.idle[i]);
+      pool.idle.erase(pool.idle.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+  }
+  ContextOptions options;
+  options.num_threads = threads;
+  context_ = std::make_unique<Context>(options);
+}
+
+PooledContext::~PooledContext() {
+  ContextPool& pool = Pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  pool.idle.push_back(std::move(context_));
+}
+
+}  // namespace internal
+
+Context::Context(const ContextOptions& options)
+    : state_(std::make_unique<internal::ContextState>(options)) {}
+
+Context::~Context() = default;
+
+const ContextOptions& Context::options() const { return state_->options; }
+
+size_t Context::workspace_bytes() const {
+  size_t bytes = state_->states.capacity() * sizeof(float);
+  for (const internal::Scratch& s : state_->scratch) bytes += s.floats.capacity() * sizeof(float);
+  return bytes;
+}
+
+}  // namespace dynattn

@@ -1,0 +1,101 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// What a public Context holds, and how the CPU backend runs parallel work in it.
+//
+// Why it looks like this: an engine runs the same step shape in every layer of every step, so
+// everything a call needs besides its plan (the oneTBB arena, each worker's scratch, the partial
+// states, the CUDA stream and device workspace) lives here, is created once and grows to the
+// largest plan run. A call then allocates nothing, and a tiny step costs its kernels' work plus
+// the arena's hand-off, not an arena's creation.
+
+#ifndef DYNATTN_SRC_CONTEXT_H_
+#define DYNATTN_SRC_CONTEXT_H_
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "dynattn/plan.h"
+#include "simd/kernel_abi.h"
+
+namespace dynattn::internal {
+
+/// The CUDA backend's part of a Context (gpu/backend.cu): stream and device workspace.
+struct DeviceWorkspace;
+/// Frees a DeviceWorkspace (defined with it; a no-op without the CUDA backend).
+void ReleaseDeviceWorkspace(DeviceWorkspace* workspace);
+
+struct ContextState {
+  explicit ContextState(const ContextOptions& options);
+  ~ContextState();
+
+  /// Calls body(i, scratch) for i in [0, n) on the context's threads. A single piece, or a
+  /// one-thread context, runs on the caller's thread without entering the arena.
+  template <typename Body>
+  void ParallelFor(int64_t n, const Body& body);
+
+  /// `floats` floats of partial-state workspace (contents undefined), grown when needed.
+  float* States(size_t floats);
+
+  ContextOptions options;  ///< num_threads resolved (>= 1).
+  /// More threads than oneTBB lends by default (cores - 1 workers): each parallel call then
+  /// raises oneTBB's process-wide worker limit for its own duration (tests do, to prove
+  /// determinism under oversubscription).
+  bool oversubscribed = false;
+  tbb::task_arena arena;
+  tbb::enumerable_thread_specific<Scratch> scratch;
+  std::vector<float> states;
+  DeviceWorkspace* device = nullptr;  ///< Created by the CUDA backend on first use.
+};
+
+template <typename Body>
+void ContextState::ParallelFor(int64_t n, const Body& body) {
+  if (n <= 0) return;
+  if (n == 1 || options.num_threads == 1) {
+    Scratch& local = scratch.local();
+    for (int64_t i = 0; i < n; ++i) body(i, &local);
+    return;
+  }
+  std::optional<tbb::global_control> allow;
+  if (oversubscribed) {
+    allow.emplace(tbb::global_control::max_allowed_parallelism, options.num_threads);
+  }
+  arena.execute([&] {
+    // One task per piece: the pieces are coarse (work items, token chunks), and a few of them
+    // (a long split, a shared segment for 64 readers) can outweigh many others, so an idle
+    // worker must be able to take any single one.
+    tbb::parallel_for(
+        tbb::blocked_range<int64_t>(0, n, 1),
+        [&](const tbb::blocked_range<int64_t>& r) {
+          Scratch& local = scratch.local();
+          for (int64_t i = r.begin(); i < r.end(); ++i) body(i, &local);
+        },
+        tbb::simple_partitioner());
+  });
+}
+
+/// A Context from a process-wide pool for the one-shot calls, returned to the pool when the
+/// lease ends. Concurrent one-shot calls get different contexts.
+class PooledContext {
+ public:
+  explicit PooledContext(int num_threads);
+  ~PooledContext();
+  PooledContext(const PooledContext&) = delete;
+  PooledContext& operator=(const PooledContext&) = delete;
+  Context* get() const { return context_.get(); }
+
+ private:
+  std::unique_ptr<Context> context_;
+};
+
+}  // namespace dynattn::internal
+
+#endif  // DYNATTN_SRC_CONTEXT_H_

@@ -1,0 +1,45 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "src/ops/op_plans.h"
+
+#include "core/softmax_state.h"
+
+namespace dynattn::internal {
+
+Status StartPlan(OpKind op, const CacheDesc& cache, const char* input,
+                 std::unique_ptr<PlanState>* state) {
+  const BackendKernels* kernels = KernelsFor(cache.device, cache.elem);
+  if (kernels == nullptr) return NoBackend(input, cache.device);
+  *state = std::make_unique<PlanState>();
+  (*state)->op = op;
+  (*state)->kernels = kernels;
+  return Status::Ok();
+}
+
+void RecordTensors(std::initializer_list<PlannedTensor> tensors, PlanState* state) {
+  state->tensors.assign(tensors.begin(), tensors.end());
+}
+
+void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantized,
+                 const CacheDesc* raw, const CacheDesc& desc, PlanState* state) {
+  state->cache.raw = raw != nullptr;
+  if (raw == nullptr) {
+    state->cache.tensor = tensor;
+    if (quantized) state->cache.scale = scale;
+  }
+  state->cache.desc = desc;
+}
+
+void PlanAttentionWork(PlanState* state) {
+  state->attention_plan = PlanAttention(state->attention);
+  state->workspace_floats = static_cast<size_t>(state->attention_plan.num_states *
+                                                StateFloats(state->attention.padded_dim));
+}
+
+Status CheckRun(const Plan& plan, OpKind op, const Context* context, const PlanState** state) {
+  DYNATTN_RETURN_IF_ERROR(PlanOf(plan, op, state));
+  if (context == nullptr) return Status::Invalid("context", "must not be null");
+  return Status::Ok();
+}
+
+}  // namespace dynattn::internal

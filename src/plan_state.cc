@@ -1,0 +1,180 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "src/plan_state.h"
+
+#include <cstring>
+#include <string>
+
+#include "src/validate.h"
+
+namespace dynattn {
+namespace internal {
+namespace {
+
+const char* OpName(OpKind op) {
+  switch (op) {
+    case OpKind::kKeyValueCache:
+      return "KeyValueCache";
+    case OpKind::kMultiHeadAttention:
+      return "MultiHeadAttention";
+    case OpKind::kMultiHeadCacheAttention:
+      return "MultiHeadCacheAttention";
+    case OpKind::kUnifiedAttention:
+      return "UnifiedAttention";
+  }
+  return "?";
+}
+
+Batch OwnBatch(const Batch& batch, IndexCopies* index) {
+  Batch out = batch;
+  out.seqstarts = index->Own(batch.seqstarts, batch.size + 1);
+  out.kvstarts = index->Own(batch.kvstarts, batch.size + 1);
+  out.start_pos = index->Own(batch.start_pos, batch.size);
+  return out;
+}
+
+SlotMap OwnSlots(const SlotMap& map, int64_t batch_size, IndexCopies* index) {
+  SlotMap out = map;
+  const int64_t entries =
+      map.mode == SlotMap::Mode::kOffset ? batch_size : batch_size * map.table_stride;
+  out.starts = index->Own(map.starts, entries);
+  return out;
+}
+
+/// `pointer`, which lies in the planned buffer `planned_base`, moved to the same offset of
+/// `run_base`.
+void* Rebase(void* pointer, const void* planned_base, void* run_base) {
+  if (pointer == nullptr) return nullptr;
+  const std::ptrdiff_t offset =
+      static_cast<const char*>(pointer) - static_cast<const char*>(planned_base);
+  return static_cast<char*>(run_base) + offset;
+}
+
+CachePlane RebasePlane(const CachePlane& plane, const PlannedCache& planned,
+                       const TensorView& tensor, const TensorView& scale) {
+  CachePlane out = plane;
+  out.data = Rebase(plane.data, planned.tensor.data, tensor.data);
+  out.scale = Rebase(plane.scale, planned.scale.data, scale.data);
+  return out;
+}
+
+bool SamePlaneGeometry(const CachePlane& a, const CachePlane& b) {
+  return a.slot_stride == b.slot_stride && a.head_stride == b.head_stride &&
+         a.scale_slot_stride == b.scale_slot_stride && a.scale_head_stride == b.scale_head_stride &&
+         (a.scale == nullptr) == (b.scale == nullptr);
+}
+
+bool SameGeometry(const CacheDesc& a, const CacheDesc& b) {
+  return a.elem == b.elem && a.scale_type == b.scale_type && a.quant_group == b.quant_group &&
+         a.num_kv_heads == b.num_kv_heads && a.head_dim == b.head_dim &&
+         a.num_slots == b.num_slots && a.device == b.device && SamePlaneGeometry(a.key, b.key) &&
+         SamePlaneGeometry(a.value, b.value);
+}
+
+bool SameMetadata(const TensorView& a, const TensorView& b) {
+  if (a.rank != b.rank || a.dtype != b.dtype || a.device != b.device) return false;
+  for (int i = 0; i < a.rank; ++i) {
+    if (a.shape[i] != b.shape[i]) return false;
+  }
+  return true;
+}
+
+std::string Describe(const TensorView& t) {
+  if (!t.present()) return "absent";
+  return std::string(DTypeName(t.dtype)) + " " + ShapeString(t) + " in " + DeviceName(t.device) +
+         " memory";
+}
+
+}  // namespace
+
+void PlanState::OwnIndexArrays() {
+  write.batch = OwnBatch(write.batch, &index);
+  write.kv.slots = OwnSlots(write.kv.slots, write.batch.size, &index);
+  gather.batch = OwnBatch(gather.batch, &index);
+  gather.kv.slots = OwnSlots(gather.kv.slots, gather.batch.size, &index);
+  attention.batch = OwnBatch(attention.batch, &index);
+  attention.kv.slots = OwnSlots(attention.kv.slots, attention.batch.size, &index);
+  if (attention.alibi_slopes != nullptr) {
+    alibi_slopes.assign(attention.alibi_slopes, attention.alibi_slopes + attention.num_heads);
+    attention.alibi_slopes = alibi_slopes.data();
+  }
+  UnifiedStep& s = unified_step;
+  s.query_start_loc = index.Own(s.query_start_loc, s.num_requests + 1);
+  s.context_lens = index.Own(s.context_lens, s.num_requests);
+  s.block_table = index.Own(s.block_table, s.num_requests * s.table_stride);
+}
+
+Status PlanState::CheckTensor(const char* name, const TensorView& view) const {
+  for (const PlannedTensor& planned : tensors) {
+    if (std::strcmp(planned.name, name) != 0) continue;
+    if (planned.view.present() != view.present() ||
+        (view.present() && !SameMetadata(planned.view, view))) {
+      return Status::Invalid(
+          name, "must match the plan (" + Describe(planned.view) + "), got " + Describe(view));
+    }
+    return view.present() ? CheckStorage(name, view) : Status::Ok();
+  }
+  return Status::Internal(std::string(name) + " was not recorded by the plan");
+}
+
+Status PlanState::RunCache(const TensorView& tensor, const TensorView& scale, const CacheDesc* desc,
+                           CacheDesc* out) const {
+  if (cache.raw) {
+    if (desc == nullptr) {
+      return Status::Invalid("cache_desc", "is required: the step was planned with one");
+    }
+    if (!SameGeometry(*desc, cache.desc)) {
+      return Status::Invalid("cache_desc",
+                             "must match the plan's (element type, scales, heads, head_dim, "
+                             "num_slots, strides and device)");
+    }
+    if (desc->num_slots > 0 && (desc->key.data == nullptr || desc->value.data == nullptr)) {
+      return Status::Invalid("cache_desc", "key.data and value.data must not be null");
+    }
+    *out = *desc;
+    return Status::Ok();
+  }
+  if (desc != nullptr) {
+    return Status::Invalid("cache_desc", "must be null: the step was planned with cache tensors");
+  }
+  DYNATTN_RETURN_IF_ERROR(CheckTensor("cache", tensor));
+  if (cache.scale.present()) DYNATTN_RETURN_IF_ERROR(CheckTensor("scale", scale));
+  *out = cache.desc;
+  out->key = RebasePlane(cache.desc.key, cache, tensor, scale);
+  out->value = RebasePlane(cache.desc.value, cache, tensor, scale);
+  return Status::Ok();
+}
+
+Status PlanOf(const Plan& plan, OpKind op, const PlanState** state) {
+  if (plan.empty()) return Status::Invalid("plan", "is empty (its Plan* call failed or never ran)");
+  if (plan.state()->op != op) {
+    return Status::Invalid(
+        "plan", std::string("is a plan of ") + OpName(plan.state()->op) + ", not of " + OpName(op));
+  }
+  *state = plan.state();
+  return Status::Ok();
+}
+
+}  // namespace internal
+
+Plan::Plan() = default;
+Plan::~Plan() = default;
+Plan::Plan(Plan&&) noexcept = default;
+Plan& Plan::operator=(Plan&&) noexcept = default;
+
+void Plan::Reset(std::unique_ptr<internal::PlanState> state) { state_ = std::move(state); }
+
+const char* Plan::op() const { return state_ ? internal::OpName(state_->op) : nullptr; }
+
+const char* Plan::backend() const { return state_ ? state_->kernels->name : nullptr; }
+
+size_t Plan::workspace_bytes() const {
+  return state_ ? state_->workspace_floats * sizeof(float) : 0;
+}
+
+const UnifiedStepSummary* Plan::unified_summary() const {
+  if (!state_ || state_->op != internal::OpKind::kUnifiedAttention) return nullptr;
+  return &state_->unified_summary;
+}
+
+}  // namespace dynattn

@@ -1,0 +1,102 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// What a public Plan holds: the validated problems of one op with their index arrays copied (so a
+// plan outlives the caller's metadata tensors), the work plan core/ made of them, the row of the
+// dispatch table that runs it, and the metadata of every data tensor the planning call passed,
+// against which each Run checks its own tensors before it reads or writes anything.
+
+#ifndef DYNATTN_SRC_PLAN_STATE_H_
+#define DYNATTN_SRC_PLAN_STATE_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/plan_unified.h"
+#include "dynattn/plan.h"
+#include "dynattn/unified.h"
+#include "src/dispatch.h"
+
+namespace dynattn::internal {
+
+enum class OpKind : uint8_t {
+  kKeyValueCache,
+  kMultiHeadAttention,
+  kMultiHeadCacheAttention,
+  kUnifiedAttention
+};
+
+/// Copies of the caller's index arrays; each source array is copied once.
+class IndexCopies {
+ public:
+  /// A plan-owned copy of source[0, count) (null for a null source).
+  template <typename T>
+  const T* Own(const T* source, int64_t count);
+
+ private:
+  std::vector<std::pair<const void*, std::vector<char>>> arrays_;
+};
+
+/// A data tensor of the planning call (its metadata; Run takes the data anew).
+struct PlannedTensor {
+  const char* name = nullptr;
+  TensorView view;
+};
+
+/// Where a call's cache comes from, as the plan saw it.
+struct PlannedCache {
+  bool raw = false;   ///< A caller-built CacheDesc (or BlockCache) rather than PMX tensors.
+  TensorView tensor;  ///< PMX cache tensor (raw = false).
+  TensorView scale;   ///< PMX scale tensor (raw = false, quantized caches).
+  CacheDesc desc;     ///< The descriptor of the planning call.
+};
+
+struct PlanState {
+  OpKind op = OpKind::kMultiHeadAttention;
+  const BackendKernels* kernels = nullptr;
+  IndexCopies index;
+  std::vector<float> alibi_slopes;
+  WriteProblem write;
+  GatherProblem gather;
+  AttentionProblem attention;
+  AttentionPlan attention_plan;
+  std::vector<GatherPiece> gather_pieces;
+  UnifiedStep unified_step;
+  UnifiedPlan unified_plan;
+  UnifiedStepSummary unified_summary;
+  std::vector<PlannedTensor> tensors;
+  PlannedCache cache;
+  BlockCache block_cache;  ///< Unified plans: the block geometry the plan addresses.
+  size_t workspace_floats = 0;
+
+  /// Copies the batch's and slot map's arrays (and the ALiBi slopes) into the plan and points
+  /// the problems at the copies.
+  void OwnIndexArrays();
+  /// Fails unless `view` matches the planned tensor `name` (presence, dtype, shape, device) and
+  /// passes the storage checks.
+  Status CheckTensor(const char* name, const TensorView& view) const;
+  /// The cache descriptor of a Run: the planned one moved onto the run's PMX tensors, or the
+  /// run's own descriptor once its geometry matches the plan's.
+  Status RunCache(const TensorView& tensor, const TensorView& scale, const CacheDesc* desc,
+                  CacheDesc* out) const;
+};
+
+/// The state of `plan` when it is a plan of `op`, else an error.
+Status PlanOf(const Plan& plan, OpKind op, const PlanState** state);
+
+template <typename T>
+const T* IndexCopies::Own(const T* source, int64_t count) {
+  if (source == nullptr) return nullptr;
+  const size_t bytes = static_cast<size_t>(count) * sizeof(T);
+  for (const auto& [from, copy] : arrays_) {
+    if (from == source && copy.size() >= bytes) return reinterpret_cast<const T*>(copy.data());
+  }
+  const char* first = reinterpret_cast<const char*>(source);
+  arrays_.emplace_back(source, std::vector<char>(first, first + bytes));
+  return reinterpret_cast<const T*>(arrays_.back().second.data());
+}
+
+}  // namespace dynattn::internal
+
+#endif  // DYNATTN_SRC_PLAN_STATE_H_
