@@ -85,6 +85,15 @@ std::string Describe(const TensorView& t) {
          " memory";
 }
 
+/// `view` must have the planned tensor's presence, dtype, shape and device, and valid storage.
+Status CheckAgainstPlanned(const char* name, const TensorView& view, const TensorView& planned) {
+  if (planned.present() != view.present() || (view.present() && !SameMetadata(planned, view))) {
+    return Status::Invalid(
+        name, "must match the plan (" + Describe(planned) + "), got " + Describe(view));
+  }
+  return view.present() ? CheckStorage(name, view) : Status::Ok();
+}
+
 }  // namespace
 
 void PlanState::OwnIndexArrays() {
@@ -106,13 +115,7 @@ void PlanState::OwnIndexArrays() {
 
 Status PlanState::CheckTensor(const char* name, const TensorView& view) const {
   for (const PlannedTensor& planned : tensors) {
-    if (std::strcmp(planned.name, name) != 0) continue;
-    if (planned.view.present() != view.present() ||
-        (view.present() && !SameMetadata(planned.view, view))) {
-      return Status::Invalid(
-          name, "must match the plan (" + Describe(planned.view) + "), got " + Describe(view));
-    }
-    return view.present() ? CheckStorage(name, view) : Status::Ok();
+    if (std::strcmp(planned.name, name) == 0) return CheckAgainstPlanned(name, view, planned.view);
   }
   return Status::Internal(std::string(name) + " was not recorded by the plan");
 }
@@ -137,8 +140,10 @@ Status PlanState::RunCache(const TensorView& tensor, const TensorView& scale, co
   if (desc != nullptr) {
     return Status::Invalid("cache_desc", "must be null: the step was planned with cache tensors");
   }
-  DYNATTN_RETURN_IF_ERROR(CheckTensor("cache", tensor));
-  if (cache.scale.present()) DYNATTN_RETURN_IF_ERROR(CheckTensor("scale", scale));
+  DYNATTN_RETURN_IF_ERROR(CheckAgainstPlanned("cache", tensor, cache.tensor));
+  if (cache.scale.present()) {
+    DYNATTN_RETURN_IF_ERROR(CheckAgainstPlanned("scale", scale, cache.scale));
+  }
   *out = cache.desc;
   out->key = RebasePlane(cache.desc.key, cache, tensor, scale);
   out->value = RebasePlane(cache.desc.value, cache, tensor, scale);
