@@ -28,6 +28,7 @@
 #include "tests/reference/case_gen.h"
 #include "tests/reference/golden_matrix.h"
 #include "tests/reference/reference.h"
+#include "tests/support/harness.h"
 
 namespace {
 
@@ -1126,9 +1127,10 @@ TEST_SUITE("cli") {
   TEST_CASE("unified_attention matches the reference on random steps (RandomUnifiedCase)") {
     dynattn_ref::GenOptions options;
     options.small = true;
-    for (uint64_t seed = 1; seed <= 12; ++seed) {
+    for (uint64_t i = 0; i < 12; ++i) {
+      const uint64_t seed = dynattn_test::BaseSeed() + i;
       const dynattn_ref::Case random = dynattn_ref::RandomUnifiedCase(seed, options);
-      INFO(random.description);
+      INFO("seed " << seed << ": " << random.description);
       CheckUnifiedRuns(RandomUnifiedCliCase(random), random.attrs, true, {"2"});
     }
   }

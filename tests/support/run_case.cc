@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <random>
 
 #include "hwy/highway.h"
 #include "hwy/targets.h"
@@ -182,11 +181,19 @@ LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options, Placemen
 }
 
 void ForEachTarget(const std::function<void(const std::string&)>& body) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
+  // None forced while listing: Highway lists only the forced target while one is.
+  ForcedTarget forced(0);
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  for (int64_t target : targets) {
+    forced.Set(target);
     body(hwy::TargetName(target));
   }
-  hwy::SetSupportedTargetsForTest(0);
+}
+
+bool HaveAvx2AndAvx512() {
+  int found = 0;
+  ForEachTarget([&](const std::string& name) { found += name == "AVX2" || name == "AVX3"; });
+  return found == 2;
 }
 
 bool SameBytes(const Array& a, const Array& b, std::string* why) {
@@ -203,16 +210,6 @@ bool SameBytes(const Array& a, const Array& b, std::string* why) {
     }
   }
   return true;
-}
-
-uint64_t BaseSeed() {
-  static const uint64_t seed = [] {
-    if (const char* env = std::getenv("DYNATTN_TEST_SEED")) {
-      return static_cast<uint64_t>(std::strtoull(env, nullptr, 0));
-    }
-    return static_cast<uint64_t>(std::random_device{}()) << 20;
-  }();
-  return seed;
 }
 
 }  // namespace dynattn_test
