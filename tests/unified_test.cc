@@ -282,6 +282,7 @@ TEST_SUITE("unified") {
     c = good;
     SetTable(&c, 3, 1);  // S1 writes block 1, as S0 does: slot clash
     ExpectRejected(c, "block_table", "both write slot");
+    ExpectRejected(c, "block_table", "(rule: write slots must be distinct)");
     c = good;
     SetTable(&c, 5, 3);  // S2 uses block 3 twice
     ExpectRejected(c, "block_table", "twice");
@@ -294,6 +295,11 @@ TEST_SUITE("unified") {
     c = good;
     c.inputs["query_start_loc"] = MakeI64({5}, {0, 8, 7, 13, 14});
     ExpectRejected(c, "query_start_loc", "non-decreasing");
+    // The offset rules shared with seqstarts and the engines' indptrs (src/validate.h).
+    c.inputs["query_start_loc"] = MakeI64({5}, {1, 8, 12, 13, 14});
+    ExpectRejected(c, "query_start_loc", "must start at 0, got 1");
+    c.inputs["query_start_loc"] = MakeI64({5}, {0, 8, 12, 13, int64_t{1} << 47});
+    ExpectRejected(c, "query_start_loc", "entry 4 = 140737488355328 is too large");
     c = good;
     c.inputs["context_lens"] = MakeI64({4}, {0, 4, -1, 4});
     ExpectRejected(c, "context_lens", "must be in [0");

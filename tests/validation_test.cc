@@ -180,6 +180,57 @@ TEST_SUITE("validation") {
     ExpectRejected(kMhca, 1, "page_size", [](Case* c) { c->attrs.page_size = 0; });
   }
 
+  TEST_CASE("the rules shared with the adapters (src/validate.h) hold here, in their words") {
+    // Quantization attributes, through the ops and through MakePmxCacheDesc itself.
+    ExpectRejected(kMhca, 0, "quant_bit: must be 0, 4 or 8, got 3",
+                   [](Case* c) { c->attrs.quant_bit = 3; });
+    ExpectRejected(kMhca, 0, "quant_group: must divide head_dim 8, got 3",
+                   [](Case* c) { c->attrs.quant_group = 3; });
+    Case c = BaseCase(kMhca, 0);
+    const dynattn::TensorView cache = ViewOf(c.inputs["cache"]);
+    const dynattn::TensorView scale = ViewOf(c.inputs["scale"]);
+    const dynattn::CacheAttrs attrs = CacheAttrsOf(c.attrs);
+    dynattn::CacheDesc desc;
+    REQUIRE(dynattn::MakePmxCacheDesc(cache, scale, attrs, 2, 8, &desc).ok());
+    const auto expect = [&](const dynattn::TensorView& k, const dynattn::CacheAttrs& a,
+                            int head_dim, const std::string& message) {
+      const dynattn::Status st = dynattn::MakePmxCacheDesc(k, scale, a, 2, head_dim, &desc);
+      CHECK_MESSAGE(st.message().rfind(message, 0) == 0, st.message() << " (want " << message);
+    };
+    expect(cache, attrs, 0, "head_dim: must be >= 1, got 0");
+    dynattn::CacheAttrs int4 = attrs;
+    int4.quant_bit = 4;
+    int4.quant_group = 1;
+    expect(cache, int4, 8, "quant_group: must be even for int4");
+    // Storage of the cache: negative extent, null data, strides that are not row-major.
+    dynattn::TensorView bad = cache;
+    bad.shape[0] = -1;
+    expect(bad, attrs, 8, "cache: has a negative extent (-1, 2, 2, 2, 8)");
+    bad = cache;
+    bad.data = nullptr;
+    expect(bad, attrs, 8, "cache: data is null");
+    bad = cache;
+    bad.strides[0] += 1;
+    expect(bad, attrs, 8, "cache: must be dense row-major");
+    // Offsets, shapes in messages and distinct writes.
+    ExpectRejected(kMhca, 0, "seqstarts: must start at 0, got 1", [](Case* c) {
+      SetI64(c, "seqstarts", {1, 1, 4});
+    });
+    ExpectRejected(kMhca, 0,
+                   "seqstarts: must be non-decreasing (seqstarts[2] = 1 < seqstarts[1] = 3)",
+                   [](Case* c) {
+                     SetI64(c, "seqstarts", {0, 3, 1});
+                   });
+    ExpectRejected(kMhca, 0, "kvstarts: entry 2 = 140737488355328 is too large", [](Case* c) {
+      SetI64(c, "kvstarts", {0, 5, int64_t{1} << 47});
+    });
+    ExpectRejected(kMhca, 0, "attn_mask: must have rank 2 or 3, got shape (48,)",
+                   [](Case* c) { c->inputs["attn_mask"].shape = {48}; });
+    ExpectRejected(kMhca, 0, "both write slot 4 (rule: write slots must be distinct)", [](Case* c) {
+      SetI64(c, "cachestarts", {0, 2});
+    });
+  }
+
   TEST_CASE("slots out of range, unusable pages and clashing writes are rejected") {
     ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {0, 14}); });
     ExpectRejected(kMhca, 0, "cachestarts", [](Case* c) { SetI64(c, "cachestarts", {-1, 8}); });
