@@ -28,6 +28,7 @@
 #include "tests/reference/case_gen.h"
 #include "tests/reference/golden_matrix.h"
 #include "tests/reference/reference.h"
+#include "tests/support/dtypes.h"
 #include "tests/support/harness.h"
 
 namespace {
@@ -695,22 +696,9 @@ const std::vector<UnifiedRequest>& UnifiedRequests() {
 constexpr int kUnifiedBlocksUsed = 11;
 constexpr int kUnifiedBlocks = 14;
 
-dynattn_ref::Dt RefDt(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return dynattn_ref::Dt::kF32;
-    case DType::kF16:
-      return dynattn_ref::Dt::kF16;
-    case DType::kI8:
-      return dynattn_ref::Dt::kI8;
-    default:
-      return dynattn_ref::Dt::kI64;
-  }
-}
-
 dynattn_ref::Array ToReference(const NpyArray& array) {
   dynattn_ref::Array out;
-  out.dt = RefDt(array.dtype);
+  out.dt = dynattn_test::RefDtOf(array.dtype);
   out.shape = array.shape;
   out.bytes = array.bytes;
   return out;

@@ -9,6 +9,7 @@
 
 #include "hwy/highway.h"
 #include "hwy/targets.h"
+#include "tests/support/dtypes.h"
 
 namespace dynattn_test {
 
@@ -37,20 +38,6 @@ dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
 namespace {
 
 using dynattn_ref::Dt;
-
-dynattn::DType DTypeOf(Dt dt) {
-  switch (dt) {
-    case Dt::kF32:
-      return dynattn::DType::kF32;
-    case Dt::kF16:
-      return dynattn::DType::kF16;
-    case Dt::kI8:
-      return dynattn::DType::kI8;
-    case Dt::kI64:
-      return dynattn::DType::kI64;
-  }
-  return dynattn::DType::kF32;
-}
 
 /// A copy of the named input, or an empty array (absent) when the case has none.
 Array InputOrAbsent(const Case& c, const char* name, bool* present) {
