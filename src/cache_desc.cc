@@ -7,9 +7,12 @@
 #include <string>
 
 #include "dynattn/cache.h"
+#include "src/validate.h"
 
 namespace dynattn {
 namespace {
+
+using internal::ShapeString;
 
 struct LayoutStrides {
   int64_t slot, layer, kv, head;
@@ -47,12 +50,6 @@ constexpr const char* kLegend[4] = {
 /// Index of the MaxT dimension in layout 0-3.
 int SlotDim(int layout) { return layout; }
 
-std::string ShapeString(const int64_t* shape, int rank) {
-  std::string s = "(";
-  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + ")";
-}
-
 Status CheckLayoutShape(const char* name, const TensorView& t, int layout, int64_t layers,
                         int64_t heads, int64_t row) {
   if (t.rank != 5) {
@@ -68,32 +65,7 @@ Status CheckLayoutShape(const char* name, const TensorView& t, int layout, int64
                                        ShapeString(want, 5) + " " + kLegend[layout]);
     }
   }
-  if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major");
-  if (t.NumElements() > 0 && t.data == nullptr) return Status::Invalid(name, "data is null");
-  return Status::Ok();
-}
-
-Status CheckQuantAttrs(const CacheAttrs& a, int head_dim) {
-  if (a.quant_bit != 0 && a.quant_bit != 4 && a.quant_bit != 8) {
-    return Status::Invalid("quant_bit", "must be 0, 4 or 8, got " + std::to_string(a.quant_bit));
-  }
-  if (a.quant_bit == 0) return Status::Ok();
-  if (a.quant_group < 1 || head_dim % a.quant_group != 0) {
-    return Status::Invalid("quant_group", "must divide head_dim " + std::to_string(head_dim) +
-                                              ", got " + std::to_string(a.quant_group));
-  }
-  if (a.quant_bit == 4 && (head_dim % 2 != 0 || a.quant_group % 2 != 0)) {
-    return Status::Invalid("quant_group",
-                           "int4 caches need an even head_dim and quant_group, got " +
-                               std::to_string(head_dim) + " and " + std::to_string(a.quant_group));
-  }
-  return Status::Ok();
-}
-
-CacheElem ElemOf(int quant_bit, DType dtype) {
-  if (quant_bit == 8) return CacheElem::kInt8;
-  if (quant_bit == 4) return CacheElem::kInt4;
-  return dtype == DType::kF32 ? CacheElem::kF32 : CacheElem::kF16;
+  return internal::CheckStorage(name, t);
 }
 
 Status CheckCacheDType(const TensorView& cache, int quant_bit) {
@@ -112,12 +84,12 @@ Status CheckCacheDType(const TensorView& cache, int quant_bit) {
 
 /// Fills key/value planes (data and strides) of layer `layer` from the tensor base pointers.
 void FillPlanes(const CacheAttrs& a, int heads, int64_t slots, int64_t row, void* data,
-                size_t elem_bits, CacheDesc* desc) {
+                int64_t elem_bits, CacheDesc* desc) {
   const LayoutStrides s = StridesOf(a.cache_layout, a.num_layer, heads, slots, row);
   for (int kv = 0; kv < 2; ++kv) {
     CachePlane& plane = kv == 0 ? desc->key : desc->value;
     const int64_t offset = a.layer_idx * s.layer + kv * s.kv;
-    plane.data = static_cast<char*>(data) + offset * static_cast<int64_t>(elem_bits) / 8;
+    plane.data = static_cast<char*>(data) + offset * elem_bits / 8;
     plane.slot_stride = s.slot;
     plane.head_stride = s.head;
   }
@@ -150,7 +122,7 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
     return Status::Invalid("cache_layout",
                            "must be 0, 1, 2 or 3, got " + std::to_string(a.cache_layout));
   }
-  DYNATTN_RETURN_IF_ERROR(CheckQuantAttrs(a, head_dim));
+  DYNATTN_RETURN_IF_ERROR(internal::CheckQuantization(a.quant_bit, a.quant_group, head_dim));
   if (!cache.present()) return Status::Invalid("cache", "is required");
   DYNATTN_RETURN_IF_ERROR(CheckCacheDType(cache, a.quant_bit));
   const int64_t row = a.quant_bit == 4 ? head_dim / 2 : head_dim;
@@ -159,13 +131,13 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
   const int64_t slots = cache.shape[SlotDim(a.cache_layout)];
 
   CacheDesc d;
-  d.elem = ElemOf(a.quant_bit, cache.dtype);
+  d.elem = internal::CacheElemOf(a.quant_bit, cache.dtype);
   d.quant_group = a.quant_bit == 0 ? head_dim : a.quant_group;
   d.num_kv_heads = num_kv_heads;
   d.head_dim = head_dim;
   d.num_slots = slots;
   // int4 strides count nibbles: the layout formula with head_dim instead of head_dim / 2 bytes.
-  const size_t elem_bits = a.quant_bit == 4 ? 4 : DTypeSize(cache.dtype) * 8;
+  const int64_t elem_bits = internal::CacheElemBits(a.quant_bit, cache.dtype);
   FillPlanes(a, num_kv_heads, slots, head_dim, cache.data, elem_bits, &d);
   if (a.quant_bit != 0) {
     if (!scale.present() || scale.NumElements() == 0) {

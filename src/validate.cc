@@ -18,11 +18,13 @@ namespace dynattn::internal {
 
 using std::to_string;
 
-std::string ShapeString(const TensorView& t) {
+std::string ShapeString(const int64_t* shape, int rank) {
   std::string s = "(";
-  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + to_string(t.shape[i]);
-  return s + (t.rank == 1 ? ",)" : ")");
+  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + to_string(shape[i]);
+  return s + (rank == 1 ? ",)" : ")");
 }
+
+std::string ShapeString(const TensorView& t) { return ShapeString(t.shape, t.rank); }
 
 /// Largest element count a view may have (keeps every offset product far from int64 overflow).
 constexpr int64_t kMaxElements = int64_t{1} << 46;
@@ -41,6 +43,34 @@ Status CheckStorage(const char* name, const TensorView& t) {
   if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major (C order)");
   if (count > 0 && t.data == nullptr) return Status::Invalid(name, "data is null");
   return Status::Ok();
+}
+
+Status CheckQuantization(int quant_bit, int quant_group, int64_t head_dim) {
+  if (quant_bit != 0 && quant_bit != 4 && quant_bit != 8) {
+    return Status::Invalid("quant_bit", "must be 0, 4 or 8, got " + to_string(quant_bit));
+  }
+  if (head_dim < 1) return Status::Invalid("head_dim", "must be >= 1, got " + to_string(head_dim));
+  if (quant_bit == 0) return Status::Ok();
+  if (quant_group < 1 || head_dim % quant_group != 0) {
+    return Status::Invalid("quant_group", "must divide head_dim " + to_string(head_dim) + ", got " +
+                                              to_string(quant_group));
+  }
+  // An even group dividing head_dim makes head_dim even too: int4 rows are whole bytes.
+  if (quant_bit == 4 && quant_group % 2 != 0) {
+    return Status::Invalid("quant_group", "must be even for int4 caches (as must head_dim), got " +
+                                              to_string(quant_group));
+  }
+  return Status::Ok();
+}
+
+CacheElem CacheElemOf(int quant_bit, DType dtype) {
+  if (quant_bit == 8) return CacheElem::kInt8;
+  if (quant_bit == 4) return CacheElem::kInt4;
+  return dtype == DType::kF32 ? CacheElem::kF32 : CacheElem::kF16;
+}
+
+int64_t CacheElemBits(int quant_bit, DType dtype) {
+  return quant_bit == 4 ? 4 : static_cast<int64_t>(DTypeSize(dtype)) * 8;
 }
 
 Status CheckRequired(const char* name, const TensorView& t) {
@@ -122,21 +152,32 @@ Status ReadScalar(const char* name, const TensorView& t, int64_t* value) {
   return Status::Ok();
 }
 
-/// seqstarts/kvstarts: B+1 int64 entries, starting at 0, non-decreasing.
-Status CheckStarts(const char* name, const TensorView& t, int64_t length) {
-  DYNATTN_RETURN_IF_ERROR(CheckInt64Vector(name, t, length));
+int64_t IndexAt(const TensorView& t, int64_t flat) {
+  return t.dtype == DType::kI64 ? t.As<const int64_t>()[flat] : t.As<const int32_t>()[flat];
+}
+
+Status CheckOffsets(const char* name, const TensorView& t) {
   if (t.shape[0] < 1) return Status::Invalid(name, "must have B+1 >= 1 entries, got 0");
-  const int64_t* v = t.As<const int64_t>();
-  if (v[0] != 0) return Status::Invalid(name, "must start at 0, got " + to_string(v[0]));
+  const int64_t first = IndexAt(t, 0);
+  if (first != 0) return Status::Invalid(name, "must start at 0, got " + to_string(first));
   for (int64_t i = 1; i < t.shape[0]; ++i) {
-    if (v[i] < v[i - 1]) {
+    const int64_t v = IndexAt(t, i), previous = IndexAt(t, i - 1);
+    if (v < previous) {
       return Status::Invalid(name, "must be non-decreasing (" + std::string(name) + "[" +
-                                       to_string(i) + "] = " + to_string(v[i]) + " < " + name +
-                                       "[" + to_string(i - 1) + "] = " + to_string(v[i - 1]) + ")");
+                                       to_string(i) + "] = " + to_string(v) + " < " + name + "[" +
+                                       to_string(i - 1) + "] = " + to_string(previous) + ")");
     }
-    if (v[i] > kMaxElements) return Status::Invalid(name, "entry too large");
+    if (v > kMaxElements) {
+      return Status::Invalid(
+          name, "entry " + to_string(i) + " = " + to_string(v) + " is too large (> 2^46)");
+    }
   }
   return Status::Ok();
+}
+
+Status CheckStarts(const char* name, const TensorView& t, int64_t length) {
+  DYNATTN_RETURN_IF_ERROR(CheckInt64Vector(name, t, length));
+  return CheckOffsets(name, t);
 }
 
 /// The hints max_seqlen / max_kvlen: present scalars >= the true maxima.
@@ -391,25 +432,33 @@ Status CheckSlots(const CacheAttrs& a, const TensorView& cachestarts, const Batc
   return Status::Ok();
 }
 
-/// No two new tokens may write the same slot (spec §12).
-Status CheckDistinctWrites(const Batch& batch, const SlotMap& map) {
-  std::vector<std::pair<int64_t, int64_t>> writes;  // (slot, packed query row)
-  writes.reserve(static_cast<size_t>(batch.seqstarts[batch.size]));
-  for (int64_t b = 0; b < batch.size; ++b) {
-    for (int64_t t = 0; t < batch.SeqLen(b); ++t) {
-      writes.emplace_back(map.Slot(b, batch.start_pos[b] + t), batch.seqstarts[b] + t);
-    }
-  }
-  std::sort(writes.begin(), writes.end());
-  for (size_t i = 1; i < writes.size(); ++i) {
-    if (writes[i].first == writes[i - 1].first) {
-      return Status::Invalid(
-          "cachestarts", "new tokens at query rows " + to_string(writes[i - 1].second) + " and " +
-                             to_string(writes[i].second) + " both write slot " +
-                             to_string(writes[i].first) + " (rule: write slots must be distinct)");
+Status CheckDistinctSlots(const char* name, std::vector<SlotWrite>* writes,
+                          const std::function<std::string(int64_t slot)>& where) {
+  std::sort(writes->begin(), writes->end(), [](const SlotWrite& a, const SlotWrite& b) {
+    return a.slot != b.slot ? a.slot < b.slot : a.row < b.row;
+  });
+  for (size_t i = 1; i < writes->size(); ++i) {
+    const SlotWrite &a = (*writes)[i - 1], &b = (*writes)[i];
+    if (a.slot == b.slot) {
+      return Status::Invalid(name, "new tokens at query rows " + to_string(a.row) + " and " +
+                                       to_string(b.row) + " both write " + where(a.slot) +
+                                       " (rule: write slots must be distinct)");
     }
   }
   return Status::Ok();
+}
+
+/// No two new tokens may write the same slot (spec §12).
+Status CheckDistinctWrites(const Batch& batch, const SlotMap& map) {
+  std::vector<SlotWrite> writes;
+  writes.reserve(static_cast<size_t>(batch.seqstarts[batch.size]));
+  for (int64_t b = 0; b < batch.size; ++b) {
+    for (int64_t t = 0; t < batch.SeqLen(b); ++t) {
+      writes.push_back({map.Slot(b, batch.start_pos[b] + t), batch.seqstarts[b] + t});
+    }
+  }
+  return CheckDistinctSlots("cachestarts", &writes,
+                            [](int64_t slot) { return "slot " + to_string(slot); });
 }
 
 /// Everything about the cache side of KVC and MHCA: attributes, tensors, slots, writes.

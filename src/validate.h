@@ -7,6 +7,8 @@
 #ifndef DYNATTN_SRC_VALIDATE_H_
 #define DYNATTN_SRC_VALIDATE_H_
 
+#include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -45,10 +47,18 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
 
 // Building blocks shared by the validators of every op (validate.cc).
 
-/// "(2, 3, 4)".
+/// "(2, 3, 4)"; rank 1 reads "(5,)" and rank 0 "()", as NumPy prints shapes.
+std::string ShapeString(const int64_t* shape, int rank);
 std::string ShapeString(const TensorView& t);
-/// Rank, device, extents, density and data pointer of a present tensor.
+/// Rank, extents, density and data pointer of a present tensor.
 Status CheckStorage(const char* name, const TensorView& t);
+/// quant_bit is 0, 4 or 8 and head_dim >= 1; quantized, quant_group divides head_dim and is even
+/// for int4 (so int4 rows are whole bytes). Names quant_bit, quant_group or head_dim.
+Status CheckQuantization(int quant_bit, int quant_group, int64_t head_dim);
+/// The element a cache of `quant_bit` (checked) stores in a tensor of `dtype`.
+CacheElem CacheElemOf(int quant_bit, DType dtype);
+/// Bits per stored element of such a cache (int4: 4).
+int64_t CacheElemBits(int quant_bit, DType dtype);
 /// A present fp32/fp16 tensor of rank 3.
 Status CheckActivation(const char* name, const TensorView& t);
 /// `t` has exactly `dtype` and shape (a, b, c); `shape_rule` names the shape in the message.
@@ -67,13 +77,27 @@ Status CheckSameDevice(Device device, std::initializer_list<NamedTensor> tensors
 Status CheckCallDevice(const CacheDesc& cache, std::initializer_list<NamedTensor> tensors);
 /// A present int64 vector of `length` entries (any length when negative), in CPU memory.
 Status CheckInt64Vector(const char* name, const TensorView& t, int64_t length);
-/// Offsets: B+1 >= 1 int64 entries starting at 0, non-decreasing.
+/// Entry `flat` of an int32 or int64 tensor, as int64.
+int64_t IndexAt(const TensorView& t, int64_t flat);
+/// Offsets in a checked int32/int64 vector: B+1 >= 1 entries, starting at 0, non-decreasing,
+/// none past the largest tensor a view may have.
+Status CheckOffsets(const char* name, const TensorView& t);
+/// Offsets: an int64 vector of `length` entries (any when negative) that passes CheckOffsets.
 Status CheckStarts(const char* name, const TensorView& t, int64_t length);
 /// num_heads, head_dim, num_kv_heads (0 means num_heads; must divide it).
 Status CheckHeads(const AttentionAttrs& a, int* kv_heads);
 /// A caller-built CacheDesc: consistent with the call and with itself.
 Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int head_dim);
-/// No two new tokens write the same slot.
+/// One new token's cache write: the slot it writes and its packed query row.
+struct SlotWrite {
+  int64_t slot;  ///< Any numbering in which equal slots are equal numbers.
+  int64_t row;   ///< Packed query row (token) of the write.
+};
+/// No two `writes` hit the same slot; sorts them by slot. The error is on input `name`, with
+/// `where` wording a slot.
+Status CheckDistinctSlots(const char* name, std::vector<SlotWrite>* writes,
+                          const std::function<std::string(int64_t slot)>& where);
+/// No two new tokens of a PMX call write the same slot.
 Status CheckDistinctWrites(const Batch& batch, const SlotMap& map);
 /// Heads, sizes and score scale of an attention problem.
 void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionProblem* p);

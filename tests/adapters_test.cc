@@ -1129,9 +1129,77 @@ TEST_SUITE("adapters") {
     checks.push_back({"qo_indptr", [&] {
                         return fi(q0, {0, 1, 3}, {3, 1, 2}, {1, 2}, DType::kI64);
                       }});
+    // The rules shared with the PMX validators (src/validate.h), each on every adapter path that
+    // uses it, with the rule's own words: dropping a rule, or weakening it, fails here.
+    const auto ksana_format = [&](int bits, int group, int64_t head_dim) {
+      KsanaPoolAttrs a = p.attrs;
+      a.format.quant_bit = bits;
+      a.format.quant_group = group;
+      a.head_dim = head_dim;
+      return dynattn::MakeAtbViews(p.View(), p.ScaleView(), a, &views);
+    };
+    checks.push_back(
+        {"quant_bit: must be 0, 4 or 8, got 3", [&] { return ksana_format(3, 4, 8); }});
+    checks.push_back({"head_dim: must be >= 1, got 0", [&] { return ksana_format(8, 4, 0); }});
+    checks.push_back(
+        {"quant_group: must divide head_dim 8, got 3", [&] { return ksana_format(8, 3, 8); }});
+    checks.push_back({"quant_group: must be even for int4", [&] { return ksana_format(4, 1, 8); }});
+    const auto paged_format = [&](int bits, int group) {
+      CacheFormat g = f;
+      g.quant_bit = bits;
+      g.quant_group = group;
+      return dynattn::MakePagedBlockCache(c.DataView(0), c.DataView(1), c.ScaleView(0),
+                                          c.ScaleView(1), dynattn::PageLayout::kNHD, g, &bc);
+    };
+    checks.push_back({"quant_bit: must be 0, 4 or 8, got 5", [&] { return paged_format(5, 4); }});
+    checks.push_back({"quant_group: must divide head_dim", [&] {
+                        // Larger than head_dim (at most twice the last dim): never divides it.
+                        const TensorView k = c.DataView(0);
+                        return paged_format(8, static_cast<int>(2 * k.shape[k.rank - 1] + 1));
+                      }});
+    // Storage: a negative extent, a null pointer, strides that are not row-major.
+    checks.push_back({"key: has a negative extent", [&] {
+                        TensorView k = c.DataView(0);
+                        k.shape[0] = -1;
+                        return dynattn::MakePagedBlockCache(k, c.DataView(1), c.ScaleView(0),
+                                                            c.ScaleView(1),
+                                                            dynattn::PageLayout::kNHD, f, &bc);
+                      }});
+    checks.push_back({"value: data is null", [&] {
+                        TensorView v = c.DataView(1);
+                        v.data = nullptr;
+                        return dynattn::MakePagedBlockCache(c.DataView(0), v, c.ScaleView(0),
+                                                            c.ScaleView(1),
+                                                            dynattn::PageLayout::kNHD, f, &bc);
+                      }});
+    checks.push_back({"key_scale: must be dense row-major", [&] {
+                        TensorView s = c.ScaleView(0);
+                        s.strides[0] += 1;
+                        return dynattn::MakePagedBlockCache(c.DataView(0), c.DataView(1), s,
+                                                            c.ScaleView(1),
+                                                            dynattn::PageLayout::kNHD, f, &bc);
+                      }});
+    // Shapes in messages: rank 1 reads "(2,)" everywhere.
+    checks.push_back({"ksana_table: must have rank 2, got shape (2,)",
+                      [&] { return dynattn::KsanaToAtbBlockTable(vec(req), p.attrs, 0, &ids); }});
+    // Offsets: from 0, non-decreasing, in range; int32 and int64 alike.
+    checks.push_back({"query_start_loc: must start at 0, got 1", [&] {
+                        return vllm({1, 2, 3}, s0, t0, m0, 2);
+                      }});
+    checks.push_back(
+        {"qo_indptr: must be non-decreasing (qo_indptr[2] = 1 < qo_indptr[1] = 2)", [&] {
+           return fi({0, 2, 1}, {0, 1, 3}, {3, 1, 2}, {2, 2}, DType::kI32);
+         }});
+    checks.push_back({"qo_indptr: must have B+1 >= 1 entries, got 0", [&] {
+                        return fi({}, {0, 1, 3}, {3, 1, 2}, {2, 2}, DType::kI64);
+                      }});
+    checks.push_back({"kv_indptr: entry 2 = 140737488355328 is too large", [&] {
+                        return fi(q0, {0, 1, int64_t{1} << 47}, {3, 1, 2}, {2, 2}, DType::kI64);
+                      }});
     for (size_t i = 0; i < checks.size(); ++i) {
       const Status st = checks[i].second();
-      INFO("check " << i << " expects " << checks[i].first << ", got: " << st.message());
+      INFO("check " << i << " expects " << std::string(checks[i].first)
+                    << ", got: " << st.message());
       CHECK(st.code() == dynattn::StatusCode::kInvalidArgument);
       CHECK(st.message().find(checks[i].first) == 0);
     }

@@ -32,8 +32,6 @@ using dynattn_ref::Case;
 using dynattn_ref::Dt;
 using dynattn_test::LibResult;
 
-constexpr int kExitSkipped = 77;  // meson's "skipped" exit status
-
 std::string CudaError(cudaError_t error) {
   return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
 }
@@ -181,8 +179,7 @@ const char* ConfigureSchedule() {
 #endif
 
 int main(int argc, char** argv) {
-  std::printf("base seed %llu (set DYNATTN_TEST_SEED to replay)\n",
-              static_cast<unsigned long long>(dynattn_test::BaseSeed()));
+  dynattn_test::PrintBaseSeed();
 #ifdef DYNATTN_CUDA_EMULATOR
   std::printf("emulated schedule: %s\n", ConfigureSchedule());
 #endif
@@ -191,7 +188,7 @@ int main(int argc, char** argv) {
   if (error != cudaSuccess || devices == 0) {
     std::printf("gpu suite skipped: no usable CUDA device (cudaGetDeviceCount: %s)\n",
                 error != cudaSuccess ? CudaError(error).c_str() : "0 devices");
-    return kExitSkipped;
+    return dynattn_test::kExitSkipped;
   }
   cudaDeviceProp properties{};
   if (cudaGetDeviceProperties(&properties, 0) == cudaSuccess) {

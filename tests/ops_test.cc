@@ -7,8 +7,11 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "hwy/targets.h"
 #include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
@@ -66,6 +69,31 @@ void RunRandomCases(const std::string& op, uint64_t salt,
 }
 
 TEST_SUITE("ops") {
+  TEST_CASE("ForEachTarget restores the target forced before it when a check throws") {
+    const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+    REQUIRE(!targets.empty());
+    // The outer target is the last one listed, so the first one forced inside differs from it
+    // wherever more than one target runs.
+    const int64_t outer = targets.back();
+    {
+      ForcedTarget forced(outer);
+      std::vector<std::string> seen;
+      CHECK_THROWS_AS(ForEachTarget([&](const std::string& target) {
+                        seen.push_back(target);
+                        throw std::runtime_error("a failing check");
+                      }),
+                      std::runtime_error);
+      CHECK(seen.size() == 1);
+      CHECK(ForcedTarget::Current() == outer);
+      CHECK(hwy::SupportedTargets() == outer);
+      // And after a full pass, the outer target again.
+      ForEachTarget([](const std::string&) {});
+      CHECK(hwy::SupportedTargets() == outer);
+    }
+    CHECK(ForcedTarget::Current() == 0);
+    CHECK(hwy::SupportedAndGeneratedTargets() == targets);
+  }
+
   TEST_CASE("KeyValueCache matches the reference bit for bit on every target") {
     RunRandomCases("key_value_cache", 0);
   }

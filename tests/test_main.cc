@@ -1,18 +1,17 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// doctest entry point of the test binaries; prints the seed so any failure can be replayed with
-// DYNATTN_TEST_SEED.
+// doctest entry point of the test binaries: prints the base seed (DYNATTN_TEST_SEED replays it)
+// and exits 77, meson's "skipped", when every test case that ran was skipped.
 
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <cstdio>
-
-#include "tests/support/run_case.h"
+#include "tests/support/harness.h"
 
 int main(int argc, char** argv) {
-  std::printf("base seed %llu (set DYNATTN_TEST_SEED to replay)\n",
-              static_cast<unsigned long long>(dynattn_test::BaseSeed()));
+  dynattn_test::PrintBaseSeed();
   doctest::Context context(argc, argv);
-  return context.run();
+  const int status = context.run();
+  if (context.shouldExit()) return status;  // --help, --list-test-cases and the like
+  return dynattn_test::ExitStatus(status);
 }

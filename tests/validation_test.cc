@@ -24,10 +24,11 @@ using dynattn_ref::MakeI64;
 using dynattn_ref::ScalarI64;
 using dynattn_ref::Tensors;
 
-/// Random values in an fp32/fp16 array.
-Array RandomActivations(Dt dt, const std::vector<int64_t>& shape, uint64_t seed) {
+/// Random values in an fp32/fp16 array, from the base seed plus `salt` (a failure names the
+/// base seed, see harness.h).
+Array RandomActivations(Dt dt, const std::vector<int64_t>& shape, uint64_t salt) {
   Array a = MakeArray(dt, shape);
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(BaseSeed() + salt);
   std::normal_distribution<double> normal;
   for (int64_t i = 0; i < a.numel(); ++i) dynattn_ref::StoreRounded(&a, i, normal(rng));
   return a;
@@ -60,7 +61,7 @@ Case BaseCase(const std::string& op, int cache_mode) {
   in["max_seqlen"] = ScalarI64(3);
   in["max_kvlen"] = ScalarI64(5);
   in["cache"] = MakeArray(Dt::kI8, {max_t, 2, 2, 2, 8});
-  std::mt19937_64 rng(4);
+  std::mt19937_64 rng(BaseSeed() + 4);  // a failure names the seed (harness.h)
   for (uint8_t& byte : in["cache"].bytes) {
     byte = static_cast<uint8_t>(static_cast<int>(rng() % 255) - 127);  // int8 codes -127..127
   }
@@ -177,6 +178,57 @@ TEST_SUITE("validation") {
     ExpectRejected(kMhca, 0, "cache_layout", [](Case* c) { c->attrs.cache_layout = 4; });
     ExpectRejected(kMhca, 0, "cache_mode", [](Case* c) { c->attrs.cache_mode = 2; });
     ExpectRejected(kMhca, 1, "page_size", [](Case* c) { c->attrs.page_size = 0; });
+  }
+
+  TEST_CASE("the rules shared with the adapters (src/validate.h) hold here, in their words") {
+    // Quantization attributes, through the ops and through MakePmxCacheDesc itself.
+    ExpectRejected(kMhca, 0, "quant_bit: must be 0, 4 or 8, got 3",
+                   [](Case* c) { c->attrs.quant_bit = 3; });
+    ExpectRejected(kMhca, 0, "quant_group: must divide head_dim 8, got 3",
+                   [](Case* c) { c->attrs.quant_group = 3; });
+    Case c = BaseCase(kMhca, 0);
+    const dynattn::TensorView cache = ViewOf(c.inputs["cache"]);
+    const dynattn::TensorView scale = ViewOf(c.inputs["scale"]);
+    const dynattn::CacheAttrs attrs = CacheAttrsOf(c.attrs);
+    dynattn::CacheDesc desc;
+    REQUIRE(dynattn::MakePmxCacheDesc(cache, scale, attrs, 2, 8, &desc).ok());
+    const auto expect = [&](const dynattn::TensorView& k, const dynattn::CacheAttrs& a,
+                            int head_dim, const std::string& message) {
+      const dynattn::Status st = dynattn::MakePmxCacheDesc(k, scale, a, 2, head_dim, &desc);
+      CHECK_MESSAGE(st.message().rfind(message, 0) == 0, st.message() << " (want " << message);
+    };
+    expect(cache, attrs, 0, "head_dim: must be >= 1, got 0");
+    dynattn::CacheAttrs int4 = attrs;
+    int4.quant_bit = 4;
+    int4.quant_group = 1;
+    expect(cache, int4, 8, "quant_group: must be even for int4");
+    // Storage of the cache: negative extent, null data, strides that are not row-major.
+    dynattn::TensorView bad = cache;
+    bad.shape[0] = -1;
+    expect(bad, attrs, 8, "cache: has a negative extent (-1, 2, 2, 2, 8)");
+    bad = cache;
+    bad.data = nullptr;
+    expect(bad, attrs, 8, "cache: data is null");
+    bad = cache;
+    bad.strides[0] += 1;
+    expect(bad, attrs, 8, "cache: must be dense row-major");
+    // Offsets, shapes in messages and distinct writes.
+    ExpectRejected(kMhca, 0, "seqstarts: must start at 0, got 1", [](Case* c) {
+      SetI64(c, "seqstarts", {1, 1, 4});
+    });
+    ExpectRejected(kMhca, 0,
+                   "seqstarts: must be non-decreasing (seqstarts[2] = 1 < seqstarts[1] = 3)",
+                   [](Case* c) {
+                     SetI64(c, "seqstarts", {0, 3, 1});
+                   });
+    ExpectRejected(kMhca, 0, "kvstarts: entry 2 = 140737488355328 is too large", [](Case* c) {
+      SetI64(c, "kvstarts", {0, 5, int64_t{1} << 47});
+    });
+    ExpectRejected(kMhca, 0, "attn_mask: must have rank 2 or 3, got shape (48,)",
+                   [](Case* c) { c->inputs["attn_mask"].shape = {48}; });
+    ExpectRejected(kMhca, 0, "both write slot 4 (rule: write slots must be distinct)", [](Case* c) {
+      SetI64(c, "cachestarts", {0, 2});
+    });
   }
 
   TEST_CASE("slots out of range, unusable pages and clashing writes are rejected") {

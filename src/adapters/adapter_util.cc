@@ -12,22 +12,7 @@ namespace dynattn {
 namespace adapters_internal {
 namespace {
 
-CacheElem ElemOf(const CacheFormat& f, DType dtype) {
-  if (f.quant_bit == 8) return CacheElem::kInt8;
-  if (f.quant_bit == 4) return CacheElem::kInt4;
-  return dtype == DType::kF32 ? CacheElem::kF32 : CacheElem::kF16;
-}
-
-/// Bits per stored element (int4: 4).
-int64_t ElemBits(const CacheFormat& f, DType dtype) {
-  return f.quant_bit == 4 ? 4 : static_cast<int64_t>(DTypeSize(dtype)) * 8;
-}
-
-Status CheckDense(const char* name, const TensorView& t) {
-  if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major");
-  if (t.NumElements() > 0 && t.data == nullptr) return Status::Invalid(name, "data is null");
-  return Status::Ok();
-}
+using internal::CheckStorage;
 
 /// `t.data` advanced by `elems` elements of `bits` bits.
 void* Advance(const TensorView& t, int64_t elems, int64_t bits) {
@@ -53,63 +38,26 @@ CachePlane PlaneOf(const RowLayout& l, int64_t offset, const TensorView& data,
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
-std::string ShapeStr(const TensorView& t) {
-  std::string s = "(";
-  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + Str(t.shape[i]);
-  return s + ")";
-}
-
 Status CheckIndexTensor(const char* name, const TensorView& t, int rank, const int64_t* shape) {
   if (!t.present()) return Status::Invalid(name, "is required");
   if (t.dtype != DType::kI64 && t.dtype != DType::kI32) {
     return Status::Invalid(name, std::string("must be int32 or int64, got ") + DTypeName(t.dtype));
   }
   if (t.rank != rank) {
-    return Status::Invalid(name, "must have rank " + Str(rank) + ", got shape " + ShapeStr(t));
+    return Status::Invalid(name, "must have rank " + Str(rank) + ", got shape " + ShapeString(t));
   }
   for (int i = 0; i < rank; ++i) {
     if (shape[i] >= 0 && t.shape[i] != shape[i]) {
       return Status::Invalid(
-          name, "dim " + Str(i) + " must be " + Str(shape[i]) + ", got shape " + ShapeStr(t));
+          name, "dim " + Str(i) + " must be " + Str(shape[i]) + ", got shape " + ShapeString(t));
     }
   }
   if (t.device != Device::kCpu) return Status::Unsupported(name, "must be in CPU memory");
-  return CheckDense(name, t);
-}
-
-int64_t IndexAt(const TensorView& t, int64_t flat) {
-  return t.dtype == DType::kI64 ? t.As<const int64_t>()[flat] : t.As<const int32_t>()[flat];
-}
-
-Status CheckIndptr(const char* name, const TensorView& t) {
-  if (t.shape[0] < 1) return Status::Invalid(name, "must have at least one entry (B+1)");
-  if (IndexAt(t, 0) != 0) {
-    return Status::Invalid(name, "must start at 0, got " + Str(IndexAt(t, 0)));
-  }
-  for (int64_t i = 1; i < t.shape[0]; ++i) {
-    if (IndexAt(t, i) < IndexAt(t, i - 1)) {
-      return Status::Invalid(name, "must be non-decreasing (" + std::string(name) + "[" + Str(i) +
-                                       "] = " + Str(IndexAt(t, i)) + " < " + std::string(name) +
-                                       "[" + Str(i - 1) + "] = " + Str(IndexAt(t, i - 1)) + ")");
-    }
-  }
-  return Status::Ok();
+  return CheckStorage(name, t);
 }
 
 Status CheckFormat(const CacheFormat& f, int64_t head_dim) {
-  if (f.quant_bit != 0 && f.quant_bit != 4 && f.quant_bit != 8) {
-    return Status::Invalid("quant_bit", "must be 0, 4 or 8, got " + Str(f.quant_bit));
-  }
-  if (head_dim < 1) return Status::Invalid("head_dim", "must be >= 1, got " + Str(head_dim));
-  if (f.quant_bit == 0) return Status::Ok();
-  if (f.quant_group < 1 || head_dim % f.quant_group != 0) {
-    return Status::Invalid("quant_group",
-                           "must divide head_dim " + Str(head_dim) + ", got " + Str(f.quant_group));
-  }
-  if (f.quant_bit == 4 && f.quant_group % 2 != 0) {
-    return Status::Invalid("quant_group", "must be even for int4, got " + Str(f.quant_group));
-  }
-  return Status::Ok();
+  return internal::CheckQuantization(f.quant_bit, f.quant_group, head_dim);
 }
 
 Status CheckDataTensor(const char* name, const TensorView& t, const CacheFormat& f, int rank) {
@@ -123,9 +71,9 @@ Status CheckDataTensor(const char* name, const TensorView& t, const CacheFormat&
         name, "must be int8 when quant_bit is " + Str(f.quant_bit) + ", got " + DTypeName(t.dtype));
   }
   if (t.rank != rank) {
-    return Status::Invalid(name, "must have rank " + Str(rank) + ", got shape " + ShapeStr(t));
+    return Status::Invalid(name, "must have rank " + Str(rank) + ", got shape " + ShapeString(t));
   }
-  return CheckDense(name, t);
+  return CheckStorage(name, t);
 }
 
 int64_t HeadDimOf(const TensorView& data, const CacheFormat& f) {
@@ -149,22 +97,22 @@ Status CheckScaleTensor(const char* name, const TensorView& scale, const TensorV
   bool same = scale.rank == data.rank && scale.shape[scale.rank - 1] == head_dim / f.quant_group;
   for (int i = 0; same && i + 1 < data.rank; ++i) same = scale.shape[i] == data.shape[i];
   if (!same) {
-    return Status::Invalid(name, "must have shape " + ShapeStr(data) + " with last dim " +
+    return Status::Invalid(name, "must have shape " + ShapeString(data) + " with last dim " +
                                      Str(head_dim / f.quant_group) +
-                                     " (head_dim / quant_group), got " + ShapeStr(scale));
+                                     " (head_dim / quant_group), got " + ShapeString(scale));
   }
-  return CheckDense(name, scale);
+  return CheckStorage(name, scale);
 }
 
 void FillBlockCache(const RowLayout& layout, const PlaneTensors& t, const CacheFormat& f,
                     int num_kv_heads, int64_t head_dim, int block_size, int64_t num_blocks,
                     BlockCache* out) {
   const bool quantized = f.quant_bit != 0;
-  const int64_t bits = ElemBits(f, t.key->dtype);
+  const int64_t bits = internal::CacheElemBits(f.quant_bit, t.key->dtype);
   const int64_t groups = quantized ? head_dim / f.quant_group : 0;
   BlockCache bc;
   CacheDesc& d = bc.cache;
-  d.elem = ElemOf(f, t.key->dtype);
+  d.elem = internal::CacheElemOf(f.quant_bit, t.key->dtype);
   d.scale_type = quantized && t.key_scale->dtype == DType::kF32 ? ScaleType::kF32 : ScaleType::kF16;
   d.quant_group = quantized ? f.quant_group : static_cast<int>(head_dim);
   d.num_kv_heads = num_kv_heads;

@@ -12,23 +12,22 @@
 #include <string>
 
 #include "dynattn/adapters.h"
+#include "src/validate.h"
 
 namespace dynattn {
 namespace adapters_internal {
 
+using internal::CheckOffsets;
+using internal::IndexAt;
+using internal::ShapeString;
+
 /// Decimal text of `v`.
 std::string Str(int64_t v);
-/// "(2, 3, 4)".
-std::string ShapeStr(const TensorView& t);
 
 /// An int32/int64, dense, CPU tensor of rank `rank` (each `shape` entry -1 = any extent).
 Status CheckIndexTensor(const char* name, const TensorView& t, int rank, const int64_t* shape);
-/// Element `flat` of a checked index tensor, as int64.
-int64_t IndexAt(const TensorView& t, int64_t flat);
-/// Checks that `t` starts at 0 and never decreases (an indptr / start-offset vector).
-Status CheckIndptr(const char* name, const TensorView& t);
 
-/// Checks quant_bit / quant_group against `head_dim`.
+/// Checks quant_bit / quant_group against `head_dim` (internal::CheckQuantization).
 Status CheckFormat(const CacheFormat& f, int64_t head_dim);
 /// A present, dense cache data tensor of `rank` whose dtype fits `f`.
 Status CheckDataTensor(const char* name, const TensorView& t, const CacheFormat& f, int rank);

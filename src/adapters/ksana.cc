@@ -22,7 +22,7 @@ using adapters_internal::CheckIndexTensor;
 using adapters_internal::FillBlockCache;
 using adapters_internal::IndexAt;
 using adapters_internal::RowLayout;
-using adapters_internal::ShapeStr;
+using adapters_internal::ShapeString;
 using adapters_internal::Str;
 
 namespace {
@@ -69,7 +69,7 @@ Status CheckPoolShape(const char* name, const TensorView& t, const KsanaPoolAttr
   if (t.shape[0] != blocks || t.shape[1] != row) {
     return Status::Invalid(name, "must have shape (" + Str(blocks) + ", " + Str(row) + ") = (N" +
                                      (a.slack_block ? " + 1 slack" : "") +
-                                     " blocks, 2 * L * T * Hkv * row), got " + ShapeStr(t));
+                                     " blocks, 2 * L * T * Hkv * row), got " + ShapeString(t));
   }
   return Status::Ok();
 }
@@ -85,7 +85,7 @@ Status CheckScalePool(const TensorView& s, const KsanaPoolAttrs& a) {
     return Status::Invalid("scale_pool",
                            std::string("must be float16 or float32, got ") + DTypeName(s.dtype));
   }
-  if (s.rank != 2) return Status::Invalid("scale_pool", "must have rank 2, got " + ShapeStr(s));
+  if (s.rank != 2) return Status::Invalid("scale_pool", "must have rank 2, got " + ShapeString(s));
   const int64_t groups = a.head_dim / f.quant_group;
   DYNATTN_RETURN_IF_ERROR(
       CheckPoolShape("scale_pool", s, a, 2 * a.num_layers * SubBlockRows(a) * groups));

@@ -17,7 +17,7 @@
 namespace dynattn {
 
 using adapters_internal::CheckIndexTensor;
-using adapters_internal::CheckIndptr;
+using adapters_internal::CheckOffsets;
 using adapters_internal::IndexAt;
 using adapters_internal::Str;
 
@@ -76,7 +76,7 @@ Status CheckSlotMapping(const TensorView& slots, const UnifiedMetadata& m, int b
 /// query_start_loc (or qo_indptr) copied as int64, after its checks.
 Status ReadStarts(const char* name, const TensorView& t, UnifiedMetadata* m) {
   DYNATTN_RETURN_IF_ERROR(CheckIndexTensor(name, t, 1, std::vector<int64_t>{-1}.data()));
-  DYNATTN_RETURN_IF_ERROR(CheckIndptr(name, t));
+  DYNATTN_RETURN_IF_ERROR(CheckOffsets(name, t));
   m->query_start_loc.resize(t.shape[0]);
   for (int64_t i = 0; i < t.shape[0]; ++i) m->query_start_loc[i] = IndexAt(t, i);
   return Status::Ok();
@@ -166,7 +166,7 @@ Status FromFlashInfer(const FlashInferMetadata& in, int page_size, int64_t num_p
   DYNATTN_RETURN_IF_ERROR(ReadStarts("qo_indptr", in.qo_indptr, &m));
   const int64_t batch = in.qo_indptr.shape[0] - 1, starts = batch + 1;
   DYNATTN_RETURN_IF_ERROR(CheckIndexTensor("kv_indptr", in.kv_indptr, 1, &starts));
-  DYNATTN_RETURN_IF_ERROR(CheckIndptr("kv_indptr", in.kv_indptr));
+  DYNATTN_RETURN_IF_ERROR(CheckOffsets("kv_indptr", in.kv_indptr));
   DYNATTN_RETURN_IF_ERROR(CheckIndexTensor("kv_last_page_len", in.kv_last_page_len, 1, &batch));
   const int64_t used = IndexAt(in.kv_indptr, batch), any = -1;
   DYNATTN_RETURN_IF_ERROR(CheckIndexTensor("kv_indices", in.kv_indices, 1, &any));

@@ -20,7 +20,7 @@ using adapters_internal::FillBlockCache;
 using adapters_internal::HeadDimOf;
 using adapters_internal::PlaneTensors;
 using adapters_internal::RowLayout;
-using adapters_internal::ShapeStr;
+using adapters_internal::ShapeString;
 using adapters_internal::Str;
 
 namespace {
@@ -76,8 +76,8 @@ Status MakePagedBlockCache(const TensorView& key, const TensorView& value,
   for (int i = 0; i < 4; ++i) same = same && key.shape[i] == value.shape[i];
   if (!same) {
     return Status::Invalid("value", std::string("must match key's dtype, device and shape ") +
-                                        DTypeName(key.dtype) + " " + ShapeStr(key) + ", got " +
-                                        DTypeName(value.dtype) + " " + ShapeStr(value));
+                                        DTypeName(key.dtype) + " " + ShapeString(key) + ", got " +
+                                        DTypeName(value.dtype) + " " + ShapeString(value));
   }
   const bool nhd = layout == PageLayout::kNHD;
   const PagedDims d{key.shape[0], key.shape[nhd ? 1 : 2], key.shape[nhd ? 2 : 1]};
@@ -91,7 +91,7 @@ Status MakeCombinedBlockCache(const TensorView& kv, const TensorView& kv_scale, 
                               const CacheFormat& format, BlockCache* out) {
   DYNATTN_RETURN_IF_ERROR(CheckDataTensor("kv", kv, format, 5));
   if (kv.shape[1] != 2) {
-    return Status::Invalid("kv", "dim 1 must be 2 (K, V), got shape " + ShapeStr(kv));
+    return Status::Invalid("kv", "dim 1 must be 2 (K, V), got shape " + ShapeString(kv));
   }
   const bool nhd = layout == PageLayout::kNHD;
   const PagedDims d{kv.shape[0], kv.shape[nhd ? 2 : 3], kv.shape[nhd ? 3 : 2]};
@@ -106,7 +106,7 @@ Status MakeVllmCpuBlockCache(const TensorView& kv, const TensorView& kv_scale,
                              const CacheFormat& format, BlockCache* out) {
   DYNATTN_RETURN_IF_ERROR(CheckDataTensor("kv_cache", kv, format, 5));
   if (kv.shape[0] != 2) {
-    return Status::Invalid("kv_cache", "dim 0 must be 2 (K, V), got shape " + ShapeStr(kv));
+    return Status::Invalid("kv_cache", "dim 0 must be 2 (K, V), got shape " + ShapeString(kv));
   }
   const PagedDims d{kv.shape[1], kv.shape[3], kv.shape[2]};
   DYNATTN_RETURN_IF_ERROR(CheckDims("kv_cache", d));

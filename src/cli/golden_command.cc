@@ -15,6 +15,7 @@
 #include "src/cli/npy.h"
 #include "src/cli/run_command.h"
 #include "tests/reference/golden_matrix.h"
+#include "tests/support/dtypes.h"
 
 namespace dynattn::cli {
 namespace {
@@ -23,22 +24,8 @@ namespace fs = std::filesystem;
 
 using dynattn_ref::Array;
 using dynattn_ref::Case;
-using dynattn_ref::Dt;
 using dynattn_ref::GoldenSpec;
-
-DType DTypeOf(Dt dt) {
-  switch (dt) {
-    case Dt::kF32:
-      return DType::kF32;
-    case Dt::kF16:
-      return DType::kF16;
-    case Dt::kI8:
-      return DType::kI8;
-    case Dt::kI64:
-      return DType::kI64;
-  }
-  return DType::kF32;
-}
+using dynattn_test::DTypeOf;
 
 // The value of one `run` attribute for a case (unified attention always returns its lse).
 int AttributeValue(const dynattn_ref::Attrs& a, const std::string& name) {

@@ -7,7 +7,6 @@
 #include "src/unified/unified_call.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
 #include <utility>
 
@@ -93,31 +92,31 @@ Status CheckBlockTable(const TensorView& table, const UnifiedStep& s, int64_t nu
 
 /// Fresh tokens write distinct slots, and none writes a slot another request reads as context.
 Status CheckWrites(const UnifiedStep& s) {
-  std::map<std::pair<int64_t, int64_t>, int64_t> writes;  // (block, offset) -> token
+  // Slots numbered block * block_size + offset: equal exactly when (block, offset) are.
+  std::vector<SlotWrite> writes;
+  writes.reserve(static_cast<size_t>(s.Tokens()));
   for (int64_t b = 0; b < s.num_requests; ++b) {
     for (int64_t i = 0; i < s.QueryLen(b); ++i) {
-      const int64_t pos = s.context_lens[b] + i, token = s.query_start_loc[b] + i;
-      const auto [it, fresh] =
-          writes.emplace(std::make_pair(s.Block(b, pos / s.block_size), pos % s.block_size), token);
-      if (!fresh) {
-        return Status::Invalid("block_table", "tokens " + to_string(it->second) + " and " +
-                                                  to_string(token) + " both write slot " +
-                                                  to_string(pos % s.block_size) + " of block " +
-                                                  to_string(it->first.first));
-      }
+      const int64_t pos = s.context_lens[b] + i;
+      writes.push_back({s.Block(b, pos / s.block_size) * s.block_size + pos % s.block_size,
+                        s.query_start_loc[b] + i});
     }
   }
+  const auto where = [&](int64_t slot) {
+    return "slot " + to_string(slot % s.block_size) + " of block " + to_string(slot / s.block_size);
+  };
+  DYNATTN_RETURN_IF_ERROR(CheckDistinctSlots("block_table", &writes, where));
   for (int64_t b = 0; b < s.num_requests; ++b) {
     for (int64_t j = 0; j < s.ContextBlocks(b); ++j) {
       const int64_t used = std::min(s.block_size, s.context_lens[b] - j * s.block_size);
-      const auto first = writes.lower_bound({s.Block(b, j), 0});
-      if (first != writes.end() && first->first.first == s.Block(b, j) &&
-          first->first.second < used) {
-        return Status::Invalid("block_table", "token " + to_string(first->second) +
-                                                  " writes slot " + to_string(first->first.second) +
-                                                  " of block " + to_string(s.Block(b, j)) +
-                                                  ", which request " + to_string(b) +
-                                                  " reads as context");
+      const int64_t first_slot = s.Block(b, j) * s.block_size;
+      const auto first =
+          std::lower_bound(writes.begin(), writes.end(), first_slot,
+                           [](const SlotWrite& w, int64_t slot) { return w.slot < slot; });
+      if (first != writes.end() && first->slot < first_slot + used) {
+        return Status::Invalid("block_table", "token " + to_string(first->row) + " writes " +
+                                                  where(first->slot) + ", which request " +
+                                                  to_string(b) + " reads as context");
       }
     }
   }

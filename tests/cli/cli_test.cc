@@ -28,6 +28,8 @@
 #include "tests/reference/case_gen.h"
 #include "tests/reference/golden_matrix.h"
 #include "tests/reference/reference.h"
+#include "tests/support/dtypes.h"
+#include "tests/support/harness.h"
 
 namespace {
 
@@ -694,22 +696,9 @@ const std::vector<UnifiedRequest>& UnifiedRequests() {
 constexpr int kUnifiedBlocksUsed = 11;
 constexpr int kUnifiedBlocks = 14;
 
-dynattn_ref::Dt RefDt(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return dynattn_ref::Dt::kF32;
-    case DType::kF16:
-      return dynattn_ref::Dt::kF16;
-    case DType::kI8:
-      return dynattn_ref::Dt::kI8;
-    default:
-      return dynattn_ref::Dt::kI64;
-  }
-}
-
 dynattn_ref::Array ToReference(const NpyArray& array) {
   dynattn_ref::Array out;
-  out.dt = RefDt(array.dtype);
+  out.dt = dynattn_test::RefDtOf(array.dtype);
   out.shape = array.shape;
   out.bytes = array.bytes;
   return out;
@@ -1126,9 +1115,10 @@ TEST_SUITE("cli") {
   TEST_CASE("unified_attention matches the reference on random steps (RandomUnifiedCase)") {
     dynattn_ref::GenOptions options;
     options.small = true;
-    for (uint64_t seed = 1; seed <= 12; ++seed) {
+    for (uint64_t i = 0; i < 12; ++i) {
+      const uint64_t seed = dynattn_test::BaseSeed() + i;
       const dynattn_ref::Case random = dynattn_ref::RandomUnifiedCase(seed, options);
-      INFO(random.description);
+      INFO("seed " << seed << ": " << random.description);
       CheckUnifiedRuns(RandomUnifiedCliCase(random), random.attrs, true, {"2"});
     }
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/reference/case_gen.h"
+#include "tests/support/harness.h"
 
 namespace dynattn_ref {
 namespace {
@@ -645,23 +646,27 @@ TEST_SUITE("reference") {
   }
   TEST_CASE("RandomCase is deterministic per seed") {
     for (const std::string& op : kOps) {
-      for (uint64_t seed = 0; seed < 20; ++seed) {
+      for (uint64_t i = 0; i < 20; ++i) {
+        const uint64_t seed = dynattn_test::BaseSeed() + i;
         const Case a = RandomCase(op, seed), b = RandomCase(op, seed);
-        INFO(a.description);
+        INFO("seed " << seed << ": " << a.description);
         CHECK(a.description == b.description);
         CHECK(SameAttrs(a.attrs, b.attrs));
         CHECK(SameTensors(a.inputs, b.inputs));
       }
-      CHECK_FALSE(SameTensors(RandomCase(op, 1).inputs, RandomCase(op, 2).inputs));
+      const uint64_t seed = dynattn_test::BaseSeed();
+      INFO("seeds " << seed << ", " << seed + 1);
+      CHECK_FALSE(SameTensors(RandomCase(op, seed).inputs, RandomCase(op, seed + 1).inputs));
     }
   }
 
   TEST_CASE("RandomCase yields valid cases across the attribute matrix") {
     Coverage seen;
     for (const std::string& op : kOps) {
-      for (uint64_t seed = 0; seed < 200; ++seed) {
+      for (uint64_t i = 0; i < 200; ++i) {
+        const uint64_t seed = dynattn_test::BaseSeed() + 100 + i;
         const Case c = RandomCase(op, seed);
-        INFO(c.description);
+        INFO("seed " << seed << ": " << c.description);
         CHECK(c.op == op);
         CheckCaseShapes(c, &seen);
         try {
@@ -721,9 +726,10 @@ TEST_SUITE("reference") {
     small.small = true;
     Coverage seen;
     for (const std::string& op : kOps) {
-      for (uint64_t seed = 0; seed < 50; ++seed) {
+      for (uint64_t i = 0; i < 50; ++i) {
+        const uint64_t seed = dynattn_test::BaseSeed() + 300 + i;
         const Case c = RandomCase(op, seed, small);
-        INFO(c.description);
+        INFO("seed " << seed << ": " << c.description);
         CheckCaseShapes(c, &seen);
         CHECK(c.attrs.head_dim <= 16);
         CHECK(Ints(c.inputs.at("seqstarts")).size() <= 4);
@@ -733,9 +739,10 @@ TEST_SUITE("reference") {
   }
 
   TEST_CASE("MultiHeadCacheAttention = KeyValueCache then MultiHeadAttention (6)") {
-    for (uint64_t seed = 0; seed < 30; ++seed) {
+    for (uint64_t i = 0; i < 30; ++i) {
+      const uint64_t seed = dynattn_test::BaseSeed() + 400 + i;
       const Case c = RandomCase("multi_head_cache_attention", seed);
-      INFO(c.description);
+      INFO("seed " << seed << ": " << c.description);
       const AttnResult fused = MultiHeadCacheAttention(c.attrs, c.inputs);
       const KvcResult kvc = KeyValueCache(c.attrs, c.inputs);
       Tensors unfused = c.inputs;

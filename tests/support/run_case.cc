@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <random>
 
 #include "hwy/highway.h"
 #include "hwy/targets.h"
+#include "tests/support/dtypes.h"
 
 namespace dynattn_test {
 
@@ -38,20 +38,6 @@ dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
 namespace {
 
 using dynattn_ref::Dt;
-
-dynattn::DType DTypeOf(Dt dt) {
-  switch (dt) {
-    case Dt::kF32:
-      return dynattn::DType::kF32;
-    case Dt::kF16:
-      return dynattn::DType::kF16;
-    case Dt::kI8:
-      return dynattn::DType::kI8;
-    case Dt::kI64:
-      return dynattn::DType::kI64;
-  }
-  return dynattn::DType::kF32;
-}
 
 /// A copy of the named input, or an empty array (absent) when the case has none.
 Array InputOrAbsent(const Case& c, const char* name, bool* present) {
@@ -182,11 +168,19 @@ LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options, Placemen
 }
 
 void ForEachTarget(const std::function<void(const std::string&)>& body) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
+  // None forced while listing: Highway lists only the forced target while one is.
+  ForcedTarget forced(0);
+  const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  for (int64_t target : targets) {
+    forced.Set(target);
     body(hwy::TargetName(target));
   }
-  hwy::SetSupportedTargetsForTest(0);
+}
+
+bool HaveAvx2AndAvx512() {
+  int found = 0;
+  ForEachTarget([&](const std::string& name) { found += name == "AVX2" || name == "AVX3"; });
+  return found == 2;
 }
 
 bool SameBytes(const Array& a, const Array& b, std::string* why) {
@@ -203,16 +197,6 @@ bool SameBytes(const Array& a, const Array& b, std::string* why) {
     }
   }
   return true;
-}
-
-uint64_t BaseSeed() {
-  static const uint64_t seed = [] {
-    if (const char* env = std::getenv("DYNATTN_TEST_SEED")) {
-      return static_cast<uint64_t>(std::strtoull(env, nullptr, 0));
-    }
-    return static_cast<uint64_t>(std::random_device{}()) << 20;
-  }();
-  return seed;
 }
 
 }  // namespace dynattn_test

@@ -14,6 +14,7 @@
 
 #include "dynattn/dynattn.h"
 #include "tests/reference/case_gen.h"
+#include "tests/support/harness.h"
 
 namespace dynattn_test {
 
@@ -55,14 +56,15 @@ LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options = {},
                      Placement* placement = nullptr);
 
 /// Runs `body` once per Highway target compiled into the library and supported here, with that
-/// target forced; restores the default afterwards.
+/// target forced; restores the target forced before (see ForcedTarget), also when `body` throws.
 void ForEachTarget(const std::function<void(const std::string& target_name)>& body);
+
+/// Whether both AVX2 and AVX-512 (Highway's AVX3) are compiled in and supported here: the pair
+/// the cross-target comparisons need.
+bool HaveAvx2AndAvx512();
 
 /// Byte-for-byte equality, with the first differing byte in `why`.
 bool SameBytes(const Array& a, const Array& b, std::string* why);
-
-/// A fresh base seed per run (from DYNATTN_TEST_SEED when set, so failures reproduce).
-uint64_t BaseSeed();
 
 }  // namespace dynattn_test
 
