@@ -25,13 +25,14 @@ namespace dynattn {
 namespace HWY_NAMESPACE {
 
 template <CacheElem kElem>
-void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t token_end) {
+void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t token_end,
+                 internal::Scratch* scratch) {
   const CacheDesc& cache = p.kv.cache;
   const int dim = cache.head_dim;
   const size_t size = p.io_type == DType::kF32 ? 4 : 2;
-  std::vector<float> values(dim);
-  std::vector<int8_t> codes(dim);
-  std::vector<float> scales(dim);
+  const size_t floats = static_cast<size_t>(dim);
+  const auto [values, scales, code_space] = scratch->Carve({floats, floats, (floats + 3) / 4});
+  int8_t* codes = reinterpret_cast<int8_t*>(code_space);
   for (int64_t t = token_begin; t < token_end; ++t) {
     const int64_t b = internal::OwnerOfRow(p.batch.seqstarts, p.batch.size, t);
     const int64_t position = p.batch.start_pos[b] + (t - p.batch.seqstarts[b]);
@@ -39,13 +40,12 @@ void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t t
     for (int h = 0; h < cache.num_kv_heads; ++h) {
       const int64_t offset = (t * cache.num_kv_heads + h) * dim;
       LoadActivations(static_cast<const char*>(p.current_key) + offset * size, p.io_type, dim,
-                      values.data());
-      EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.key, slot, h, values.data(),
-                       codes.data(), scales.data());
+                      values);
+      EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.key, slot, h, values, codes, scales);
       LoadActivations(static_cast<const char*>(p.current_value) + offset * size, p.io_type, dim,
-                      values.data());
-      EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.value, slot, h, values.data(),
-                       codes.data(), scales.data());
+                      values);
+      EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.value, slot, h, values, codes,
+                       scales);
     }
   }
 }

@@ -18,9 +18,15 @@ namespace dynattn::internal {
 /// Per-worker scratch, grown on demand; never shared between threads.
 struct Scratch {
   std::vector<float> floats;
+  std::vector<const float*> parts;  ///< The states one merge reads, in merge order.
+
   float* Reserve(size_t n) {
     if (floats.size() < n) floats.resize(n);
     return floats.data();
+  }
+  const float** ReserveParts(size_t n) {
+    if (parts.size() < n) parts.resize(n);
+    return parts.data();
   }
   /// Reserves consecutive parts of the given sizes (in floats), each 64-byte aligned relative to
   /// the first, and returns their starts.
@@ -44,7 +50,7 @@ struct Scratch {
 /// The per-target kernels for one cache element type.
 struct CpuKernels {
   /// Quantizes and stores new tokens [token_begin, token_end) (packed query-row indices).
-  void (*write_tokens)(const WriteProblem&, int64_t token_begin, int64_t token_end);
+  void (*write_tokens)(const WriteProblem&, int64_t token_begin, int64_t token_end, Scratch*);
   /// Gathers context rows [row_begin, row_end) (packed kvstarts rows) of request b.
   void (*gather_rows)(const GatherProblem&, int64_t b, int64_t row_begin, int64_t row_end,
                       Scratch*);

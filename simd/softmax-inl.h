@@ -343,12 +343,12 @@ inline void MergeSplits(const AttentionProblem& p, const internal::MergeTask& ta
   const int64_t stride = internal::StateFloats(p.padded_dim);
   float* acc = scratch->Reserve(2 * static_cast<size_t>(p.padded_dim));
   float* out = acc + p.padded_dim;
-  std::vector<const float*> parts(task.num_splits);
+  const float** parts = scratch->ReserveParts(static_cast<size_t>(task.num_splits));
   for (int index = 0; index < vectors; ++index) {
     for (int s = 0; s < task.num_splits; ++s) {
       parts[s] = states + (task.state_index + s * vectors + index) * stride;
     }
-    const RowState merged = MergeStates(parts.data(), task.num_splits, p.padded_dim, acc);
+    const RowState merged = MergeStates(parts, task.num_splits, p.padded_dim, acc);
     const int64_t token = p.batch.seqstarts[task.request] + task.row_begin + index % rows;
     StoreMerged(p, token, task.kv_head * p.group_size + index / rows, merged, out);
   }
@@ -360,12 +360,12 @@ inline void MergeParts(const AttentionProblem& p, int64_t token, const internal:
   const int64_t stride = internal::StateFloats(p.padded_dim);
   float* acc = scratch->Reserve(2 * static_cast<size_t>(p.padded_dim));
   float* out = acc + p.padded_dim;
-  std::vector<const float*> parts(count);
+  const float** parts = scratch->ReserveParts(static_cast<size_t>(count));
   for (int head = 0; head < p.num_heads; ++head) {
     for (int k = 0; k < count; ++k) {
       parts[k] = states + (refs[k].first + head * refs[k].head_stride) * stride;
     }
-    StoreMerged(p, token, head, MergeStates(parts.data(), count, p.padded_dim, acc), out);
+    StoreMerged(p, token, head, MergeStates(parts, count, p.padded_dim, acc), out);
   }
 }
 

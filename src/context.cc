@@ -30,6 +30,7 @@ ContextState::ContextState(const ContextOptions& requested)
     : options(requested), arena(ResolveThreads(requested.num_threads)) {
   options.num_threads = ResolveThreads(requested.num_threads);
   oversubscribed = options.num_threads > tbb::this_task_arena::max_concurrency();
+  scratch.resize(static_cast<size_t>(options.num_threads));
   if (options.num_threads > 1) arena.initialize();
 }
 

@@ -12,7 +12,6 @@
 #define DYNATTN_SRC_CONTEXT_H_
 
 #include <tbb/blocked_range.h>
-#include <tbb/enumerable_thread_specific.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
@@ -51,7 +50,9 @@ struct ContextState {
   /// determinism under oversubscription).
   bool oversubscribed = false;
   tbb::task_arena arena;
-  tbb::enumerable_thread_specific<Scratch> scratch;
+  /// Scratch of arena slot i (slot 0 also for work run on the caller's thread): whichever oneTBB
+  /// worker takes a slot uses its scratch, so a Context that has run a plan owns all it needs.
+  std::vector<Scratch> scratch;
   std::vector<float> states;
   DeviceWorkspace* device = nullptr;  ///< Created by the CUDA backend on first use.
 };
@@ -60,8 +61,7 @@ template <typename Body>
 void ContextState::ParallelFor(int64_t n, const Body& body) {
   if (n <= 0) return;
   if (n == 1 || options.num_threads == 1) {
-    Scratch& local = scratch.local();
-    for (int64_t i = 0; i < n; ++i) body(i, &local);
+    for (int64_t i = 0; i < n; ++i) body(i, &scratch[0]);
     return;
   }
   std::optional<tbb::global_control> allow;
@@ -75,7 +75,7 @@ void ContextState::ParallelFor(int64_t n, const Body& body) {
     tbb::parallel_for(
         tbb::blocked_range<int64_t>(0, n, 1),
         [&](const tbb::blocked_range<int64_t>& r) {
-          Scratch& local = scratch.local();
+          Scratch& local = scratch[tbb::this_task_arena::current_thread_index()];
           for (int64_t i = r.begin(); i < r.end(); ++i) body(i, &local);
         },
         tbb::simple_partitioner());

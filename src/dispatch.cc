@@ -5,6 +5,7 @@
 #include <array>
 #include <string>
 
+#include "dynattn/dynattn.h"
 #include "simd/kernels.h"
 
 namespace dynattn::internal {
@@ -34,6 +35,7 @@ using CpuRows = std::array<BackendKernels, std::size(kElems)>;
 void FillCpuRows(CpuRows* rows) {
   for (size_t i = 0; i < std::size(kElems); ++i) {
     (*rows)[i] = CpuRow(kElems[i], ResolveCpuKernels(kElems[i]));
+    (*rows)[i].target = CpuTargetName();
   }
 }
 

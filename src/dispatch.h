@@ -30,7 +30,8 @@ struct BackendKernels {
   const char* name = nullptr;  ///< "<backend>/<element type>", e.g. "cpu/int8".
   Device device = Device::kCpu;
   CacheElem elem = CacheElem::kF32;
-  CpuKernels cpu = {};  ///< CPU rows: the Highway kernels of `elem` (unused by CUDA rows).
+  CpuKernels cpu = {};      ///< CPU rows: the Highway kernels of `elem` (unused by CUDA rows).
+  const char* target = "";  ///< CPU rows: the Highway target of `cpu`, e.g. "AVX2".
   /// KeyValueCache step 1 (also MHCA and unified attention): quantize and store new tokens.
   Status (*write_new_tokens)(const BackendKernels&, const WriteProblem&, ContextState*) = nullptr;
   /// KeyValueCache step 2: dequantize every request's context into the key/value outputs.

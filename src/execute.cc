@@ -16,8 +16,9 @@ constexpr int64_t kWriteChunk = 16;
 Status WriteNewTokens(const BackendKernels& row, const WriteProblem& problem,
                       ContextState* context) {
   const int64_t tokens = problem.batch.seqstarts[problem.batch.size];
-  context->ParallelFor((tokens + kWriteChunk - 1) / kWriteChunk, [&](int64_t chunk, Scratch*) {
-    row.cpu.write_tokens(problem, chunk * kWriteChunk, std::min(tokens, (chunk + 1) * kWriteChunk));
+  context->ParallelFor((tokens + kWriteChunk - 1) / kWriteChunk, [&](int64_t chunk, Scratch* s) {
+    row.cpu.write_tokens(problem, chunk * kWriteChunk, std::min(tokens, (chunk + 1) * kWriteChunk),
+                         s);
   });
   return Status::Ok();
 }

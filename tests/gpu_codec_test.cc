@@ -231,7 +231,8 @@ TEST_SUITE("gpu_codec") {
       write.kv.cache = describe(cpu_planes, cpu_scales);
       write.kv.slots.mode = internal::SlotMap::Mode::kOffset;
       write.kv.slots.starts = offsets;
-      internal::KernelsFor(Device::kCpu, elem)->cpu.write_tokens(write, 0, tokens);
+      internal::Scratch write_scratch;
+      internal::KernelsFor(Device::kCpu, elem)->cpu.write_tokens(write, 0, tokens, &write_scratch);
 
       // The CUDA module's row encoder writes its own, from the activations as the kernel reads
       // them.

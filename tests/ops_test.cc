@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "src/dispatch.h"
 #include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
@@ -92,6 +93,21 @@ TEST_SUITE("ops") {
     }
     CHECK(ForcedTarget::Current() == 0);
     CHECK(hwy::SupportedAndGeneratedTargets() == targets);
+  }
+
+  TEST_CASE("the dispatch table runs the kernels of the target ForEachTarget forces") {
+    std::vector<std::string> forced;
+    ForEachTarget([&](const std::string& target) {
+      forced.push_back(target);
+      for (const dynattn::CacheElem elem : {dynattn::CacheElem::kF32, dynattn::CacheElem::kF16,
+                                            dynattn::CacheElem::kInt8, dynattn::CacheElem::kInt4}) {
+        const dynattn::internal::BackendKernels* row =
+            dynattn::internal::KernelsFor(dynattn::Device::kCpu, elem);
+        REQUIRE(row != nullptr);
+        CHECK(std::string(row->target) == target);
+      }
+    });
+    CHECK(forced.size() == hwy::SupportedAndGeneratedTargets().size());
   }
 
   TEST_CASE("KeyValueCache matches the reference bit for bit on every target") {

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "hwy/targets.h"
+#include "src/dispatch.h"
 
 namespace dynattn_test {
 namespace {
@@ -93,6 +94,8 @@ ForcedTarget::~ForcedTarget() { Set(previous_); }
 void ForcedTarget::Set(int64_t target) {
   g_forced_target = target;
   hwy::SetSupportedTargetsForTest(target);
+  // The dispatch table resolves its CPU rows once; forcing a target fills them again.
+  dynattn::internal::RefillCpuRows();
 }
 
 int64_t ForcedTarget::Current() { return g_forced_target; }

@@ -1,0 +1,352 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Plan once, run per layer (dynattn/plan.h): a plan made from one layer's tensors runs any other
+// layer's tensors of the same shapes with the bits of the one-shot call on that layer; a Run whose
+// tensors do not match its plan is refused before anything is written; and once a Context has run
+// a plan, running it again allocates nothing.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <new>
+#include <string>
+
+#include "dynattn/dynattn.h"
+#include "tests/reference/case_gen.h"
+#include "tests/support/run_case.h"
+
+// Every C++ heap allocation of this binary is counted while `g_counting` is set.
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_allocations{0};
+
+void* Allocate(size_t bytes, size_t align) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
+  if (bytes == 0) bytes = 1;
+  void* p = align <= alignof(std::max_align_t)
+                ? std::malloc(bytes)
+                : std::aligned_alloc(align, (bytes + align - 1) / align * align);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(size_t bytes) { return Allocate(bytes, 0); }
+void* operator new[](size_t bytes) { return Allocate(bytes, 0); }
+void* operator new(size_t bytes, std::align_val_t align) {
+  return Allocate(bytes, static_cast<size_t>(align));
+}
+void* operator new[](size_t bytes, std::align_val_t align) {
+  return Allocate(bytes, static_cast<size_t>(align));
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace dynattn_test {
+namespace {
+
+using dynattn::Context;
+using dynattn::Plan;
+using dynattn::Status;
+using dynattn_ref::Dt;
+
+/// One layer's tensors for a case: copies of its inputs (the cache is written) and poisoned
+/// outputs, bound by name.
+struct Layer {
+  dynattn_ref::Tensors tensors;
+  dynattn::BlockCache block_cache;  ///< Unified cases.
+
+  explicit Layer(const Case& c) : tensors(c.inputs) {
+    auto poisoned = [](Dt dt, std::vector<int64_t> shape) {
+      Array a = dynattn_ref::MakeArray(dt, shape);
+      if (!a.bytes.empty()) std::memset(a.bytes.data(), 0xFF, a.bytes.size());
+      return a;
+    };
+    if (c.op == "key_value_cache") {
+      const Array& ck = c.inputs.at("current_key");
+      const Array& kvstarts = c.inputs.at("kvstarts");
+      const std::vector<int64_t> shape = {kvstarts.data<int64_t>()[kvstarts.numel() - 1],
+                                          ck.shape[1] * c.attrs.num_repeat, ck.shape[2]};
+      tensors["key"] = poisoned(ck.dt, shape);
+      tensors["value"] = poisoned(ck.dt, shape);
+    } else {
+      const Array& q = c.inputs.at("query");
+      tensors["attn_output"] = poisoned(q.dt, q.shape);
+      if (c.op == "unified_attention")
+        tensors["lse"] = poisoned(Dt::kF32, {q.shape[0], q.shape[1]});
+    }
+    if (c.op == "unified_attention") {
+      const Status s =
+          dynattn::MakePmxBlockCache(Lookup()("cache"), Lookup()("scale"), CacheAttrsOf(c.attrs),
+                                     static_cast<int>(c.inputs.at("current_key").shape[1]),
+                                     c.attrs.head_dim, c.attrs.block_size, &block_cache);
+      REQUIRE_MESSAGE(s.ok(), s.message());
+    }
+  }
+
+  dynattn::TensorLookup Lookup() {
+    return [this](const std::string& name) {
+      auto it = tensors.find(name);
+      return it == tensors.end() ? dynattn::TensorView{} : ViewOf(it->second);
+    };
+  }
+};
+
+dynattn::KeyValueCacheAttrs KvcAttrs(const Case& c) {
+  dynattn::KeyValueCacheAttrs attrs;
+  attrs.cache = CacheAttrsOf(c.attrs);
+  attrs.num_repeat = c.attrs.num_repeat;
+  return attrs;
+}
+
+dynattn::MultiHeadCacheAttentionAttrs MhcaAttrs(const Case& c) {
+  dynattn::MultiHeadCacheAttentionAttrs attrs;
+  attrs.attention = AttentionAttrsOf(c.attrs);
+  attrs.cache = CacheAttrsOf(c.attrs);
+  return attrs;
+}
+
+dynattn::UnifiedAttentionAttrs UnifiedAttrs(const Case& c) {
+  dynattn::UnifiedAttentionAttrs attrs;
+  attrs.num_heads = c.attrs.num_heads;
+  attrs.head_dim = c.attrs.head_dim;
+  attrs.num_kv_heads = c.attrs.num_kv_heads;
+  attrs.is_alibi = c.attrs.is_alibi != 0;
+  return attrs;
+}
+
+Status PlanLayer(const Case& c, Layer* layer, Plan* plan) {
+  const dynattn::TensorLookup lookup = layer->Lookup();
+  if (c.op == "key_value_cache") {
+    return dynattn::PlanKeyValueCache(KvcAttrs(c), dynattn::KeyValueCacheArgsByName(lookup), plan);
+  }
+  if (c.op == "multi_head_attention") {
+    return dynattn::PlanMultiHeadAttention(AttentionAttrsOf(c.attrs),
+                                           dynattn::MultiHeadAttentionArgsByName(lookup), plan);
+  }
+  if (c.op == "multi_head_cache_attention") {
+    return dynattn::PlanMultiHeadCacheAttention(
+        MhcaAttrs(c), dynattn::MultiHeadCacheAttentionArgsByName(lookup), plan);
+  }
+  return dynattn::PlanUnifiedAttention(
+      UnifiedAttrs(c), dynattn::UnifiedAttentionArgsByName(lookup, &layer->block_cache), plan);
+}
+
+/// A layer's arguments, bound once (binding by name allocates: it is the caller's part).
+struct BoundArgs {
+  std::string op;
+  dynattn::KeyValueCacheArgs kvc;
+  dynattn::MultiHeadAttentionArgs mha;
+  dynattn::MultiHeadCacheAttentionArgs mhca;
+  dynattn::UnifiedAttentionArgs unified;
+
+  BoundArgs(const Case& c, Layer* layer) : op(c.op) {
+    const dynattn::TensorLookup lookup = layer->Lookup();
+    if (op == "key_value_cache") kvc = dynattn::KeyValueCacheArgsByName(lookup);
+    if (op == "multi_head_attention") mha = dynattn::MultiHeadAttentionArgsByName(lookup);
+    if (op == "multi_head_cache_attention") {
+      mhca = dynattn::MultiHeadCacheAttentionArgsByName(lookup);
+    }
+    if (op == "unified_attention") {
+      unified = dynattn::UnifiedAttentionArgsByName(lookup, &layer->block_cache);
+    }
+  }
+
+  Status Run(const Plan& plan, Context* context) const {
+    if (op == "key_value_cache") return dynattn::RunKeyValueCache(plan, kvc, context);
+    if (op == "multi_head_attention") return dynattn::RunMultiHeadAttention(plan, mha, context);
+    if (op == "multi_head_cache_attention") {
+      return dynattn::RunMultiHeadCacheAttention(plan, mhca, context);
+    }
+    return dynattn::RunUnifiedAttention(plan, unified, context);
+  }
+};
+
+Status RunLayer(const Case& c, Layer* layer, const Plan& plan, Context* context) {
+  return BoundArgs(c, layer).Run(plan, context);
+}
+
+/// Another layer of the same step: the same metadata and cache history, the activations negated
+/// (their sign bits flipped), so every output differs from the first layer's.
+Case NextLayer(const Case& c) {
+  Case next = c;
+  for (const char* name : {"query", "current_key", "current_value", "key", "value"}) {
+    auto it = next.inputs.find(name);
+    if (it == next.inputs.end() || c.op == "key_value_cache" && std::string(name) == "key") {
+      continue;
+    }
+    Array& a = it->second;
+    const size_t width = a.dt == Dt::kF16 ? 2 : 4;
+    for (size_t i = width - 1; i < a.bytes.size(); i += width) a.bytes[i] ^= 0x80;
+  }
+  return next;
+}
+
+/// The outputs (and the written cache) of a layer, to compare with a one-shot LibResult.
+void CheckSameAsOneShot(const Case& c, Layer* layer) {
+  const LibResult one_shot = RunLibrary(c);
+  REQUIRE_MESSAGE(one_shot.status.ok(), one_shot.status.message());
+  const std::pair<const char*, const Array*> expected[] = {{"attn_output", &one_shot.attn_output},
+                                                           {"lse", &one_shot.lse},
+                                                           {"key", &one_shot.key},
+                                                           {"value", &one_shot.value},
+                                                           {"cache", &one_shot.cache},
+                                                           {"scale", &one_shot.scale}};
+  for (const auto& [name, want] : expected) {
+    auto it = layer->tensors.find(name);
+    if (it == layer->tensors.end() || (want->shape.empty() && want->bytes.empty())) continue;
+    std::string why;
+    CHECK_MESSAGE(SameBytes(it->second, *want, &why), name << ": " << why);
+  }
+}
+
+std::vector<Case> CasesOfEveryOp(uint64_t seed) {
+  return {dynattn_ref::RandomCase("key_value_cache", seed),
+          dynattn_ref::RandomCase("multi_head_attention", seed + 1),
+          dynattn_ref::RandomCase("multi_head_cache_attention", seed + 2),
+          dynattn_ref::RandomUnifiedCase(seed + 3)};
+}
+
+TEST_SUITE("plan") {
+  TEST_CASE("a plan runs every layer of its step with the one-shot call's bits") {
+    for (int i = 0; i < 12; ++i) {
+      for (const Case& c : CasesOfEveryOp(BaseSeed() + 100 * static_cast<uint64_t>(i))) {
+        INFO(c.op << ": " << c.description);
+        dynattn::ContextOptions options;
+        options.num_threads = 1 + i % 3;
+        Context context(options);
+        Layer first(c);
+        Plan plan;
+        REQUIRE_MESSAGE(PlanLayer(c, &first, &plan).ok(), PlanLayer(c, &first, &plan).message());
+        const Case next = NextLayer(c);
+        Layer second(next);
+        // The second layer first: the plan holds no pointer into the first layer's tensors.
+        REQUIRE(RunLayer(c, &second, plan, &context).ok());
+        CheckSameAsOneShot(next, &second);
+        REQUIRE(RunLayer(c, &first, plan, &context).ok());
+        CheckSameAsOneShot(c, &first);
+      }
+    }
+  }
+
+  TEST_CASE("a plan keeps its own copies of the step's index tensors") {
+    const Case c = dynattn_ref::RandomCase("multi_head_cache_attention", BaseSeed() + 7);
+    Plan plan;
+    {
+      Layer planning(c);
+      REQUIRE(PlanLayer(c, &planning, &plan).ok());
+      for (auto& [name, array] : planning.tensors) {  // the caller reuses its metadata buffers
+        if (array.dt == Dt::kI64) std::memset(array.bytes.data(), 0xFF, array.bytes.size());
+      }
+    }
+    Layer layer(c);
+    Context context;
+    REQUIRE(RunLayer(c, &layer, plan, &context).ok());
+    CheckSameAsOneShot(c, &layer);
+  }
+
+  TEST_CASE("a Run whose tensors do not match its plan is refused and writes nothing") {
+    const Case c = dynattn_ref::RandomCase("multi_head_cache_attention", BaseSeed() + 11);
+    Layer layer(c);
+    Plan plan;
+    REQUIRE(PlanLayer(c, &layer, &plan).ok());
+    CHECK(std::string(plan.op()) == "MultiHeadCacheAttention");
+    CHECK(std::string(plan.backend()).rfind("cpu/", 0) == 0);
+    Context context;
+    const Layer untouched = layer;
+    auto args = dynattn::MultiHeadCacheAttentionArgsByName(layer.Lookup());
+
+    dynattn::MultiHeadCacheAttentionArgs wrong = args;
+    wrong.query.shape[0] += 1;
+    Status s = dynattn::RunMultiHeadCacheAttention(plan, wrong, &context);
+    CHECK(s.code() == dynattn::StatusCode::kInvalidArgument);
+    CHECK(s.message().rfind("query: must match the plan", 0) == 0);
+
+    wrong = args;
+    wrong.attn_output.dtype = wrong.attn_output.dtype == dynattn::DType::kF16
+                                  ? dynattn::DType::kF32
+                                  : dynattn::DType::kF16;
+    s = dynattn::RunMultiHeadCacheAttention(plan, wrong, &context);
+    CHECK(s.message().rfind("attn_output: must match the plan", 0) == 0);
+
+    wrong = args;
+    wrong.cache.shape[0] -= 1;
+    s = dynattn::RunMultiHeadCacheAttention(plan, wrong, &context);
+    CHECK(s.message().rfind("cache: must match the plan", 0) == 0);
+
+    s = dynattn::RunMultiHeadCacheAttention(plan, args, nullptr);
+    CHECK(s.message() == "context: must not be null");
+    s = dynattn::RunMultiHeadAttention(plan, dynattn::MultiHeadAttentionArgs{}, &context);
+    CHECK(s.message() == "plan: is a plan of MultiHeadCacheAttention, not of MultiHeadAttention");
+    s = dynattn::RunMultiHeadCacheAttention(Plan{}, args, &context);
+    CHECK(s.message().rfind("plan: is empty", 0) == 0);
+
+    for (const auto& [name, array] : untouched.tensors) {
+      std::string why;
+      CHECK_MESSAGE(SameBytes(layer.tensors.at(name), array, &why), name << ": " << why);
+    }
+  }
+
+  TEST_CASE("DescribeUnifiedStep is the plan's summary") {
+    const Case c = dynattn_ref::RandomUnifiedCase(BaseSeed() + 13);
+    Layer layer(c);
+    Plan plan;
+    REQUIRE(PlanLayer(c, &layer, &plan).ok());
+    dynattn::UnifiedStepSummary described;
+    REQUIRE(dynattn::DescribeUnifiedStep(
+                UnifiedAttrs(c),
+                dynattn::UnifiedAttentionArgsByName(layer.Lookup(), &layer.block_cache), &described)
+                .ok());
+    REQUIRE(plan.unified_summary() != nullptr);
+    CHECK(plan.unified_summary()->phase == described.phase);
+    CHECK(plan.unified_summary()->num_work_items == described.num_work_items);
+    CHECK(plan.unified_summary()->cache_bytes_read == described.cache_bytes_read);
+  }
+
+  TEST_CASE("in steady state a Run allocates nothing") {
+    for (const int threads : {1, 2}) {
+      for (const Case& c : CasesOfEveryOp(BaseSeed() + 31)) {
+        INFO(c.op << " on " << threads << " threads: " << c.description);
+        dynattn::ContextOptions options;
+        options.num_threads = threads;
+        Context context(options);
+        Layer layer(c);
+        Plan plan;
+        REQUIRE(PlanLayer(c, &layer, &plan).ok());
+        const BoundArgs args(c, &layer);
+        REQUIRE(args.Run(plan, &context).ok());  // the Context grows to the plan
+        for (int warm = 0; warm < 3; ++warm) REQUIRE(args.Run(plan, &context).ok());
+        g_allocations = 0;
+        g_counting = true;
+        bool ok = true;
+        for (int run = 0; run < 20; ++run) ok &= args.Run(plan, &context).ok();
+        g_counting = false;
+        CHECK(ok);
+        CHECK(g_allocations.load() == 0);
+      }
+    }
+  }
+
+  TEST_CASE("the allocation counter sees the library's allocations") {
+    // The counter is live: the one-shot call plans (and so allocates) on every call.
+    const Case c = dynattn_ref::RandomCase("multi_head_cache_attention", BaseSeed() + 37);
+    g_allocations = 0;
+    g_counting = true;
+    const LibResult r = RunLibrary(c);
+    g_counting = false;
+    REQUIRE(r.status.ok());
+    CHECK(g_allocations.load() > 0);
+  }
+}
+
+}  // namespace
+}  // namespace dynattn_test
