@@ -23,6 +23,7 @@
 #include "bench/baselines_eigen.h"
 #include "bench/baselines_onednn.h"
 #include "bench/machine.h"
+#include "bench/overhead.h"
 #include "bench/report.h"
 #include "bench/shared_prefix.h"
 #include "bench/step_matrix.h"
@@ -342,9 +343,10 @@ CLI::App* AddBenchCommand(CLI::App* app, BenchOptions* options) {
                   "Decode 8x4096, prefill 512 and the mixed step only (no shared-prefix steps)");
   bench
       ->add_option("--only", options->only,
-                   "Run one part alone: steps (the step matrix and its baselines) or unified "
-                   "(the shared-prefix steps, unified vs independent decodes)")
-      ->check(CLI::IsMember({"steps", "unified"}));
+                   "Run one part alone: steps (the step matrix and its baselines), unified "
+                   "(the shared-prefix steps, unified vs independent decodes) or overhead "
+                   "(a tiny step's per-call cost, unified planning per step vs per layer)")
+      ->check(CLI::IsMember({"steps", "unified", "overhead"}));
   bench->add_option("--threads", options->threads, "Threads of every measurement (default 2)")
       ->check(CLI::Range(1, 1024));
   bench->add_option("--repetitions", options->repetitions, "Timed calls per step (default 7)")
@@ -353,7 +355,22 @@ CLI::App* AddBenchCommand(CLI::App* app, BenchOptions* options) {
   return bench;
 }
 
+/// The overhead part: a tiny step on 1 thread and on the bench's threads, and unified planning.
+void RunOverhead(const BenchOptions& options) {
+  std::fprintf(stderr, "measuring per-call overhead ...\n");
+  std::vector<TinyStepResult> tiny;
+  for (const int threads : {1, options.threads}) {
+    if (!tiny.empty() && tiny.back().threads == threads) continue;
+    tiny.push_back(MeasureTinyStep(threads, 2000));
+  }
+  PrintOverhead(tiny, MeasureUnifiedPlanning(options.threads, options.repetitions), stdout);
+}
+
 int RunBenchCommand(const BenchOptions& options) {
+  if (options.only == "overhead") {
+    RunOverhead(options);
+    return cli::kExitOk;
+  }
   RerunWithPassiveOpenMp();
   MachineLimits machine = MeasureMachine(options.threads);
   Plan plan;
@@ -364,7 +381,9 @@ int RunBenchCommand(const BenchOptions& options) {
   if (shared_prefix && !BuildSharedPrefix(&plan)) return cli::kExitFailure;
   ListTimedCalls(options.threads, &plan);
   if (!RunRounds(options.repetitions, &plan, &machine.foreign_load)) return cli::kExitFailure;
-  return Report(options, machine, plan);
+  const int status = Report(options, machine, plan);
+  if (status == cli::kExitOk && options.only.empty() && !options.quick) RunOverhead(options);
+  return status;
 }
 
 }  // namespace dynattn::bench

@@ -129,6 +129,8 @@ CacheAttrs MakeCacheAttrs(const SharedPrefixShape& s) {
   return a;
 }
 
+}  // namespace
+
 UnifiedAttentionAttrs MakeUnifiedAttrs(const SharedPrefixShape& s) {
   UnifiedAttentionAttrs a;
   a.num_heads = s.num_heads;
@@ -155,8 +157,6 @@ Status UnifiedArgs(SharedPrefixStep* step, Array* out, BlockCache* cache,
   args->attn_output = View(*out);
   return Status::Ok();
 }
-
-}  // namespace
 
 std::vector<SharedPrefixShape> SharedPrefixSteps() {
   SharedPrefixShape f16;

@@ -63,6 +63,14 @@ Status RunDecodes(SharedPrefixStep* step, dynattn_ref::Array* out, const RunOpti
 /// The unified plan of the step (DescribeUnifiedStep).
 Status DescribeUnified(SharedPrefixStep* step, UnifiedStepSummary* summary);
 
+/// The unified call's attributes for a step of this shape.
+UnifiedAttentionAttrs MakeUnifiedAttrs(const SharedPrefixShape& shape);
+
+/// The unified call's arguments over the step's tensors, writing into `out` (allocated on first
+/// use); `cache` must outlive them.
+Status UnifiedArgs(SharedPrefixStep* step, dynattn_ref::Array* out, BlockCache* cache,
+                   UnifiedAttentionArgs* args);
+
 /// K, V and scale bytes the independent decodes read: every context row of every request (the
 /// prefix once per request), every KV head.
 double DecodesCacheBytes(const SharedPrefixShape& shape);

@@ -77,19 +77,21 @@ MUTATIONS = {
         "attend: the shared-memory size leaves out 32 bytes of probs"),
     "host-batch": (
         "gpu/backend.cu",
-        "    out.batch = batch.Upload(p.batch);\n", "    out.batch = p.batch;\n",
-        "attention kernels get the host's seqstarts/kvstarts"),
+        "    batch->seqstarts = staging.At<int64_t>(seqstarts);\n"
+        "    batch->kvstarts = staging.At<int64_t>(kvstarts);\n", "",
+        "kernels get the host's seqstarts/kvstarts"),
     "host-plan": (
         "gpu/backend.cu",
-        "  work.items = items.data();\n  work.num_items = static_cast<int64_t>(plan.items.size());",
+        "  work.items = staging.At<WorkItem>(items);\n"
+        "  work.num_items = static_cast<int64_t>(plan.items.size());",
         "  work.items = plan.items.data();\n"
         "  work.num_items = static_cast<int64_t>(plan.items.size());",
         "MHA/MHCA attend gets the host's work items"),
     "no-smem-opt-in": (
         "gpu/attention.cu",
-        "  DYNATTN_CUDA_CHECK(cudaFuncSetAttribute(&AttendKernel<kElem>,\n"
-        "                                          cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
-        "                                          static_cast<int>(layout.bytes)));\n", "",
+        "  DYNATTN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(&AttendKernel<kElem>,\n"
+        "                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
+        "                                                    static_cast<int>(layout.bytes)));\n", "",
         "attend launches above 48 KiB of shared memory without the opt-in"),
     "write-bound-off-by-one": (
         "gpu/cache_io.cu",
