@@ -31,8 +31,8 @@ struct UnifiedPlanningResult {
   double run_ms = 0;       ///< RunUnifiedAttention of that plan.
   double one_shot_ms = 0;  ///< UnifiedAttention: plans and runs.
   int layers = 32;         ///< The model depth the step-level figures assume.
-  double per_layer_ms() const { return layers * one_shot_ms; }      ///< Planning in every layer.
-  double per_step_ms() const { return plan_ms + layers * run_ms; }  ///< Planning once.
+  double per_layer_ms() const { return layers * (plan_ms + run_ms); }  ///< Planning in every layer.
+  double per_step_ms() const { return plan_ms + layers * run_ms; }     ///< Planning once.
 };
 
 TinyStepResult MeasureTinyStep(int threads, int calls);

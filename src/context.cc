@@ -2,6 +2,7 @@
 
 #include "src/context.h"
 
+#include <algorithm>
 #include <mutex>
 #include <utility>
 
@@ -41,6 +42,18 @@ ContextState::~ContextState() {
 float* ContextState::States(size_t floats) {
   if (states.size() < floats) states.resize(floats);
   return states.data();
+}
+
+void ContextState::BalanceScratch() {
+  size_t floats = 0, parts = 0;
+  for (const Scratch& s : scratch) {
+    floats = std::max(floats, s.floats.size());
+    parts = std::max(parts, s.parts.size());
+  }
+  for (Scratch& s : scratch) {
+    s.Reserve(floats);
+    s.ReserveParts(parts);
+  }
 }
 
 PooledContext::PooledContext(int num_threads) {

@@ -44,6 +44,10 @@ struct ContextState {
   /// `floats` floats of partial-state workspace (contents undefined), grown when needed.
   float* States(size_t floats);
 
+  /// Grows every slot's scratch to the largest any slot needed: which worker runs which piece
+  /// changes from run to run, so after one run of a plan every slot can run any of its pieces.
+  void BalanceScratch();
+
   ContextOptions options;  ///< num_threads resolved (>= 1).
   /// More threads than oneTBB lends by default (cores - 1 workers): each parallel call then
   /// raises oneTBB's process-wide worker limit for its own duration (tests do, to prove
@@ -80,6 +84,7 @@ void ContextState::ParallelFor(int64_t n, const Body& body) {
         },
         tbb::simple_partitioner());
   });
+  BalanceScratch();
 }
 
 /// A Context from a process-wide pool for the one-shot calls, returned to the pool when the

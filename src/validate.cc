@@ -128,7 +128,7 @@ Status CheckInt64Vector(const char* name, const TensorView& t, int64_t length) {
   DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t));
   DYNATTN_RETURN_IF_ERROR(CheckOnHost(name, t));
   if (t.dtype != DType::kI64) {
-    return Status::Invalid(name, std::string("must be int64, got ") + DTypeName(t.dtype));
+    return Status::Invalid(name, std::string("must be int64 or int32, got ") + DTypeName(t.dtype));
   }
   if (t.rank != 1) return Status::Invalid(name, "must have rank 1, got shape " + ShapeString(t));
   if (length >= 0 && t.shape[0] != length) {
@@ -143,7 +143,8 @@ Status ReadScalar(const char* name, const TensorView& t, int64_t* value) {
   DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t));
   DYNATTN_RETURN_IF_ERROR(CheckOnHost(name, t));
   if (t.dtype != DType::kI64) {
-    return Status::Invalid(name, std::string("must be an int64 scalar, got ") + DTypeName(t.dtype));
+    return Status::Invalid(
+        name, std::string("must be an int64 or int32 scalar, got ") + DTypeName(t.dtype));
   }
   if (t.NumElements() != 1 || t.rank > 1) {
     return Status::Invalid(name, "must be a scalar (0-d int64), got shape " + ShapeString(t));

@@ -124,23 +124,6 @@ dynattn::UnifiedAttentionAttrs UnifiedAttrs(const Case& c) {
   return attrs;
 }
 
-Status PlanLayer(const Case& c, Layer* layer, Plan* plan) {
-  const dynattn::TensorLookup lookup = layer->Lookup();
-  if (c.op == "key_value_cache") {
-    return dynattn::PlanKeyValueCache(KvcAttrs(c), dynattn::KeyValueCacheArgsByName(lookup), plan);
-  }
-  if (c.op == "multi_head_attention") {
-    return dynattn::PlanMultiHeadAttention(AttentionAttrsOf(c.attrs),
-                                           dynattn::MultiHeadAttentionArgsByName(lookup), plan);
-  }
-  if (c.op == "multi_head_cache_attention") {
-    return dynattn::PlanMultiHeadCacheAttention(
-        MhcaAttrs(c), dynattn::MultiHeadCacheAttentionArgsByName(lookup), plan);
-  }
-  return dynattn::PlanUnifiedAttention(
-      UnifiedAttrs(c), dynattn::UnifiedAttentionArgsByName(lookup, &layer->block_cache), plan);
-}
-
 /// A layer's arguments, bound once (binding by name allocates: it is the caller's part).
 struct BoundArgs {
   std::string op;
@@ -161,6 +144,28 @@ struct BoundArgs {
     }
   }
 
+  Status MakePlan(const Case& c, Plan* plan) const {
+    if (op == "key_value_cache") return dynattn::PlanKeyValueCache(KvcAttrs(c), kvc, plan);
+    if (op == "multi_head_attention") {
+      return dynattn::PlanMultiHeadAttention(AttentionAttrsOf(c.attrs), mha, plan);
+    }
+    if (op == "multi_head_cache_attention") {
+      return dynattn::PlanMultiHeadCacheAttention(MhcaAttrs(c), mhca, plan);
+    }
+    return dynattn::PlanUnifiedAttention(UnifiedAttrs(c), unified, plan);
+  }
+
+  /// Every index tensor of the bound op.
+  std::vector<dynattn::TensorView*> IndexTensors() {
+    return {&kvc.seqstarts,           &kvc.kvstarts,         &kvc.cachestarts,
+            &kvc.start_pos,           &kvc.max_seqlen,       &kvc.max_kvlen,
+            &mha.seqstarts,           &mha.kvstarts,         &mha.decoding_batches,
+            &mha.max_seqlen,          &mha.max_kvlen,        &mhca.seqstarts,
+            &mhca.kvstarts,           &mhca.cachestarts,     &mhca.start_pos,
+            &mhca.decoding_batches,   &mhca.max_seqlen,      &mhca.max_kvlen,
+            &unified.query_start_loc, &unified.context_lens, &unified.block_table};
+  }
+
   Status Run(const Plan& plan, Context* context) const {
     if (op == "key_value_cache") return dynattn::RunKeyValueCache(plan, kvc, context);
     if (op == "multi_head_attention") return dynattn::RunMultiHeadAttention(plan, mha, context);
@@ -170,6 +175,10 @@ struct BoundArgs {
     return dynattn::RunUnifiedAttention(plan, unified, context);
   }
 };
+
+Status PlanLayer(const Case& c, Layer* layer, Plan* plan) {
+  return BoundArgs(c, layer).MakePlan(c, plan);
+}
 
 Status RunLayer(const Case& c, Layer* layer, const Plan& plan, Context* context) {
   return BoundArgs(c, layer).Run(plan, context);
@@ -234,6 +243,33 @@ TEST_SUITE("plan") {
         CheckSameAsOneShot(next, &second);
         REQUIRE(RunLayer(c, &first, plan, &context).ok());
         CheckSameAsOneShot(c, &first);
+      }
+    }
+  }
+
+  TEST_CASE("int32 index tensors (as engines pass them) give the bits of int64 ones") {
+    for (int i = 0; i < 6; ++i) {
+      for (const Case& c : CasesOfEveryOp(BaseSeed() + 500 + 10 * static_cast<uint64_t>(i))) {
+        INFO(c.op << ": " << c.description);
+        Layer layer(c);
+        BoundArgs args(c, &layer);
+        std::vector<std::vector<int32_t>> narrow;
+        int narrowed = 0;
+        for (dynattn::TensorView* t : args.IndexTensors()) {
+          if (!t->present() || t->dtype != dynattn::DType::kI64) continue;
+          const int64_t* wide = t->As<const int64_t>();
+          narrow.emplace_back(wide, wide + t->NumElements());
+          *t = dynattn::TensorView::Dense(narrow.back().data(), dynattn::DType::kI32, t->rank,
+                                          t->shape);
+          ++narrowed;
+        }
+        CHECK(narrowed >= 3);
+        Plan plan;
+        const Status planned = args.MakePlan(c, &plan);
+        REQUIRE_MESSAGE(planned.ok(), planned.message());
+        Context context;
+        REQUIRE(args.Run(plan, &context).ok());
+        CheckSameAsOneShot(c, &layer);
       }
     }
   }

@@ -42,7 +42,9 @@ struct MultiHeadCacheAttentionAttrs {
   CacheAttrs cache;          ///< Cache format, addressing and layout.
 };
 
-/// `KeyValueCache` tensors. Index tensors are int64; scalars are 0-d (or one-element) int64.
+/// `KeyValueCache` tensors. Index tensors (offsets, tables, scalars) are int64 or int32 (as engines
+/// pass them; an int32 tensor is widened once, when the call is planned); scalars are 0-d (or
+/// one-element).
 struct KeyValueCacheArgs {
   TensorView current_key;    ///< (Tq, Hkv, D), fp32 or fp16: the new tokens' keys.
   TensorView current_value;  ///< (Tq, Hkv, D), same dtype.

@@ -18,7 +18,7 @@ enum class DType : uint8_t {
   kF16,  ///< IEEE binary16, stored as its 16-bit pattern.
   kI8,   ///< int8 (quantized caches; packed int4 caches).
   kI64,  ///< int64 (index tensors and scalars).
-  kI32,  ///< int32 (engines' index tensors, accepted by the adapters in dynattn/adapters.h).
+  kI32,  ///< int32 (engines' index tensors: every op and adapter accepts them for indices).
 };
 
 /// Bytes per element of `dtype`.

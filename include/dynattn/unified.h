@@ -55,7 +55,7 @@ struct UnifiedAttentionAttrs {
   bool is_alibi = false;  ///< Adds slope_h * (key position - query position), spec pmx-ops §5.5.
 };
 
-/// Unified attention tensors. Index tensors are int64.
+/// Unified attention tensors. Index tensors are int64 or int32 (widened once, at plan time).
 struct UnifiedAttentionArgs {
   TensorView query;            ///< (T, Hq, D), fp32 or fp16: the step's flattened query tokens.
   TensorView current_key;      ///< (T, Hkv, D), dtype of query: the fresh keys, written first.

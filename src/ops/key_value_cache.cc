@@ -12,9 +12,15 @@ namespace dynattn {
 
 using internal::OpKind;
 
-Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
+Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& caller_args,
                          Plan* plan) {
   if (plan == nullptr) return Status::Invalid("plan", "must not be null");
+  internal::WidenedIndex widen;
+  KeyValueCacheArgs args = caller_args;
+  for (TensorView* index : {&args.seqstarts, &args.kvstarts, &args.cachestarts, &args.start_pos,
+                            &args.max_seqlen, &args.max_kvlen}) {
+    *index = widen(*index);
+  }
   internal::KeyValueCacheCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateKeyValueCache(attrs, args, &call));
   std::unique_ptr<internal::PlanState> s;

@@ -12,9 +12,15 @@ namespace dynattn {
 
 using internal::OpKind;
 
-Status PlanMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
-                              Plan* plan) {
+Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
+                              const MultiHeadAttentionArgs& caller_args, Plan* plan) {
   if (plan == nullptr) return Status::Invalid("plan", "must not be null");
+  internal::WidenedIndex widen;
+  MultiHeadAttentionArgs args = caller_args;
+  for (TensorView* index : {&args.seqstarts, &args.kvstarts, &args.decoding_batches,
+                            &args.max_seqlen, &args.max_kvlen}) {
+    *index = widen(*index);
+  }
   internal::MultiHeadAttentionCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadAttention(attrs, args, &call));
   std::unique_ptr<internal::PlanState> s;

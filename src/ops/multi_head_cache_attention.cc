@@ -13,8 +13,14 @@ namespace dynattn {
 using internal::OpKind;
 
 Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
-                                   const MultiHeadCacheAttentionArgs& args, Plan* plan) {
+                                   const MultiHeadCacheAttentionArgs& caller_args, Plan* plan) {
   if (plan == nullptr) return Status::Invalid("plan", "must not be null");
+  internal::WidenedIndex widen;
+  MultiHeadCacheAttentionArgs args = caller_args;
+  for (TensorView* index : {&args.seqstarts, &args.kvstarts, &args.cachestarts, &args.start_pos,
+                            &args.decoding_batches, &args.max_seqlen, &args.max_kvlen}) {
+    *index = widen(*index);
+  }
   internal::MultiHeadCacheAttentionCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadCacheAttention(attrs, args, &call));
   std::unique_ptr<internal::PlanState> s;

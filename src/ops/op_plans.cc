@@ -3,6 +3,7 @@
 #include "src/ops/op_plans.h"
 
 #include "core/softmax_state.h"
+#include "src/validate.h"
 
 namespace dynattn::internal {
 
@@ -34,6 +35,16 @@ void PlanAttentionWork(PlanState* state) {
   state->attention_plan = PlanAttention(state->attention);
   state->workspace_floats = static_cast<size_t>(state->attention_plan.num_states *
                                                 StateFloats(state->attention.padded_dim));
+}
+
+TensorView WidenedIndex::operator()(const TensorView& t) {
+  if (!t.present() || t.dtype != DType::kI32 || t.device != Device::kCpu ||
+      !CheckStorage("index", t).ok()) {
+    return t;
+  }
+  const int32_t* source = t.As<const int32_t>();
+  copies_.emplace_back(source, source + t.NumElements());
+  return TensorView::Dense(copies_.back().data(), DType::kI64, t.rank, t.shape);
 }
 
 Status CheckRun(const Plan& plan, OpKind op, const Context* context, const PlanState** state) {

@@ -8,6 +8,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <vector>
 
 #include "src/plan_state.h"
 
@@ -27,6 +28,19 @@ void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantiz
 
 /// Plans an attention problem (MHA, MHCA) with core/'s planner and sizes its workspace.
 void PlanAttentionWork(PlanState* state);
+
+/// int32 index tensors (what vLLM and FlashInfer pass) as int64 views of copies made at plan
+/// time: validation and planning read int64, and a plan keeps its own copies of the index
+/// tensors either way, so an int32 input costs one conversion per plan and nothing per Run.
+class WidenedIndex {
+ public:
+  /// `t` itself unless it is a present, dense, host int32 tensor, which becomes an int64 view of
+  /// a copy owned by this object (errors in `t` are left for the validators to name).
+  TensorView operator()(const TensorView& t);
+
+ private:
+  std::vector<std::vector<int64_t>> copies_;
+};
 
 /// The plan of `op` and a usable context, or the error naming which is wrong.
 Status CheckRun(const Plan& plan, OpKind op, const Context* context, const PlanState** state);

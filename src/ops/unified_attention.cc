@@ -84,9 +84,14 @@ Status MakePmxBlockCache(const TensorView& cache, const TensorView& scale, const
   return Status::Ok();
 }
 
-Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
-                            Plan* plan) {
+Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
+                            const UnifiedAttentionArgs& caller_args, Plan* plan) {
   if (plan == nullptr) return Status::Invalid("plan", "must not be null");
+  internal::WidenedIndex widen;
+  UnifiedAttentionArgs args = caller_args;
+  for (TensorView* index : {&args.query_start_loc, &args.context_lens, &args.block_table}) {
+    *index = widen(*index);
+  }
   internal::UnifiedCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateUnifiedAttention(attrs, args, &call));
   std::unique_ptr<internal::PlanState> s;

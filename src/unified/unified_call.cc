@@ -152,7 +152,7 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
       args.block_table.rank != 2 || args.block_table.shape[0] != requests) {
     return Status::Invalid(
         "block_table",
-        "must be int64 of shape (B = " + to_string(requests) + ", max_blocks), got " +
+        "must be int64 or int32 of shape (B = " + to_string(requests) + ", max_blocks), got " +
             (args.block_table.present() ? std::string(DTypeName(args.block_table.dtype)) + " " +
                                               ShapeString(args.block_table)
                                         : std::string("nothing")));
