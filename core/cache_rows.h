@@ -6,6 +6,7 @@
 #ifndef DYNATTN_CORE_CACHE_ROWS_H_
 #define DYNATTN_CORE_CACHE_ROWS_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/host_device.h"
@@ -26,6 +27,21 @@ DYNATTN_HD int64_t ByteOffset(CacheElem elem, int64_t offset) {
       return offset / 2;
   }
   return offset;
+}
+
+/// Bytes of one cached row (the K or V of one slot and head) and of its group scales.
+struct RowBytes {
+  size_t row = 0, scales = 0;
+};
+
+DYNATTN_HD RowBytes RowBytesOf(const CacheDesc& cache) {
+  RowBytes bytes;
+  bytes.row = static_cast<size_t>(ByteOffset(cache.elem, cache.head_dim));
+  if (cache.elem == CacheElem::kInt8 || cache.elem == CacheElem::kInt4) {
+    bytes.scales = static_cast<size_t>(cache.head_dim / cache.quant_group) *
+                   (cache.scale_type == ScaleType::kF16 ? 2 : 4);
+  }
+  return bytes;
 }
 
 /// First byte of row (slot, head) of a plane whose elements are `elem`.

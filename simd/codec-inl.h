@@ -249,34 +249,6 @@ HWY_INLINE void PrefetchBytes(const void* p, size_t bytes) {
   }
 }
 
-/// Bytes of one cached row, and of its group scales.
-struct RowBytes {
-  size_t row = 0, scales = 0;
-
-  static RowBytes For(const CacheDesc& cache) {
-    RowBytes b;
-    const size_t dim = cache.head_dim;
-    switch (cache.elem) {
-      case CacheElem::kF32:
-        b.row = 4 * dim;
-        break;
-      case CacheElem::kF16:
-        b.row = 2 * dim;
-        break;
-      case CacheElem::kInt8:
-        b.row = dim;
-        break;
-      case CacheElem::kInt4:
-        b.row = dim / 2;
-        break;
-    }
-    if (cache.elem == CacheElem::kInt8 || cache.elem == CacheElem::kInt4) {
-      b.scales = dim / cache.quant_group * (cache.scale_type == ScaleType::kF16 ? 2 : 4);
-    }
-    return b;
-  }
-};
-
 /// Decodes row (slot, head) of `plane` into dst[0, head_dim). `scales_tmp` holds head_dim
 /// floats.
 template <CacheElem kElem>

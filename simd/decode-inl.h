@@ -218,7 +218,7 @@ HWY_INLINE void WidenTileScales(const CacheDesc& cache, const ScaleLanes& lanes,
 
 /// Prefetches rows [j, min(j + n, count)) of a tile, with their scales.
 HWY_INLINE void PrefetchTileRows(const TileRows& tile, int j, int n, int count,
-                                 const RowBytes& bytes) {
+                                 const internal::RowBytes& bytes) {
   for (int k = j; k < std::min(j + n, count); ++k) {
     PrefetchBytes(tile.rows[k], bytes.row);
     if (bytes.scales != 0) PrefetchBytes(tile.scale_rows[k], bytes.scales);
@@ -256,7 +256,7 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   const int rows = w.row_end - w.row_begin;
   const int dp = p.padded_dim;
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
-  const RowBytes bytes = RowBytes::For(p.kv.cache);
+  const internal::RowBytes bytes = internal::RowBytesOf(p.kv.cache);
   const size_t n = kBlock, scale_floats = size_t{kKeyTile} * lanes.row_floats;
   constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
   const auto parts =

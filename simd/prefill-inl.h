@@ -241,7 +241,7 @@ struct TiledKeys {
 /// of a KV head are strided, often a page apart, where the hardware prefetchers do not follow.
 template <CacheElem kElem>
 HWY_INLINE void FetchTileSlots(const AttentionProblem& p, const TiledKeys& k, int64_t key0,
-                               int count, const RowBytes& bytes, int64_t* slots) {
+                               int count, const internal::RowBytes& bytes, int64_t* slots) {
   k.slots->Slots(k.request, key0, count, slots);
   const CacheDesc& cache = p.kv.cache;
   for (int j = 0; j < count; ++j) {
@@ -263,7 +263,7 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
   const int padded_vectors = (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
   const RowCodec codec = RowCodec::For(p.kv.cache, p.io_type);
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
-  const RowBytes bytes = RowBytes::For(p.kv.cache);
+  const internal::RowBytes bytes = internal::RowBytesOf(p.kv.cache);
   LoadQueries(p, s.rows, vectors, padded_vectors, s.queries);
   s.states.Reset(padded_vectors, p.padded_dim);
   const auto tile_count = [&](int64_t key0) {

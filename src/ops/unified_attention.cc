@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/cache_rows.h"
 #include "core/plan_unified.h"
 #include "core/softmax_state.h"
 #include "dynattn/plan.h"
@@ -22,16 +23,6 @@ namespace dynattn {
 using internal::OpKind;
 
 namespace {
-
-/// Bytes of one cached row of K or V, with its scales.
-int64_t RowBytes(const CacheDesc& c) {
-  const int64_t elements = c.elem == CacheElem::kF32    ? 4 * c.head_dim
-                           : c.elem == CacheElem::kF16  ? 2 * c.head_dim
-                           : c.elem == CacheElem::kInt8 ? c.head_dim
-                                                        : c.head_dim / 2;
-  if (c.elem != CacheElem::kInt8 && c.elem != CacheElem::kInt4) return elements;
-  return elements + c.head_dim / c.quant_group * (c.scale_type == ScaleType::kF16 ? 2 : 4);
-}
 
 UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::UnifiedPlan& plan,
                              const CacheDesc& cache) {
@@ -51,7 +42,8 @@ UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::
   int64_t rows = 0;
   for (const internal::WorkItem& w : plan.request_items) rows += w.key_end - w.key_begin;
   for (const internal::SharedItem& w : plan.shared_items) rows += w.key_end - w.key_begin;
-  s.cache_bytes_read = 2 * rows * RowBytes(cache);
+  const internal::RowBytes bytes = internal::RowBytesOf(cache);
+  s.cache_bytes_read = 2 * rows * static_cast<int64_t>(bytes.row + bytes.scales);
   return s;
 }
 
