@@ -24,10 +24,10 @@
 
 #include "dynattn/dynattn.h"
 #include "dynattn/named_args.h"
-#include "src/cli/npy.h"
 #include "tests/reference/case_gen.h"
 #include "tests/reference/golden_matrix.h"
 #include "tests/reference/reference.h"
+#include "tools/npy.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 // through RunCommand unchanged: the writer only turns a case into input files and a RunRequest,
 // so the golden outputs are by construction what `dynattn run` computes on the CPU.
 
-#include "src/cli/golden_command.h"
+#include "tools/golden_command.h"
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -12,9 +12,9 @@
 #include <system_error>
 #include <vector>
 
-#include "src/cli/npy.h"
-#include "src/cli/run_command.h"
 #include "tests/reference/golden_matrix.h"
+#include "tools/npy.h"
+#include "tools/run_command.h"
 
 namespace dynattn::cli {
 namespace {
