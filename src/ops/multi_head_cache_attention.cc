@@ -4,7 +4,6 @@
 // that reads each request's context straight from the (dequantized) cache.
 
 #include "dynattn/dynattn.h"
-#include "hwy/targets.h"
 #include "src/dispatch.h"
 #include "src/validate.h"
 
@@ -21,11 +20,6 @@ Status MultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
   kernels->write_new_tokens(call.write, options);
   kernels->run_attention(call.attention, internal::PlanAttention(call.attention), options);
   return Status::Ok();
-}
-
-const char* CpuTargetName() {
-  const int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
-  return hwy::TargetName(usable & -usable);  // the best one: lowest bit
 }
 
 }  // namespace dynattn
