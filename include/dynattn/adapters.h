@@ -126,10 +126,10 @@ enum class KsanaBlockOrder : uint8_t {
 /// (bytes for int4: 2 * L * S / 2); the scale pool is (N [+1], 2 * L * T * Hkv * D / G).
 struct KsanaPoolAttrs {
   KsanaBlockOrder order = KsanaBlockOrder::kKvLayer;  ///< Intra-block order.
-  int num_layers = 1;       ///< L: layers on this node (pipeline stage plus MTP layers).
+  int num_layer = 1;        ///< L: layers on this node (pipeline stage plus MTP layers).
   int64_t num_blocks = 0;   ///< N: usable blocks; Ksana ids are [0, N).
   bool slack_block = true;  ///< The allocation holds one more block (Ksana under ACL).
-  int block_token_num = 0;  ///< T: tokens per block.
+  int block_size = 0;       ///< T: tokens per block (Ksana's block_token_num).
   int num_kv_heads = 0;     ///< Hkv: KV heads per rank.
   int head_dim = 0;         ///< D.
   CacheFormat format;       ///< Element format of the pool.
@@ -137,14 +137,14 @@ struct KsanaPoolAttrs {
   /// Sub-blocks between layers l and l + 1 inside a block (sigma_l).
   int64_t LayerStride() const { return order == KsanaBlockOrder::kKvLayer ? 1 : 2; }
   /// Sub-blocks between the K and V sub-blocks of a layer (sigma_kv).
-  int64_t KvStride() const { return order == KsanaBlockOrder::kKvLayer ? num_layers : 1; }
+  int64_t KvStride() const { return order == KsanaBlockOrder::kKvLayer ? num_layer : 1; }
   /// ATB block id of (Ksana block `block`, layer `layer`): 2L * block + sigma_l * layer.
   int64_t AtbBlockId(int64_t block, int layer) const {
-    return 2 * num_layers * block + LayerStride() * layer;
+    return 2 * num_layer * block + LayerStride() * layer;
   }
   /// ATB blocks each view declares: 2LN, or 2LN - sigma_kv without the slack block.
   int64_t AtbViewBlocks() const {
-    return 2 * num_layers * num_blocks - (slack_block ? 0 : KvStride());
+    return 2 * num_layer * num_blocks - (slack_block ? 0 : KvStride());
   }
 };
 
