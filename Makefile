@@ -20,7 +20,7 @@ build: setup
 	ninja -C $(BUILD)
 
 demo: build
-	./$(BUILD)/src/cli/dynattn demo
+	./$(BUILD)/tools/dynattn demo
 
 test: build
 	bash scripts/run_tests.sh $(BUILD)
@@ -28,7 +28,7 @@ test: build
 # Serving steps timed against this machine's measured bandwidth and FMA peak and against composed
 # oneDNN and Eigen baselines, all in one run (under 5 minutes on 2 cores); results also as JSON.
 bench: build
-	./$(BUILD)/src/cli/dynattn bench --json $(BUILD)/bench.json
+	./$(BUILD)/tools/dynattn bench --json $(BUILD)/bench.json
 
 # The same suites under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it too), with
 # assertions on. -O1, line tables only and no SSE4 target keep its build inside CI's time budget;

@@ -6,95 +6,65 @@
 #include "bench/report.h"
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 namespace dynattn::bench {
 namespace {
 
-/// A JSON string literal (the names here are plain ASCII, but quote and control characters are
-/// escaped all the same).
-std::string Quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+using Json = nlohmann::ordered_json;  // keys in the order written, as readers see them
 
 /// A JSON number, or null when not finite.
-std::string Number(double value) {
-  if (!std::isfinite(value)) return "null";
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.6g", value);
-  return text;
+Json Number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
+
+Json RowJson(const RowResult& r) {
+  return {{"step", r.step},
+          {"kind", r.kind},
+          {"cache", r.cache},
+          {"cache_mode", r.cache_mode},
+          {"context", r.context},
+          {"median_ms", Number(r.median_ms)},
+          {"gbps", Number(r.gbps)},
+          {"gflops", Number(r.gflops)},
+          {"roofline_ms", Number(r.roofline_ms)},
+          {"roofline_pct", Number(r.roofline_pct())},
+          {"vs_onednn", Number(r.vs_onednn())},
+          {"vs_eigen", Number(r.vs_eigen())},
+          {"onednn_ms", Number(r.onednn_ms)},
+          {"eigen_ms", Number(r.eigen_ms)}};
 }
 
-std::string Field(const char* name, const std::string& json_value) {
-  return Quoted(name) + ": " + json_value;
+Json BaselineJson(const BaselineResult& b) {
+  return {{"shape", b.shape},
+          {"kind", b.kind},
+          {"cache", "f32"},
+          {"context", b.context},
+          {"onednn_ms", Number(b.onednn_ms)},
+          {"eigen_ms", Number(b.eigen_ms)},
+          {"fp32_kv_bytes", Number(b.fp32_bytes)},
+          {"flops", Number(b.flops)},
+          {"onednn_implementations", b.onednn_implementations}};
 }
 
-/// `items` between `open` and `close`, separated by `separator`.
-std::string Join(const char* open, const std::vector<std::string>& items, const char* separator,
-                 const char* close) {
-  std::string out = open;
-  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : separator) + items[i];
-  return out + close;
-}
-
-std::string RowJson(const RowResult& r) {
-  return Join(
-      "{",
-      {Field("step", Quoted(r.step)), Field("kind", Quoted(r.kind)),
-       Field("cache", Quoted(r.cache)), Field("cache_mode", Quoted(r.cache_mode)),
-       Field("context", std::to_string(r.context)), Field("median_ms", Number(r.median_ms)),
-       Field("gbps", Number(r.gbps)), Field("gflops", Number(r.gflops)),
-       Field("roofline_ms", Number(r.roofline_ms)), Field("roofline_pct", Number(r.roofline_pct())),
-       Field("vs_onednn", Number(r.vs_onednn())), Field("vs_eigen", Number(r.vs_eigen())),
-       Field("onednn_ms", Number(r.onednn_ms)), Field("eigen_ms", Number(r.eigen_ms))},
-      ", ", "}");
-}
-
-std::string BaselineJson(const BaselineResult& b) {
-  return Join("{",
-              {Field("shape", Quoted(b.shape)), Field("kind", Quoted(b.kind)),
-               Field("cache", Quoted("f32")), Field("context", std::to_string(b.context)),
-               Field("onednn_ms", Number(b.onednn_ms)), Field("eigen_ms", Number(b.eigen_ms)),
-               Field("fp32_kv_bytes", Number(b.fp32_bytes)), Field("flops", Number(b.flops)),
-               Field("onednn_implementations", Quoted(b.onednn_implementations))},
-              ", ", "}");
-}
-
-std::string SharedPrefixJson(const SharedPrefixResult& r, const MachineLimits& machine) {
-  return Join(
-      "{",
-      {Field("step", Quoted(r.step)), Field("cache", Quoted(r.cache)),
-       Field("requests", std::to_string(r.requests)), Field("prefix", std::to_string(r.prefix)),
-       Field("own", std::to_string(r.own)), Field("phase", Quoted(r.phase)),
-       Field("unified_ms", Number(r.unified_ms)),
-       Field("unified_cache_bytes", Number(r.unified_bytes)),
-       Field("unified_gbps", Number(r.unified_gbps())),
-       Field("unified_gflops", Number(r.unified_gflops())),
-       Field("unified_bandwidth_pct", Number(100.0 * r.unified_gbps() / machine.bandwidth_gbps)),
-       Field("decodes_ms", Number(r.decodes_ms)),
-       Field("decodes_cache_bytes", Number(r.decodes_bytes)),
-       Field("decodes_gbps", Number(r.decodes_gbps())),
-       Field("decodes_gflops", Number(r.decodes_gflops())),
-       Field("decodes_bandwidth_pct", Number(100.0 * r.decodes_gbps() / machine.bandwidth_gbps)),
-       Field("flops", Number(r.flops)), Field("speedup", Number(r.speedup()))},
-      ", ", "}");
-}
-
-template <typename T, typename ToJson>
-std::string List(const std::vector<T>& items, ToJson to_json) {
-  std::vector<std::string> texts;
-  for (const T& item : items) texts.push_back(to_json(item));
-  return Join("[\n    ", texts, ",\n    ", "\n  ]");
+Json SharedPrefixJson(const SharedPrefixResult& r, const MachineLimits& machine) {
+  return {{"step", r.step},
+          {"cache", r.cache},
+          {"requests", r.requests},
+          {"prefix", r.prefix},
+          {"own", r.own},
+          {"phase", r.phase},
+          {"unified_ms", Number(r.unified_ms)},
+          {"unified_cache_bytes", Number(r.unified_bytes)},
+          {"unified_gbps", Number(r.unified_gbps())},
+          {"unified_gflops", Number(r.unified_gflops())},
+          {"unified_bandwidth_pct", Number(100.0 * r.unified_gbps() / machine.bandwidth_gbps)},
+          {"decodes_ms", Number(r.decodes_ms)},
+          {"decodes_cache_bytes", Number(r.decodes_bytes)},
+          {"decodes_gbps", Number(r.decodes_gbps())},
+          {"decodes_gflops", Number(r.decodes_gflops())},
+          {"decodes_bandwidth_pct", Number(100.0 * r.decodes_gbps() / machine.bandwidth_gbps)},
+          {"flops", Number(r.flops)},
+          {"speedup", Number(r.speedup())}};
 }
 
 void PrintRows(const std::vector<RowResult>& rows, std::FILE* out) {
@@ -170,23 +140,25 @@ void PrintReport(const MachineLimits& machine, const std::vector<RowResult>& row
 bool WriteJson(const std::string& path, const MachineLimits& machine, int repetitions,
                const std::vector<RowResult>& rows, const std::vector<BaselineResult>& baselines,
                const std::vector<SharedPrefixResult>& shared_prefix) {
-  std::vector<std::string> shared;
-  for (const SharedPrefixResult& r : shared_prefix) shared.push_back(SharedPrefixJson(r, machine));
-  const std::string json = Join(
-      "{\n  ",
-      {Field("bandwidth_gbps", Number(machine.bandwidth_gbps)),
-       Field("fma_gflops", Number(machine.fma_gflops)),
-       Field("threads", std::to_string(machine.threads)), Field("target", Quoted(machine.target)),
-       Field("foreign_load_pct", Number(100.0 * machine.foreign_load)),
-       Field("openmp_wait_policy", Quoted(machine.openmp_wait_policy)),
-       Field("repetitions", std::to_string(repetitions)), Field("rows", List(rows, RowJson)),
-       Field("baselines", List(baselines, BaselineJson)),
-       Field("shared_prefix", Join("[\n    ", shared, ",\n    ", "\n  ]"))},
-      ",\n  ", "\n}\n");
-  std::FILE* file = std::fopen(path.c_str(), "w");
-  if (file == nullptr) return false;
-  const bool written = std::fwrite(json.data(), 1, json.size(), file) == json.size();
-  return std::fclose(file) == 0 && written;
+  Json json = {{"bandwidth_gbps", Number(machine.bandwidth_gbps)},
+               {"fma_gflops", Number(machine.fma_gflops)},
+               {"threads", machine.threads},
+               {"target", machine.target},
+               {"foreign_load_pct", Number(100.0 * machine.foreign_load)},
+               {"openmp_wait_policy", machine.openmp_wait_policy},
+               {"repetitions", repetitions},
+               {"rows", Json::array()},
+               {"baselines", Json::array()},
+               {"shared_prefix", Json::array()}};
+  for (const RowResult& r : rows) json["rows"].push_back(RowJson(r));
+  for (const BaselineResult& b : baselines) json["baselines"].push_back(BaselineJson(b));
+  for (const SharedPrefixResult& r : shared_prefix) {
+    json["shared_prefix"].push_back(SharedPrefixJson(r, machine));
+  }
+  std::ofstream file(path);
+  file << json.dump(2) << "\n";
+  file.close();
+  return static_cast<bool>(file);
 }
 
 }  // namespace dynattn::bench

@@ -10,8 +10,6 @@
 namespace dynattn::bench {
 namespace {
 
-using cli::StepShape;
-
 StepShape Decodes(int requests, int64_t context, int quant_bit, int cache_mode) {
   StepShape s;
   s.quant_bit = quant_bit;
@@ -40,7 +38,7 @@ StepShape Mixed() {
 
 int64_t LargestContext(const StepShape& s) {
   int64_t largest = 0;
-  for (const cli::StepRequest& r : s.requests) largest = std::max(largest, r.start_pos + r.seqlen);
+  for (const StepRequest& r : s.requests) largest = std::max(largest, r.start_pos + r.seqlen);
   return largest;
 }
 
@@ -84,9 +82,9 @@ std::vector<BenchRow> StepMatrix(bool quick) {
   return rows;
 }
 
-std::vector<Fp32Request> BaselineRequests(const cli::StepShape& shape) {
+std::vector<Fp32Request> BaselineRequests(const StepShape& shape) {
   std::vector<Fp32Request> requests;
-  for (const cli::StepRequest& r : shape.requests) {
+  for (const StepRequest& r : shape.requests) {
     requests.push_back({r.seqlen, r.start_pos + r.seqlen});
   }
   return requests;

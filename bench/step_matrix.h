@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bench/fp32_batch.h"
-#include "src/cli/serving_step.h"
+#include "bench/serving_step.h"
 
 namespace dynattn::bench {
 
@@ -22,7 +22,7 @@ struct BenchRow {
   std::string kind;      ///< "decode", "prefill" or "mixed".
   std::string baseline;  ///< The baseline shape it is compared with, e.g. "decode_8x4096".
   int64_t context = 0;   ///< Decode context, prompt length (prefill), largest context (mixed).
-  cli::StepShape shape;  ///< Llama-3-8B-like layer: 32/8 heads, D = 128, groups of 8.
+  StepShape shape;       ///< Llama-3-8B-like layer: 32/8 heads, D = 128, groups of 8.
 };
 
 /// The step matrix. `quick` keeps decode 8x4096 (f16, int8, int4), prefill 512 (f16, int8) and
@@ -36,7 +36,7 @@ const char* CacheName(int quant_bit);
 const char* CacheModeName(int cache_mode);
 
 /// The composed baselines' requests for a step: the same (seqlen, context) per request.
-std::vector<Fp32Request> BaselineRequests(const cli::StepShape& shape);
+std::vector<Fp32Request> BaselineRequests(const StepShape& shape);
 
 }  // namespace dynattn::bench
 

@@ -114,6 +114,20 @@ DYNATTN_HD uint16_t F32ToF16(float f) {
   return static_cast<uint16_t>(sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13));
 }
 
+/// float -> bfloat16 bits, round to nearest even; overflow to infinity; a NaN stays a (quiet) NaN.
+DYNATTN_HD uint16_t F32ToBf16(float f) {
+  const uint32_t bits = FloatBits(f);
+  // Truncating a NaN whose payload sits in the low half only would give infinity: keep it quiet.
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040);
+  // Adding 0x7FFF plus the kept part's lowest bit rounds to nearest even; a carry into the
+  // exponent is the right result (up to infinity).
+  const uint32_t lsb = (bits >> 16) & 1;
+  return static_cast<uint16_t>((bits + 0x7FFFu + lsb) >> 16);
+}
+
+/// bfloat16 bits -> float (exact).
+DYNATTN_HD float Bf16ToF32(uint16_t b) { return BitsFloat(static_cast<uint32_t>(b) << 16); }
+
 /// Rounds a float to the nearest binary16 value, kept as a float.
 DYNATTN_HD float RoundToF16(float f) { return F16ToF32(F32ToF16(f)); }
 

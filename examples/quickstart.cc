@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "dynattn/dynattn.h"
-#include "core/codec.h"  // only to make fp16 test data
 
 using namespace dynattn;
 
@@ -16,12 +15,12 @@ int main() {
   std::normal_distribution<float> normal;
   auto halves = [&](size_t n) {
     std::vector<uint16_t> v(n);
-    for (uint16_t& h : v) h = internal::F32ToF16(normal(rng));
+    for (uint16_t& h : v) h = FloatToHalf(normal(rng));
     return v;
   };
   std::vector<uint16_t> q = halves(4 * 32 * 128), k = halves(4 * 8 * 128), v = halves(4 * 8 * 128);
   std::vector<int8_t> cache(128 * 2 * 8 * 128, 0);
-  std::vector<uint16_t> scale(128 * 2 * 8 * 16, internal::F32ToF16(0.01f));
+  std::vector<uint16_t> scale(128 * 2 * 8 * 16, FloatToHalf(0.01f));
   std::vector<uint16_t> out(4 * 32 * 128);
 
   // --- README example begins ---
@@ -43,15 +42,14 @@ int main() {
   a.scale = TensorView::Dense(scale.data(), DType::kF16, {128, 1, 2, 8, 16});  // groups of 8
   a.attn_output = TensorView::Dense(out.data(), DType::kF16, {4, 32, 128});
   MultiHeadCacheAttentionAttrs attrs;
-  attrs.attention = {/*num_heads=*/32, /*head_dim=*/128, /*is_causal=*/true, false,
-                     /*num_kv_heads=*/8};
+  attrs.attention = {.num_heads = 32, .num_kv_heads = 8, .head_dim = 128, .is_causal = true};
   attrs.cache.quant_bit = 8;  // quant_group 8, cache_mode 0, cache_layout 0 by default
   Status s = MultiHeadCacheAttention(attrs, a, RunOptions{/*num_threads=*/0});
   if (!s.ok()) fprintf(stderr, "%s\n", s.message().c_str());
   // --- README example ends ---
 
   if (!s.ok()) return 1;
-  std::printf("quickstart: ok on %s, out[0] = %g\n", CpuTargetName(), internal::F16ToF32(out[0]));
+  std::printf("quickstart: ok on %s, out[0] = %g\n", CpuTargetName(), HalfToFloat(out[0]));
   // A broken input names itself and the rule.
   cachestarts[1] = 126;
   s = MultiHeadCacheAttention(attrs, a);

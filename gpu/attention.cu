@@ -4,8 +4,8 @@
 // unified attention's shared items, and the exact merges of split or multi-part query vectors.
 //
 // Why it looks like this:
-// * One CUDA block per work item, the same items the CPU plans (src/plan.h,
-//   src/unified/plan_unified.h), so partial states land exactly where the CPU's do and the same
+// * One CUDA block per work item, the same items the CPU plans (core/plan.h,
+//   core/plan_unified.h), so partial states land exactly where the CPU's do and the same
 //   merge tasks combine them.
 // * A block walks its item's keys once per pass in tiles of up to 32 keys. Each tile's keys and
 //   values are decoded once (codec.cuh, the exact T1(T3(q * s)) of the spec) into shared memory

@@ -10,6 +10,7 @@ packages=(
   doctest-dev                       # doctest: the test suites
   libcli11-dev                      # CLI11: the dynattn command line
   libdnnl-dev libeigen3-dev         # oneDNN and Eigen: the baselines of `dynattn bench`
+  nlohmann-json3-dev                # nlohmann/json: the JSON report of `dynattn bench`
   libboost-context-dev              # Boost.Context: fibers of the CUDA emulator (gpu suite only)
 )
 

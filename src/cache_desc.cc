@@ -3,10 +3,12 @@
 // PMX cache tensors -> CacheDesc. The four layouts of spec pmx-ops §3.2 differ only in where the
 // slot and head dimensions sit, so each becomes the strides (slot, layer, kv, head) of a row of
 // `row` elements; the scale tensor gets the same strides with row = head_dim / quant_group.
+// MakePmxBlockCache is the same descriptor cut into blocks.
 
 #include <string>
 
 #include "dynattn/cache.h"
+#include "dynattn/unified.h"
 #include "src/validate.h"
 
 namespace dynattn {
@@ -164,6 +166,33 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
     return Status::Unsupported("scale", "must be in the same memory as cache");
   }
   *desc = d;
+  return Status::Ok();
+}
+
+Status MakePmxBlockCache(const TensorView& cache, const TensorView& scale, const CacheAttrs& attrs,
+                         int num_kv_heads, int head_dim, int block_size, BlockCache* out) {
+  if (block_size < 1) {
+    return Status::Invalid("block_size", "must be >= 1, got " + std::to_string(block_size));
+  }
+  CacheAttrs offset_attrs = attrs;
+  offset_attrs.cache_mode = 0;
+  BlockCache result;
+  if (cache.present()) DYNATTN_RETURN_IF_ERROR(internal::CheckStorage("cache", cache));
+  if (scale.present() && attrs.quant_bit != 0) {
+    DYNATTN_RETURN_IF_ERROR(internal::CheckStorage("scale", scale));
+  }
+  DYNATTN_RETURN_IF_ERROR(
+      MakePmxCacheDesc(cache, scale, offset_attrs, num_kv_heads, head_dim, &result.cache));
+  if (result.cache.num_slots % block_size != 0) {
+    return Status::Invalid("cache", "MaxT = " + std::to_string(result.cache.num_slots) +
+                                        " must be a multiple of block_size " +
+                                        std::to_string(block_size) +
+                                        " (MaxT = num_blocks * block_size)");
+  }
+  result.block_size = block_size;
+  result.block_stride = block_size;
+  result.num_blocks = result.cache.num_slots / block_size;
+  *out = result;
   return Status::Ok();
 }
 

@@ -1,4 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// CpuTargetName (dynattn/dynattn.h): the Highway target the kernels dispatch to on this CPU.
 
 #include "dynattn/dynattn.h"
 #include "hwy/targets.h"

@@ -146,28 +146,28 @@ struct Pool {
   int64_t Blocks() const { return attrs.num_blocks + (attrs.slack_block ? 1 : 0); }
   int64_t Bits() const { return ElemBits(attrs.format, float_type); }
   int64_t SubBlock() const {
-    return int64_t{attrs.block_token_num} * attrs.num_kv_heads * attrs.head_dim;
+    return int64_t{attrs.block_size} * attrs.num_kv_heads * attrs.head_dim;
   }
   int64_t Groups() const { return attrs.head_dim / attrs.format.quant_group; }
   int64_t SubBlockScales() const {
-    return int64_t{attrs.block_token_num} * attrs.num_kv_heads * Groups();
+    return int64_t{attrs.block_size} * attrs.num_kv_heads * Groups();
   }
   bool Quantized() const { return attrs.format.quant_bit != 0; }
   TensorView View() const {
     const int64_t row =
-        2 * attrs.num_layers * SubBlock() * Bits() / 8 /
+        2 * attrs.num_layer * SubBlock() * Bits() / 8 /
         static_cast<int64_t>(dynattn::DTypeSize(StorageType(attrs.format, float_type)));
     return TensorView::Dense(data.data(), StorageType(attrs.format, float_type), {Blocks(), row});
   }
   TensorView ScaleView() const {
     if (!Quantized()) return {};
     return TensorView::Dense(scales.data(), scale_type,
-                             {Blocks(), 2 * attrs.num_layers * SubBlockScales()});
+                             {Blocks(), 2 * attrs.num_layer * SubBlockScales()});
   }
   std::string Describe() const {
     return std::string(attrs.order == KsanaBlockOrder::kKvLayer ? "[2][L]" : "[L][2]") +
-           " L=" + std::to_string(attrs.num_layers) + " N=" + std::to_string(attrs.num_blocks) +
-           (attrs.slack_block ? "+1" : "") + " T=" + std::to_string(attrs.block_token_num) +
+           " L=" + std::to_string(attrs.num_layer) + " N=" + std::to_string(attrs.num_blocks) +
+           (attrs.slack_block ? "+1" : "") + " T=" + std::to_string(attrs.block_size) +
            " Hkv=" + std::to_string(attrs.num_kv_heads) + " D=" + std::to_string(attrs.head_dim) +
            " bits=" + std::to_string(Bits()) + " G=" + std::to_string(attrs.format.quant_group);
   }
@@ -178,10 +178,10 @@ Pool RandomPool(std::mt19937_64& rng, int bits, KsanaBlockOrder order, bool slac
                 int64_t blocks, int tokens_per_block = 0) {
   Pool p;
   p.attrs.order = order;
-  p.attrs.num_layers = layers;
+  p.attrs.num_layer = layers;
   p.attrs.num_blocks = blocks;
   p.attrs.slack_block = slack;
-  p.attrs.block_token_num = tokens_per_block > 0 ? tokens_per_block : Rand(rng, 1, 5);
+  p.attrs.block_size = tokens_per_block > 0 ? tokens_per_block : Rand(rng, 1, 5);
   p.attrs.num_kv_heads = Rand(rng, 1, 3);
   p.attrs.head_dim = 2 * Rand(rng, 1, 4);
   p.attrs.format.quant_bit = bits <= 8 ? bits : 0;
@@ -202,9 +202,9 @@ Pool RandomPool(std::mt19937_64& rng, int bits, KsanaBlockOrder order, bool slac
 /// The spec's element index (§4.8) of (block, layer, kv, token, head, e), rows of `row`.
 int64_t SpecIndex(const KsanaPoolAttrs& a, int64_t row, int64_t b, int l, int kv, int64_t t,
                   int64_t h, int64_t e) {
-  const int64_t sub = int64_t{a.block_token_num} * a.num_kv_heads * row;
+  const int64_t sub = int64_t{a.block_size} * a.num_kv_heads * row;
   const int64_t sub_block = a.LayerStride() * l + kv * a.KvStride();
-  return (2 * a.num_layers * b + sub_block) * sub + (t * a.num_kv_heads + h) * row + e;
+  return (2 * a.num_layer * b + sub_block) * sub + (t * a.num_kv_heads + h) * row + e;
 }
 
 /// Ksana and ATB block caches of one layer of a pool.
@@ -235,7 +235,7 @@ void CheckLayerAddresses(const Pool& p, int l, std::vector<int>* hits,
   const void* sbase = p.scales.data();
   for (int64_t b = 0; b < a.num_blocks; ++b) {
     const int64_t id = a.AtbBlockId(b, l);
-    for (int64_t t = 0; t < a.block_token_num; ++t) {
+    for (int64_t t = 0; t < a.block_size; ++t) {
       const int64_t slot = b * c.ksana.Stride() + t;
       REQUIRE(slot < c.ksana.cache.num_slots);
       REQUIRE(id * c.atb.Stride() + t < c.atb.cache.num_slots);
@@ -285,9 +285,9 @@ void CheckWriteRead(Pool* p, std::mt19937_64& rng) {
   const KsanaPoolAttrs& a = p->attrs;
   const int64_t bits = p->Bits();
   for (int i = 0; i < 50; ++i) {
-    const int l = Rand(rng, 0, a.num_layers - 1), kv = Rand(rng, 0, 1);
+    const int l = Rand(rng, 0, a.num_layer - 1), kv = Rand(rng, 0, 1);
     const int64_t b = Rand(rng, 0, static_cast<int>(a.num_blocks) - 1);
-    const int64_t t = Rand(rng, 0, a.block_token_num - 1), h = Rand(rng, 0, a.num_kv_heads - 1);
+    const int64_t t = Rand(rng, 0, a.block_size - 1), h = Rand(rng, 0, a.num_kv_heads - 1);
     const int64_t e = Rand(rng, 0, a.head_dim - 1);
     const LayerCaches c = CachesOf(*p, l);
     const dynattn::CachePlane& kp = kv ? c.ksana.cache.value : c.ksana.cache.key;
@@ -796,10 +796,10 @@ TEST_SUITE("adapters") {
   TEST_CASE("§4.4 worked example: ATB ids, K/V element addresses, slot, extents") {
     for (bool slack : {true, false}) {
       Pool p;
-      p.attrs.num_layers = 2;
+      p.attrs.num_layer = 2;
       p.attrs.num_blocks = 3;
       p.attrs.slack_block = slack;
-      p.attrs.block_token_num = 4;
+      p.attrs.block_size = 4;
       p.attrs.num_kv_heads = 2;
       p.attrs.head_dim = 8;
       p.data.assign(p.Blocks() * 256 * 2, 0);
@@ -981,16 +981,16 @@ TEST_SUITE("adapters") {
     std::vector<int64_t> ids;
     using Check = std::pair<const char*, std::function<Status()>>;
     std::vector<Check> checks = {
-        {"num_layers",
+        {"num_layer",
          [&] {
            KsanaPoolAttrs a = p.attrs;
-           a.num_layers = 0;
+           a.num_layer = 0;
            return dynattn::MakeKsanaBlockCache(p.View(), p.ScaleView(), a, 0, &bc);
          }},
-        {"block_token_num",
+        {"block_size",
          [&] {
            KsanaPoolAttrs a = p.attrs;
-           a.block_token_num = 0;
+           a.block_size = 0;
            return dynattn::MakeAtbViews(p.View(), p.ScaleView(), a, &views);
          }},
         {"quant_group",

@@ -16,9 +16,9 @@
 #include "bench/baselines_eigen.h"
 #include "bench/baselines_onednn.h"
 #include "bench/fp32_batch.h"
+#include "bench/serving_step.h"
 #include "bench/shared_prefix.h"
 #include "bench/step_matrix.h"
-#include "src/cli/serving_step.h"
 #include "tests/reference/reference.h"
 
 namespace {
@@ -106,7 +106,7 @@ void CheckBaselines(const std::vector<Fp32Request>& requests) {
 
 /// A small serving step through libdynattn, against the reference MultiHeadCacheAttention.
 void CheckStep(int quant_bit, int cache_mode) {
-  dynattn::cli::StepShape shape;
+  dynattn::bench::StepShape shape;
   shape.num_heads = 8;
   shape.num_kv_heads = 2;
   shape.head_dim = 64;
@@ -115,10 +115,10 @@ void CheckStep(int quant_bit, int cache_mode) {
   shape.page_size = 16;
   shape.requests = {{40, 1}, {130, 1}, {0, 21}, {33, 9}};
   shape.decoding_batches = 2;
-  const dynattn::cli::Step original = dynattn::cli::BuildStep(shape, 5);
-  dynattn::cli::Step step = original;
+  const dynattn::bench::Step original = dynattn::bench::BuildStep(shape, 5);
+  dynattn::bench::Step step = original;
   Array out;
-  REQUIRE(dynattn::cli::RunStep(&step, &out).ok());
+  REQUIRE(dynattn::bench::RunStep(&step, &out).ok());
   const dynattn_ref::AttnResult want =
       dynattn_ref::MultiHeadCacheAttention(original.reference_attrs, original.inputs);
   const std::string error = dynattn_ref::CheckAttention(want, out);

@@ -162,7 +162,9 @@ TEST_SUITE("cache_desc") {
       bad.key.data = bad.value.data = plane.data();
       args.cache_desc = &bad;
       dynattn::MultiHeadCacheAttentionAttrs attrs;
-      attrs.attention = {c.attrs.num_heads, c.attrs.head_dim, true, false, c.attrs.num_kv_heads};
+      attrs.attention = {.num_heads = c.attrs.num_heads,
+                         .num_kv_heads = c.attrs.num_kv_heads,
+                         .head_dim = c.attrs.head_dim};
       attrs.cache = CacheAttrsOf(c.attrs);
       const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
       CHECK_FALSE(status.ok());

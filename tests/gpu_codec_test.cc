@@ -1,6 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The CUDA module's codec (gpu/codec.cuh) against the CPU library, on the host: its functions are
+// The CUDA module's codec (core/codec.h) against the CPU library, on the host: its functions are
 // __host__ __device__ with one body, so these checks cover the arithmetic the kernels run (the
 // device-specific intrinsics, __fdiv_rn, __fmul_rn and rintf, are correctly rounded like their
 // host counterparts). Cache bytes and scales must be bit-identical to the CPU's KeyValueCache

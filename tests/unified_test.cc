@@ -72,8 +72,10 @@ void Plan(const Case& source, PlannedCase* p) {
     return in.count(name) ? ViewOf(in.at(name)) : dynattn::TensorView{};
   };
   p->args = dynattn::UnifiedAttentionArgsByName(lookup, &p->cache);
-  dynattn::UnifiedAttentionAttrs attrs{p->c.attrs.num_heads, p->c.attrs.head_dim,
-                                       p->c.attrs.num_kv_heads, p->c.attrs.is_alibi != 0};
+  dynattn::UnifiedAttentionAttrs attrs{.num_heads = p->c.attrs.num_heads,
+                                       .num_kv_heads = p->c.attrs.num_kv_heads,
+                                       .head_dim = p->c.attrs.head_dim,
+                                       .is_alibi = p->c.attrs.is_alibi != 0};
   const dynattn::Status status =
       dynattn::internal::ValidateUnifiedAttention(attrs, p->args, &p->call);
   REQUIRE_MESSAGE(status.ok(), status.message());
@@ -329,7 +331,7 @@ TEST_SUITE("unified") {
     CHECK(plan.num_shared_blocks == 2);
     CHECK(plan.num_unique_blocks == 1);
     dynattn::UnifiedStepSummary summary;
-    dynattn::UnifiedAttentionAttrs attrs{4, 16, 2, false};
+    dynattn::UnifiedAttentionAttrs attrs{.num_heads = 4, .num_kv_heads = 2, .head_dim = 16};
     REQUIRE(dynattn::DescribeUnifiedStep(attrs, p.args, &summary).ok());
     CHECK(summary.phase == "csu");
     CHECK(summary.query_len == 14);

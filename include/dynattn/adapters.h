@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dynattn/cache.h"
+#include "dynattn/export.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"
 #include "dynattn/unified.h"
@@ -50,19 +51,21 @@ enum class PageLayout : uint8_t {
 /// or [num_pages, Hkv, page_size, D] (HND), with optional scale tensors of the same layout.
 /// Serves vLLM K/V caches, FlashInfer caches and the ATB views of a Ksana pool; page ids are
 /// used as they are. Both scales are required iff `format.quant_bit != 0`.
-Status MakePagedBlockCache(const TensorView& key, const TensorView& value,
-                           const TensorView& key_scale, const TensorView& value_scale,
-                           PageLayout layout, const CacheFormat& format, BlockCache* out);
+DYNATTN_EXPORT Status MakePagedBlockCache(const TensorView& key, const TensorView& value,
+                                          const TensorView& key_scale,
+                                          const TensorView& value_scale, PageLayout layout,
+                                          const CacheFormat& format, BlockCache* out);
 
 /// Block cache over one combined FlashInfer tensor [num_pages, 2, page_size, Hkv, D] (NHD) or
 /// [num_pages, 2, Hkv, page_size, D] (HND), K at index 0 of dim 1, and its optional scale tensor.
-Status MakeCombinedBlockCache(const TensorView& kv, const TensorView& kv_scale, PageLayout layout,
-                              const CacheFormat& format, BlockCache* out);
+DYNATTN_EXPORT Status MakeCombinedBlockCache(const TensorView& kv, const TensorView& kv_scale,
+                                             PageLayout layout, const CacheFormat& format,
+                                             BlockCache* out);
 
 /// Block cache over vLLM's CPU-backend cache [2, num_blocks, Hkv, block_size, D] (head-major
 /// inside a block) and its optional scale tensor.
-Status MakeVllmCpuBlockCache(const TensorView& kv, const TensorView& kv_scale,
-                             const CacheFormat& format, BlockCache* out);
+DYNATTN_EXPORT Status MakeVllmCpuBlockCache(const TensorView& kv, const TensorView& kv_scale,
+                                            const CacheFormat& format, BlockCache* out);
 
 // ---------------------------------------------------------------------------------------------
 // Step metadata.
@@ -91,7 +94,8 @@ struct VllmMetadata {
 
 /// Converts vLLM metadata for a cache of `num_blocks` blocks of `block_size` tokens. Only the
 /// blocks a request uses (ceil(seq_len / block_size)) are checked; other entries are copied.
-Status FromVllm(const VllmMetadata& in, int block_size, int64_t num_blocks, UnifiedMetadata* out);
+DYNATTN_EXPORT Status FromVllm(const VllmMetadata& in, int block_size, int64_t num_blocks,
+                               UnifiedMetadata* out);
 
 /// FlashInfer paged-KV metadata (§3). Index tensors are int32 or int64.
 struct FlashInferMetadata {
@@ -105,8 +109,8 @@ struct FlashInferMetadata {
 /// Converts FlashInfer metadata for a cache of `num_pages` pages of `page_size` tokens: kv length
 /// = (pages - 1) * page_size + last_page_len, context = kv length - query tokens, table = each
 /// request's pages padded with 0 to the largest page count.
-Status FromFlashInfer(const FlashInferMetadata& in, int page_size, int64_t num_pages,
-                      UnifiedMetadata* out);
+DYNATTN_EXPORT Status FromFlashInfer(const FlashInferMetadata& in, int page_size, int64_t num_pages,
+                                     UnifiedMetadata* out);
 
 // ---------------------------------------------------------------------------------------------
 // KsanaLLM block pools and their Ascend ATB views (§4).
@@ -122,10 +126,10 @@ enum class KsanaBlockOrder : uint8_t {
 /// (bytes for int4: 2 * L * S / 2); the scale pool is (N [+1], 2 * L * T * Hkv * D / G).
 struct KsanaPoolAttrs {
   KsanaBlockOrder order = KsanaBlockOrder::kKvLayer;  ///< Intra-block order.
-  int num_layers = 1;       ///< L: layers on this node (pipeline stage plus MTP layers).
+  int num_layer = 1;        ///< L: layers on this node (pipeline stage plus MTP layers).
   int64_t num_blocks = 0;   ///< N: usable blocks; Ksana ids are [0, N).
   bool slack_block = true;  ///< The allocation holds one more block (Ksana under ACL).
-  int block_token_num = 0;  ///< T: tokens per block.
+  int block_size = 0;       ///< T: tokens per block (Ksana's block_token_num).
   int num_kv_heads = 0;     ///< Hkv: KV heads per rank.
   int head_dim = 0;         ///< D.
   CacheFormat format;       ///< Element format of the pool.
@@ -133,25 +137,25 @@ struct KsanaPoolAttrs {
   /// Sub-blocks between layers l and l + 1 inside a block (sigma_l).
   int64_t LayerStride() const { return order == KsanaBlockOrder::kKvLayer ? 1 : 2; }
   /// Sub-blocks between the K and V sub-blocks of a layer (sigma_kv).
-  int64_t KvStride() const { return order == KsanaBlockOrder::kKvLayer ? num_layers : 1; }
+  int64_t KvStride() const { return order == KsanaBlockOrder::kKvLayer ? num_layer : 1; }
   /// ATB block id of (Ksana block `block`, layer `layer`): 2L * block + sigma_l * layer.
   int64_t AtbBlockId(int64_t block, int layer) const {
-    return 2 * num_layers * block + LayerStride() * layer;
+    return 2 * num_layer * block + LayerStride() * layer;
   }
   /// ATB blocks each view declares: 2LN, or 2LN - sigma_kv without the slack block.
   int64_t AtbViewBlocks() const {
-    return 2 * num_layers * num_blocks - (slack_block ? 0 : KvStride());
+    return 2 * num_layer * num_blocks - (slack_block ? 0 : KvStride());
   }
 };
 
 /// Checks `attrs` and the pool (and, iff quantized, scale pool) tensors against it.
-Status CheckKsanaPool(const TensorView& pool, const TensorView& scale_pool,
-                      const KsanaPoolAttrs& attrs);
+DYNATTN_EXPORT Status CheckKsanaPool(const TensorView& pool, const TensorView& scale_pool,
+                                     const KsanaPoolAttrs& attrs);
 
 /// Block cache of layer `layer` of a Ksana pool, addressed by Ksana block ids as they are
 /// (block_stride = 2L * T slots).
-Status MakeKsanaBlockCache(const TensorView& pool, const TensorView& scale_pool,
-                           const KsanaPoolAttrs& attrs, int layer, BlockCache* out);
+DYNATTN_EXPORT Status MakeKsanaBlockCache(const TensorView& pool, const TensorView& scale_pool,
+                                          const KsanaPoolAttrs& attrs, int layer, BlockCache* out);
 
 /// The Ascend ATB kcache/vcache views of a Ksana pool (§4.3), both [AtbViewBlocks(), T, Hkv, D]
 /// (D / 2 bytes for int4): kcache at the pool base, vcache sigma_kv sub-blocks further. The scale
@@ -165,20 +169,21 @@ struct AtbViews {
 
 /// Builds the ATB views of a Ksana pool. Pass them to `MakePagedBlockCache` (kNHD) for a block
 /// cache addressed by ATB ids.
-Status MakeAtbViews(const TensorView& pool, const TensorView& scale_pool,
-                    const KsanaPoolAttrs& attrs, AtbViews* out);
+DYNATTN_EXPORT Status MakeAtbViews(const TensorView& pool, const TensorView& scale_pool,
+                                   const KsanaPoolAttrs& attrs, AtbViews* out);
 
 /// Converts a Ksana block table (B, max_blocks), int32 or int64, into ATB ids of layer `layer`
 /// (row-major, same shape). Entries -1 are padding and stay -1; the rest must be in [0, N).
-Status KsanaToAtbBlockTable(const TensorView& ksana_table, const KsanaPoolAttrs& attrs, int layer,
-                            std::vector<int64_t>* atb_table);
+DYNATTN_EXPORT Status KsanaToAtbBlockTable(const TensorView& ksana_table,
+                                           const KsanaPoolAttrs& attrs, int layer,
+                                           std::vector<int64_t>* atb_table);
 
 /// ATB slot of each (request, position) pair for layer `layer` (the slot mapping Ksana never
 /// wrote down, §4.5.6): (AtbBlockId(table[r][p / T], layer)) * T + p % T. `requests` and
 /// `positions` are int32 or int64 vectors of equal length.
-Status AtbSlotMapping(const TensorView& ksana_table, const TensorView& requests,
-                      const TensorView& positions, const KsanaPoolAttrs& attrs, int layer,
-                      std::vector<int64_t>* slots);
+DYNATTN_EXPORT Status AtbSlotMapping(const TensorView& ksana_table, const TensorView& requests,
+                                     const TensorView& positions, const KsanaPoolAttrs& attrs,
+                                     int layer, std::vector<int64_t>* slots);
 
 }  // namespace dynattn
 

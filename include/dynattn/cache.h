@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "dynattn/export.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"
 
@@ -75,8 +76,9 @@ struct CacheAttrs {
 /// `attrs.cache_layout` says, last dim `head_dim`, or `head_dim / 2` bytes for int4) and its
 /// optional scale tensor (same shape, last dim `head_dim / quant_group`). Checks every shape
 /// rule and names the offending input on failure.
-Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const CacheAttrs& attrs,
-                        int num_kv_heads, int head_dim, CacheDesc* desc);
+DYNATTN_EXPORT Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale,
+                                       const CacheAttrs& attrs, int num_kv_heads, int head_dim,
+                                       CacheDesc* desc);
 
 }  // namespace dynattn
 

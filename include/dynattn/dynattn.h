@@ -7,6 +7,8 @@
 
 #include "dynattn/adapters.h"
 #include "dynattn/cache.h"
+#include "dynattn/export.h"
+#include "dynattn/half.h"
 #include "dynattn/merge.h"
 #include "dynattn/named_args.h"
 #include "dynattn/ops.h"
@@ -14,11 +16,12 @@
 #include "dynattn/status.h"
 #include "dynattn/types.h"
 #include "dynattn/unified.h"
+#include "dynattn/version.h"
 
 namespace dynattn {
 
 /// Name of the SIMD target the CPU kernels dispatch to on this machine (e.g. "AVX3").
-const char* CpuTargetName();
+DYNATTN_EXPORT const char* CpuTargetName();
 
 }  // namespace dynattn
 

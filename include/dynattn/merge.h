@@ -16,6 +16,7 @@
 #ifndef DYNATTN_MERGE_H_
 #define DYNATTN_MERGE_H_
 
+#include "dynattn/export.h"
 #include "dynattn/ops.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"
@@ -66,7 +67,7 @@ struct MergeStatesArgs {
 /// index; merging an empty part changes no bit. Rows may run in parallel; the result does not
 /// depend on the thread count. The outputs must not overlap the inputs or each other.
 /// Errors name the input and the rule; nothing is written on error.
-Status MergeStates(const MergeStatesArgs& args, const RunOptions& options = {});
+DYNATTN_EXPORT Status MergeStates(const MergeStatesArgs& args, const RunOptions& options = {});
 
 }  // namespace dynattn
 

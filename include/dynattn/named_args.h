@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "dynattn/export.h"
 #include "dynattn/ops.h"
 #include "dynattn/unified.h"
 
@@ -19,22 +20,23 @@ using TensorLookup = std::function<TensorView(const std::string& name)>;
 
 /// KeyValueCache: inputs current_key, current_value, seqstarts, kvstarts, cachestarts,
 /// start_pos, max_seqlen, max_kvlen, cache, scale; outputs key, value.
-KeyValueCacheArgs KeyValueCacheArgsByName(const TensorLookup& tensor);
+DYNATTN_EXPORT KeyValueCacheArgs KeyValueCacheArgsByName(const TensorLookup& tensor);
 
 /// MultiHeadAttention: inputs query, key, value, seqstarts, kvstarts, decoding_batches,
 /// max_seqlen, max_kvlen, attn_mask; output attn_output.
-MultiHeadAttentionArgs MultiHeadAttentionArgsByName(const TensorLookup& tensor);
+DYNATTN_EXPORT MultiHeadAttentionArgs MultiHeadAttentionArgsByName(const TensorLookup& tensor);
 
 /// MultiHeadCacheAttention: inputs query, current_key, current_value, seqstarts, kvstarts,
 /// cachestarts, start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask;
 /// output attn_output.
-MultiHeadCacheAttentionArgs MultiHeadCacheAttentionArgsByName(const TensorLookup& tensor);
+DYNATTN_EXPORT MultiHeadCacheAttentionArgs
+MultiHeadCacheAttentionArgsByName(const TensorLookup& tensor);
 
 /// UnifiedAttention: inputs query, current_key, current_value, query_start_loc, context_lens,
 /// block_table; outputs attn_output, lse (optional). The cache is not a named tensor: pass its
 /// BlockCache (e.g. from MakePmxBlockCache).
-UnifiedAttentionArgs UnifiedAttentionArgsByName(const TensorLookup& tensor,
-                                                const BlockCache* cache);
+DYNATTN_EXPORT UnifiedAttentionArgs UnifiedAttentionArgsByName(const TensorLookup& tensor,
+                                                               const BlockCache* cache);
 
 }  // namespace dynattn
 

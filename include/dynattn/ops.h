@@ -11,6 +11,7 @@
 #define DYNATTN_OPS_H_
 
 #include "dynattn/cache.h"
+#include "dynattn/export.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"
 
@@ -21,13 +22,14 @@ struct RunOptions {
   int num_threads = 0;  ///< Worker threads; 0 = all the machine's cores.
 };
 
-/// Attention attributes (spec §5, §6), with the PPLNN parser's defaults.
+/// Attention attributes (spec §5, §6), with the PPLNN parser's defaults. Fields shared with
+/// UnifiedAttentionAttrs come in the same order: heads, KV heads, head size, then the flags.
 struct AttentionAttrs {
   int num_heads = 0;      ///< Query heads Hq.
+  int num_kv_heads = 0;   ///< Hkv; 0 means Hq. Hq must be a multiple of Hkv (GQA).
   int head_dim = 0;       ///< D, any value >= 1.
   bool is_causal = true;  ///< Bottom-right causal mask for requests b >= decoding_batches.
   bool is_alibi = false;  ///< ALiBi bias with its built-in causal -inf (spec §5.5 [REC]).
-  int num_kv_heads = 0;   ///< Hkv; 0 means Hq. Hq must be a multiple of Hkv (GQA).
 };
 
 /// `KeyValueCache` attributes (spec §4).
@@ -96,18 +98,19 @@ struct MultiHeadCacheAttentionArgs {
 
 /// Writes the new tokens into the cache (quantizing them), then gathers every request's whole
 /// context, dequantized, into `key` and `value`.
-Status KeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
-                     const RunOptions& options = {});
+DYNATTN_EXPORT Status KeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
+                                    const RunOptions& options = {});
 
 /// Attention of packed queries over packed keys and values.
-Status MultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
-                          const RunOptions& options = {});
+DYNATTN_EXPORT Status MultiHeadAttention(const AttentionAttrs& attrs,
+                                         const MultiHeadAttentionArgs& args,
+                                         const RunOptions& options = {});
 
 /// KeyValueCache and MultiHeadAttention fused: writes the new tokens, then attends over each
 /// request's dequantized context read straight from the cache.
-Status MultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
-                               const MultiHeadCacheAttentionArgs& args,
-                               const RunOptions& options = {});
+DYNATTN_EXPORT Status MultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
+                                              const MultiHeadCacheAttentionArgs& args,
+                                              const RunOptions& options = {});
 
 }  // namespace dynattn
 

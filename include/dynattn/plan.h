@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "dynattn/export.h"
 #include "dynattn/ops.h"
 #include "dynattn/status.h"
 #include "dynattn/unified.h"
@@ -48,7 +49,7 @@ struct ContextOptions {
 /// largest plan run and are kept. Owned by the caller and used by one calling thread at a time
 /// (give each engine thread its own). A Context asking for more threads than the machine has
 /// cores raises oneTBB's process-wide worker limit while it lives.
-class Context {
+class DYNATTN_EXPORT Context {
  public:
   explicit Context(const ContextOptions& options = {});
   ~Context();
@@ -67,7 +68,7 @@ class Context {
 };
 
 /// A validated, planned step of one op. Move-only; empty until a `Plan*` call succeeds.
-class Plan {
+class DYNATTN_EXPORT Plan {
  public:
   Plan();
   ~Plan();
@@ -94,31 +95,31 @@ class Plan {
 };
 
 /// Validates a KeyValueCache call and plans it (writes nothing).
-Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
+DYNATTN_EXPORT Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
                          Plan* plan);
 /// Writes the new tokens of `args` into its cache and gathers the contexts, as planned.
-Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context* context);
+DYNATTN_EXPORT Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context* context);
 
 /// Validates a MultiHeadAttention call and plans it.
-Status PlanMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
+DYNATTN_EXPORT Status PlanMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
                               Plan* plan);
 /// Attention of `args`' query over its key and value, as planned.
-Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& args,
+DYNATTN_EXPORT Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& args,
                              Context* context);
 
 /// Validates a MultiHeadCacheAttention call and plans it (writes nothing).
-Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
+DYNATTN_EXPORT Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
                                    const MultiHeadCacheAttentionArgs& args, Plan* plan);
 /// Writes the new K/V of `args` into its cache, then attends over the contexts, as planned.
-Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentionArgs& args,
+DYNATTN_EXPORT Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentionArgs& args,
                                   Context* context);
 
 /// Validates a unified-attention step and plans its three paths (writes nothing); the plan's
 /// `unified_summary()` is what DescribeUnifiedStep reports.
-Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
+DYNATTN_EXPORT Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
                             Plan* plan);
 /// Writes the fresh K/V of `args` into its block cache, then runs the planned step.
-Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context);
+DYNATTN_EXPORT Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context);
 
 }  // namespace dynattn
 

@@ -21,7 +21,7 @@ enum class StatusCode {
 
 /// Outcome of a call. On failure, `message()` reads "<input>: <rule it broke>", e.g.
 /// `"seqstarts: must be non-decreasing (seqstarts[2] = 3 < seqstarts[1] = 5)"`.
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   static Status Ok() { return Status(); }

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "dynattn/export.h"
+
 namespace dynattn {
 
 /// Element type of a tensor. Packed int4 caches are passed as `kI8` tensors whose last dimension
@@ -22,14 +24,14 @@ enum class DType : uint8_t {
 };
 
 /// Bytes per element of `dtype`.
-size_t DTypeSize(DType dtype);
+DYNATTN_EXPORT size_t DTypeSize(DType dtype);
 /// "float32", "float16", "int8", "int64" or "int32".
-const char* DTypeName(DType dtype);
+DYNATTN_EXPORT const char* DTypeName(DType dtype);
 
 /// Where a tensor's memory lives; the backend of a call follows its tensors.
 enum class Device : uint8_t { kCpu, kCuda };
 /// "CPU" or "CUDA".
-const char* DeviceName(Device device);
+DYNATTN_EXPORT const char* DeviceName(Device device);
 
 /// Largest rank a `TensorView` holds (PMX caches are rank 5).
 inline constexpr int kMaxRank = 6;
@@ -40,7 +42,7 @@ inline constexpr int kMaxRank = 6;
 /// optional input is left out. A present view may have zero elements (and a null `data`).
 /// Every op input must currently be dense row-major (`strides` as `Dense` makes them); the
 /// validator says so by name when it is not.
-struct TensorView {
+struct DYNATTN_EXPORT TensorView {
   void* data = nullptr;            ///< First element; may be null when `NumElements() == 0`.
   DType dtype = DType::kF32;       ///< Element type.
   int rank = -1;                   ///< Number of dimensions; -1 = absent, 0 = scalar.

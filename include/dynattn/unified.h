@@ -18,6 +18,7 @@
 #include <string>
 
 #include "dynattn/cache.h"
+#include "dynattn/export.h"
 #include "dynattn/ops.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"
@@ -44,14 +45,15 @@ struct BlockCache {
 /// Builds the block cache of a PMX cache tensor (any of layouts 0-3, MaxT = num_blocks *
 /// block_size) and its optional scale tensor. `attrs.cache_mode` and `attrs.page_size` are
 /// ignored: the block table replaces them.
-Status MakePmxBlockCache(const TensorView& cache, const TensorView& scale, const CacheAttrs& attrs,
-                         int num_kv_heads, int head_dim, int block_size, BlockCache* out);
+DYNATTN_EXPORT Status MakePmxBlockCache(const TensorView& cache, const TensorView& scale,
+                                        const CacheAttrs& attrs, int num_kv_heads, int head_dim,
+                                        int block_size, BlockCache* out);
 
-/// Unified attention attributes.
+/// Unified attention attributes (the fields of AttentionAttrs, in the same order; always causal).
 struct UnifiedAttentionAttrs {
   int num_heads = 0;      ///< Query heads Hq.
-  int head_dim = 0;       ///< D, any value >= 1.
   int num_kv_heads = 0;   ///< Hkv; 0 means Hq. Hq must be a multiple of Hkv (GQA).
+  int head_dim = 0;       ///< D, any value >= 1.
   bool is_alibi = false;  ///< Adds slope_h * (key position - query position), spec pmx-ops §5.5.
 };
 
@@ -73,8 +75,9 @@ struct UnifiedAttentionArgs {
 /// then computes attention for every token of the step. Validates every input before it writes
 /// anything, including that no two fresh tokens share a slot and that no fresh token overwrites a
 /// slot another request reads as context in this step.
-Status UnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
-                        const RunOptions& options = {});
+DYNATTN_EXPORT Status UnifiedAttention(const UnifiedAttentionAttrs& attrs,
+                                       const UnifiedAttentionArgs& args,
+                                       const RunOptions& options = {});
 
 /// What the planner made of a step, for logging and for bucketing captured graphs (the tuple of
 /// upstream's `_get_unified_config`).
@@ -90,8 +93,9 @@ struct UnifiedStepSummary {
 };
 
 /// Validates a step and describes its plan without writing anything.
-Status DescribeUnifiedStep(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
-                           UnifiedStepSummary* summary);
+DYNATTN_EXPORT Status DescribeUnifiedStep(const UnifiedAttentionAttrs& attrs,
+                                          const UnifiedAttentionArgs& args,
+                                          UnifiedStepSummary* summary);
 
 }  // namespace dynattn
 

@@ -29,25 +29,24 @@ namespace {
 
 /// Rows of D elements (or D / G scales) in one sub-block: T * Hkv.
 int64_t SubBlockRows(const KsanaPoolAttrs& a) {
-  return static_cast<int64_t>(a.block_token_num) * a.num_kv_heads;
+  return static_cast<int64_t>(a.block_size) * a.num_kv_heads;
 }
 
 /// Elements (bytes for int4) in one pool row: 2L sub-blocks of T * Hkv * D.
 int64_t PoolRowElems(const KsanaPoolAttrs& a) {
   const int64_t d = a.format.quant_bit == 4 ? a.head_dim / 2 : a.head_dim;
-  return 2 * a.num_layers * SubBlockRows(a) * d;
+  return 2 * a.num_layer * SubBlockRows(a) * d;
 }
 
 Status CheckAttrs(const KsanaPoolAttrs& a) {
   if (a.order != KsanaBlockOrder::kKvLayer && a.order != KsanaBlockOrder::kLayerKv) {
     return Status::Invalid("order", "must be kKvLayer or kLayerKv");
   }
-  if (a.num_layers < 1)
-    return Status::Invalid("num_layers", "must be >= 1, got " + Str(a.num_layers));
+  if (a.num_layer < 1) return Status::Invalid("num_layer", "must be >= 1, got " + Str(a.num_layer));
   if (a.num_blocks < 0)
     return Status::Invalid("num_blocks", "must be >= 0, got " + Str(a.num_blocks));
-  if (a.block_token_num < 1) {
-    return Status::Invalid("block_token_num", "must be >= 1, got " + Str(a.block_token_num));
+  if (a.block_size < 1) {
+    return Status::Invalid("block_size", "must be >= 1, got " + Str(a.block_size));
   }
   if (a.num_kv_heads < 1) {
     return Status::Invalid("num_kv_heads", "must be >= 1, got " + Str(a.num_kv_heads));
@@ -56,9 +55,9 @@ Status CheckAttrs(const KsanaPoolAttrs& a) {
 }
 
 Status CheckLayer(const KsanaPoolAttrs& a, int layer) {
-  if (layer < 0 || layer >= a.num_layers) {
+  if (layer < 0 || layer >= a.num_layer) {
     return Status::Invalid(
-        "layer", "must be in [0, num_layers = " + Str(a.num_layers) + "), got " + Str(layer));
+        "layer", "must be in [0, num_layer = " + Str(a.num_layer) + "), got " + Str(layer));
   }
   return Status::Ok();
 }
@@ -88,7 +87,7 @@ Status CheckScalePool(const TensorView& s, const KsanaPoolAttrs& a) {
   if (s.rank != 2) return Status::Invalid("scale_pool", "must have rank 2, got " + ShapeString(s));
   const int64_t groups = a.head_dim / f.quant_group;
   DYNATTN_RETURN_IF_ERROR(
-      CheckPoolShape("scale_pool", s, a, 2 * a.num_layers * SubBlockRows(a) * groups));
+      CheckPoolShape("scale_pool", s, a, 2 * a.num_layer * SubBlockRows(a) * groups));
   if (!s.IsDense()) return Status::Invalid("scale_pool", "must be dense row-major");
   return Status::Ok();
 }
@@ -98,8 +97,8 @@ TensorView SubBlockView(const TensorView& pool, const KsanaPoolAttrs& a, int64_t
                         int64_t row) {
   const int64_t offset = sub_blocks * SubBlockRows(a) * row;
   char* data = static_cast<char*>(pool.data) + offset * static_cast<int64_t>(DTypeSize(pool.dtype));
-  return TensorView::Dense(
-      data, pool.dtype, {a.AtbViewBlocks(), a.block_token_num, a.num_kv_heads, row}, pool.device);
+  return TensorView::Dense(data, pool.dtype, {a.AtbViewBlocks(), a.block_size, a.num_kv_heads, row},
+                           pool.device);
 }
 
 /// Ksana block id entry `flat` of `table`, checked against [0, N) (or -1 padding when allowed).
@@ -132,11 +131,11 @@ Status MakeKsanaBlockCache(const TensorView& pool, const TensorView& scale_pool,
   RowLayout rows;
   rows.key_offset = attrs.LayerStride() * layer * sub;
   rows.value_offset = rows.key_offset + attrs.KvStride() * sub;
-  rows.block = 2 * attrs.num_layers * sub;
+  rows.block = 2 * attrs.num_layer * sub;
   rows.token = attrs.num_kv_heads;
   rows.head = 1;
   FillBlockCache(rows, {&pool, &pool, &scale_pool, &scale_pool}, attrs.format, attrs.num_kv_heads,
-                 attrs.head_dim, attrs.block_token_num, attrs.num_blocks, out);
+                 attrs.head_dim, attrs.block_size, attrs.num_blocks, out);
   return Status::Ok();
 }
 
@@ -183,7 +182,7 @@ Status AtbSlotMapping(const TensorView& ksana_table, const TensorView& requests,
   DYNATTN_RETURN_IF_ERROR(CheckIndexTensor("requests", requests, 1, any));
   DYNATTN_RETURN_IF_ERROR(CheckIndexTensor("positions", positions, 1, &requests.shape[0]));
   const int64_t batch = ksana_table.shape[0], cols = ksana_table.shape[1];
-  const int64_t t = attrs.block_token_num;
+  const int64_t t = attrs.block_size;
   std::vector<int64_t> out(requests.shape[0]);
   for (int64_t i = 0; i < requests.shape[0]; ++i) {
     const int64_t r = IndexAt(requests, i), p = IndexAt(positions, i);

@@ -125,7 +125,11 @@ Status CheckWrites(const UnifiedStep& s) {
 
 Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& args,
                    int* kv_heads) {
-  const AttentionAttrs heads{a.num_heads, a.head_dim, true, a.is_alibi, a.num_kv_heads};
+  const AttentionAttrs heads{.num_heads = a.num_heads,
+                             .num_kv_heads = a.num_kv_heads,
+                             .head_dim = a.head_dim,
+                             .is_causal = true,
+                             .is_alibi = a.is_alibi};
   DYNATTN_RETURN_IF_ERROR(CheckHeads(heads, kv_heads));
   DYNATTN_RETURN_IF_ERROR(CheckActivation("query", args.query));
   const DType io = args.query.dtype;
@@ -207,8 +211,12 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
   const DType io = args.query.dtype;
   call->write = WriteProblem{batch, io, args.current_key.data, args.current_value.data, source};
   AttentionProblem& p = call->attention;
-  FillAttention(AttentionAttrs{a.num_heads, a.head_dim, true, a.is_alibi, kv_heads}, kv_heads, io,
-                &p);
+  FillAttention(AttentionAttrs{.num_heads = a.num_heads,
+                               .num_kv_heads = kv_heads,
+                               .head_dim = a.head_dim,
+                               .is_causal = true,
+                               .is_alibi = a.is_alibi},
+                kv_heads, io, &p);
   p.batch = batch;
   p.query = args.query.data;
   p.output = args.attn_output.data;

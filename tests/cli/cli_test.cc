@@ -24,12 +24,12 @@
 
 #include "dynattn/dynattn.h"
 #include "dynattn/named_args.h"
-#include "src/cli/npy.h"
 #include "tests/reference/case_gen.h"
 #include "tests/reference/golden_matrix.h"
 #include "tests/reference/reference.h"
-#include "tests/support/dtypes.h"
+#include "tools/dtypes.h"
 #include "tests/support/harness.h"
+#include "tools/npy.h"
 
 namespace {
 
@@ -698,7 +698,7 @@ constexpr int kUnifiedBlocks = 14;
 
 dynattn_ref::Array ToReference(const NpyArray& array) {
   dynattn_ref::Array out;
-  out.dt = dynattn_test::RefDtOf(array.dtype);
+  out.dt = dynattn::cli::RefDtOf(array.dtype);
   out.shape = array.shape;
   out.bytes = array.bytes;
   return out;

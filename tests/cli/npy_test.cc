@@ -4,7 +4,7 @@
 // lays them out, so the reader is checked against the format rather than against the writer;
 // when python3 with NumPy happens to be installed, files are also exchanged with NumPy itself.
 
-#include "src/cli/npy.h"
+#include "tools/npy.h"
 
 #include <doctest/doctest.h>
 #include <stdlib.h>

@@ -627,6 +627,9 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
   int64_t num_blocks = 0;
   Tensors& in = result.inputs;
   in["block_table"] = BuildBlockTable(rng, requests, group_blocks, block, &num_blocks);
+  // A step whose requests hold no block still has a cache of one (unused) block: a quantized cache
+  // of zero slots would have an empty scale tensor, which counts as absent (spec §5.4).
+  num_blocks = std::max<int64_t>(num_blocks, 1);
   std::vector<int64_t> queries, context;
   for (const UnifiedRequest& r : requests) {
     queries.push_back(r.queries);

@@ -9,7 +9,7 @@
 
 #include "hwy/highway.h"
 #include "hwy/targets.h"
-#include "tests/support/dtypes.h"
+#include "tools/dtypes.h"
 
 namespace dynattn_test {
 
@@ -113,7 +113,7 @@ void CollectResults(Tensors* t, LibResult* r) {
 }  // namespace
 
 dynattn::TensorView ViewOf(Array& array) {
-  return dynattn::TensorView::Dense(array.bytes.data(), DTypeOf(array.dt),
+  return dynattn::TensorView::Dense(array.bytes.data(), dynattn::cli::DTypeOf(array.dt),
                                     static_cast<int>(array.shape.size()), array.shape.data());
 }
 

@@ -6,7 +6,7 @@
 // it only has to understand what NumPy writes, and must reject everything else with a clear
 // message.
 
-#include "src/cli/npy.h"
+#include "tools/npy.h"
 
 #include <cerrno>
 #include <cstring>

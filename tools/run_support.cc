@@ -2,7 +2,7 @@
 //
 // Shared pieces of the `run` command (see the header).
 
-#include "src/cli/run_support.h"
+#include "tools/run_support.h"
 
 #include <unistd.h>
 

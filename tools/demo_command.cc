@@ -6,7 +6,7 @@
 // through MultiHeadCacheAttention. It prints the step's shape, the median time, the KV bytes read
 // per second, and checks sampled requests and heads against the independent float64 reference.
 
-#include "src/cli/demo_command.h"
+#include "tools/demo_command.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -16,11 +16,21 @@
 #include <string>
 #include <vector>
 
-#include "src/cli/run_command.h"
-#include "src/cli/serving_step.h"
+#include "bench/serving_step.h"
+#include "tools/run_command.h"
 
 namespace dynattn::cli {
 namespace {
+
+// The demo's step is one of the benchmark's synthetic serving steps (bench/serving_step.h).
+using bench::AttentionFlops;
+using bench::BuildStep;
+using bench::KvBytesRead;
+using bench::RunStep;
+using bench::Step;
+using bench::StepRequest;
+using bench::StepShape;
+using bench::SubStep;
 
 constexpr int kDecodes = 24;
 constexpr int64_t kPrefillTokens = 512;

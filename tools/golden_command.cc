@@ -4,7 +4,7 @@
 // through RunCommand unchanged: the writer only turns a case into input files and a RunRequest,
 // so the golden outputs are by construction what `dynattn run` computes on the CPU.
 
-#include "src/cli/golden_command.h"
+#include "tools/golden_command.h"
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -12,10 +12,10 @@
 #include <system_error>
 #include <vector>
 
-#include "src/cli/npy.h"
-#include "src/cli/run_command.h"
 #include "tests/reference/golden_matrix.h"
-#include "tests/support/dtypes.h"
+#include "tools/dtypes.h"
+#include "tools/npy.h"
+#include "tools/run_command.h"
 
 namespace dynattn::cli {
 namespace {
@@ -25,7 +25,6 @@ namespace fs = std::filesystem;
 using dynattn_ref::Array;
 using dynattn_ref::Case;
 using dynattn_ref::GoldenSpec;
-using dynattn_test::DTypeOf;
 
 // The value of one `run` attribute for a case (unified attention always returns its lse).
 int AttributeValue(const dynattn_ref::Attrs& a, const std::string& name) {

@@ -4,8 +4,8 @@
 // harness and notebook can produce and check them without a custom decoder. Only the dtypes the
 // ops take are accepted, so a file in any other dtype fails loudly instead of being reinterpreted.
 
-#ifndef DYNATTN_SRC_CLI_NPY_H_
-#define DYNATTN_SRC_CLI_NPY_H_
+#ifndef DYNATTN_TOOLS_NPY_H_
+#define DYNATTN_TOOLS_NPY_H_
 
 #include <cstdint>
 #include <string>
@@ -45,4 +45,4 @@ Status WriteNpy(const std::string& path, const NpyArray& array);
 
 }  // namespace dynattn::cli
 
-#endif  // DYNATTN_SRC_CLI_NPY_H_
+#endif  // DYNATTN_TOOLS_NPY_H_

@@ -1,11 +1,11 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 
-#include "src/cli/serving_step.h"
+#include "bench/serving_step.h"
 
 #include <algorithm>
 #include <random>
 
-namespace dynattn::cli {
+namespace dynattn::bench {
 namespace {
 
 using dynattn_ref::Array;
@@ -223,4 +223,4 @@ double AttentionFlops(const Step& step) {
   return 4.0 * pairs * s.head_dim * s.num_heads;
 }
 
-}  // namespace dynattn::cli
+}  // namespace dynattn::bench

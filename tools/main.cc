@@ -8,41 +8,14 @@
 #include <new>
 #include <string>
 
-#include "src/cli/demo_command.h"
-#include "src/cli/golden_command.h"
-#include "src/cli/run_command.h"
-
-#ifdef DYNATTN_HAVE_BENCH
-#include "bench/bench_command.h"
-#endif
-
-#ifndef DYNATTN_VERSION
-#define DYNATTN_VERSION "unknown"
-#endif
+#include "dynattn/version.h"
+#include "tools/bench_command.h"
+#include "tools/demo_command.h"
+#include "tools/golden_command.h"
+#include "tools/run_command.h"
 
 namespace dynattn::cli {
 namespace {
-
-#ifdef DYNATTN_HAVE_BENCH
-using bench::AddBenchCommand;
-using bench::BenchOptions;
-using bench::RunBenchCommand;
-#else
-struct BenchOptions {};
-
-/// Without bench/ (meson option `bench` off, or oneDNN/Eigen/OpenMP missing) the command still
-/// exists, to say so.
-CLI::App* AddBenchCommand(CLI::App* app, BenchOptions*) {
-  CLI::App* bench = app->add_subcommand("bench", "(not built: needs oneDNN, Eigen and OpenMP)");
-  bench->allow_extras();
-  return bench;
-}
-
-int RunBenchCommand(const BenchOptions&) {
-  ReportError("this dynattn was built without the benchmark (meson option bench, oneDNN, Eigen)");
-  return kExitFailure;
-}
-#endif
 
 int Main(int argc, char** argv) {
   CLI::App app("dynattn: run libdynattn's PMX attention ops on .npy files", "dynattn");
@@ -53,7 +26,7 @@ int Main(int argc, char** argv) {
   CLI::App* demo = AddDemoCommand(&app);
   GoldenRequest golden_request;
   CLI::App* golden = AddGoldenCommand(&app, &golden_request);
-  BenchOptions bench_options;
+  bench::BenchOptions bench_options;
   CLI::App* bench = AddBenchCommand(&app, &bench_options);
   try {
     app.parse(argc, argv);

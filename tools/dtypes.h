@@ -4,13 +4,13 @@
 // CLI tests and the `golden` command (which writes reference cases as .npy files). Header-only,
 // so the tool needs no test library; the reference itself stays free of include/dynattn.
 
-#ifndef DYNATTN_TESTS_SUPPORT_DTYPES_H_
-#define DYNATTN_TESTS_SUPPORT_DTYPES_H_
+#ifndef DYNATTN_TOOLS_DTYPES_H_
+#define DYNATTN_TOOLS_DTYPES_H_
 
 #include "dynattn/types.h"
 #include "tests/reference/reference.h"
 
-namespace dynattn_test {
+namespace dynattn::cli {
 
 /// The element types both sides have, paired.
 struct DtPair {
@@ -38,6 +38,6 @@ inline dynattn_ref::Dt RefDtOf(dynattn::DType dtype) {
   return dynattn_ref::Dt::kI64;
 }
 
-}  // namespace dynattn_test
+}  // namespace dynattn::cli
 
-#endif  // DYNATTN_TESTS_SUPPORT_DTYPES_H_
+#endif  // DYNATTN_TOOLS_DTYPES_H_

@@ -6,8 +6,8 @@
 // case by case without linking to the test suites. Every case is computed by the `run` command's
 // own code, so `dynattn run` on a case's inputs reproduces its outputs byte for byte.
 
-#ifndef DYNATTN_SRC_CLI_GOLDEN_COMMAND_H_
-#define DYNATTN_SRC_CLI_GOLDEN_COMMAND_H_
+#ifndef DYNATTN_TOOLS_GOLDEN_COMMAND_H_
+#define DYNATTN_TOOLS_GOLDEN_COMMAND_H_
 
 #include <cstdint>
 #include <string>
@@ -35,4 +35,4 @@ int RunGoldenCommand(const GoldenRequest& request);
 
 }  // namespace dynattn::cli
 
-#endif  // DYNATTN_SRC_CLI_GOLDEN_COMMAND_H_
+#endif  // DYNATTN_TOOLS_GOLDEN_COMMAND_H_

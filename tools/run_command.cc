@@ -5,7 +5,7 @@
 // validate everything, and writes files only after the call succeeded, so that a failed run
 // never leaves a partial or stale output behind that a comparison script could pick up.
 
-#include "src/cli/run_command.h"
+#include "tools/run_command.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -19,9 +19,9 @@
 
 #include "dynattn/named_args.h"
 #include "dynattn/ops.h"
-#include "src/cli/npy.h"
-#include "src/cli/run_support.h"
-#include "src/cli/unified_run.h"
+#include "tools/npy.h"
+#include "tools/run_support.h"
+#include "tools/unified_run.h"
 
 namespace dynattn::cli {
 namespace {

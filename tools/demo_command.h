@@ -3,8 +3,8 @@
 // `dynattn demo`: a self-contained walk through the ops for a first-time user. Kept apart from
 // `run` so that the file-driven command stays small and strict.
 
-#ifndef DYNATTN_SRC_CLI_DEMO_COMMAND_H_
-#define DYNATTN_SRC_CLI_DEMO_COMMAND_H_
+#ifndef DYNATTN_TOOLS_DEMO_COMMAND_H_
+#define DYNATTN_TOOLS_DEMO_COMMAND_H_
 
 namespace CLI {
 class App;
@@ -20,4 +20,4 @@ int RunDemoCommand();
 
 }  // namespace dynattn::cli
 
-#endif  // DYNATTN_SRC_CLI_DEMO_COMMAND_H_
+#endif  // DYNATTN_TOOLS_DEMO_COMMAND_H_

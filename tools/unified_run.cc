@@ -4,7 +4,7 @@
 // the outputs and leaves every rule to the library, so that a file-driven run rejects exactly
 // what a direct call rejects, with the library's message naming the input.
 
-#include "src/cli/unified_run.h"
+#include "tools/unified_run.h"
 
 #include <vector>
 

@@ -4,8 +4,8 @@
 // by spec name, cache attributes), so that an op can live in a file of its own (unified_run.cc)
 // and still follow exactly the same rules as the others. Internal to the tool.
 
-#ifndef DYNATTN_SRC_CLI_RUN_SUPPORT_H_
-#define DYNATTN_SRC_CLI_RUN_SUPPORT_H_
+#ifndef DYNATTN_TOOLS_RUN_SUPPORT_H_
+#define DYNATTN_TOOLS_RUN_SUPPORT_H_
 
 #include <cstdint>
 #include <map>
@@ -16,7 +16,7 @@
 #include "dynattn/named_args.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"
-#include "src/cli/npy.h"
+#include "tools/npy.h"
 
 namespace dynattn::cli::run_support {
 
@@ -40,4 +40,4 @@ CacheAttrs MakeCacheAttrs(const Attributes& attributes);
 
 }  // namespace dynattn::cli::run_support
 
-#endif  // DYNATTN_SRC_CLI_RUN_SUPPORT_H_
+#endif  // DYNATTN_TOOLS_RUN_SUPPORT_H_

@@ -5,8 +5,8 @@
 // float64 reference, PPLNN, notebooks) can be compared with libdynattn through files, without
 // linking to it.
 
-#ifndef DYNATTN_SRC_CLI_RUN_COMMAND_H_
-#define DYNATTN_SRC_CLI_RUN_COMMAND_H_
+#ifndef DYNATTN_TOOLS_RUN_COMMAND_H_
+#define DYNATTN_TOOLS_RUN_COMMAND_H_
 
 #include <string>
 #include <utility>
@@ -47,4 +47,4 @@ std::vector<std::string> OpAttributeNames(const std::string& op);
 
 }  // namespace dynattn::cli
 
-#endif  // DYNATTN_SRC_CLI_RUN_COMMAND_H_
+#endif  // DYNATTN_TOOLS_RUN_COMMAND_H_

@@ -3,8 +3,8 @@
 // Synthetic serving steps for the demo and the benchmarks: a batch of decodes and prefill chunks
 // over a paged cache already holding quantized history, as MultiHeadCacheAttention inputs.
 
-#ifndef DYNATTN_SRC_CLI_SERVING_STEP_H_
-#define DYNATTN_SRC_CLI_SERVING_STEP_H_
+#ifndef DYNATTN_BENCH_SERVING_STEP_H_
+#define DYNATTN_BENCH_SERVING_STEP_H_
 
 #include <cstdint>
 #include <vector>
@@ -12,7 +12,7 @@
 #include "dynattn/dynattn.h"
 #include "tests/reference/reference.h"
 
-namespace dynattn::cli {
+namespace dynattn::bench {
 
 /// One request of a step: `seqlen` new tokens after `start_pos` cached ones.
 struct StepRequest {
@@ -62,6 +62,6 @@ double KvBytesRead(const Step& step);
 /// Floating-point operations of the step's attention (QK^T and PV, causal keys only).
 double AttentionFlops(const Step& step);
 
-}  // namespace dynattn::cli
+}  // namespace dynattn::bench
 
-#endif  // DYNATTN_SRC_CLI_SERVING_STEP_H_
+#endif  // DYNATTN_BENCH_SERVING_STEP_H_

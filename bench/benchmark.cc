@@ -1,16 +1,15 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// `dynattn bench` (see the header). Everything is built before the first timed call; then every
-// step, every baseline shape and both forms of every shared-prefix step are called once per round
-// (interleaved, so that the load of this shared machine weighs on all of them alike), each call
-// after a cache flush (cold KV, as in a model whose layers each read their cache once per token),
-// and medians are reported.
+// The benchmark behind `dynattn bench` (see the header). Everything is built before the first timed
+// call; then every step, every baseline shape and both forms of every shared-prefix step are called
+// once per round (interleaved, so that the load of this shared machine weighs on all of them
+// alike), each call after a cache flush (cold KV, as in a model whose layers each read their cache
+// once per token), and medians are reported.
 
-#include "bench/bench_command.h"
+#include "bench/benchmark.h"
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,7 +26,6 @@
 #include "bench/report.h"
 #include "bench/shared_prefix.h"
 #include "bench/step_matrix.h"
-#include "src/cli/run_command.h"
 
 namespace dynattn::bench {
 namespace {
@@ -61,13 +59,14 @@ struct SharedPrefixBench {
 /// Everything one run holds. Vectors are filled before any pointer into them is taken.
 struct Plan {
   std::vector<BenchRow> rows;
-  std::vector<cli::Step> steps;          ///< Per row.
+  std::vector<Step> steps;               ///< Per row.
   std::vector<dynattn_ref::Array> outs;  ///< Per row.
   std::vector<size_t> row_baseline;      ///< Per row: index into baselines.
   std::vector<size_t> row_timed;         ///< Per row: index into timed.
   std::vector<Baseline> baselines;
   std::vector<SharedPrefixBench> shared_prefix;
   std::vector<Timed> timed;
+  ErrorReporter report_error;  ///< BenchOptions::report_error.
 };
 
 /// libgomp's default wait policy spins after each parallel region. When another process holds
@@ -127,7 +126,7 @@ void BuildSteps(Plan* plan) {
   uint64_t seed = 1;
   for (const BenchRow& row : plan->rows) {
     std::fprintf(stderr, "building %s ...\n", row.step.c_str());
-    plan->steps.push_back(cli::BuildStep(row.shape, seed++));
+    plan->steps.push_back(BuildStep(row.shape, seed++));
     plan->outs.emplace_back();
     plan->row_baseline.push_back(FindOrAddBaseline(row, plan));
   }
@@ -139,8 +138,8 @@ void BuildBaselines(int threads, Plan* plan) {
     Baseline& b = plan->baselines[plan->row_baseline[r]];
     if (b.batch != nullptr) continue;
     std::fprintf(stderr, "building baselines for %s ...\n", b.shape.c_str());
-    const cli::StepShape& s = plan->rows[r].shape;
-    b.flops = cli::AttentionFlops(plan->steps[r]);
+    const StepShape& s = plan->rows[r].shape;
+    b.flops = AttentionFlops(plan->steps[r]);
     b.batch = std::make_unique<Fp32Batch>(
         RandomFp32Batch(s.num_heads, s.num_kv_heads, s.head_dim, BaselineRequests(s), seed++));
     b.onednn = std::make_unique<OneDnnAttention>(b.batch.get(), threads);
@@ -154,8 +153,8 @@ Timed StepCall(Plan* plan, size_t r, int threads) {
           [plan, r, threads] {
             RunOptions options;
             options.num_threads = threads;
-            const Status s = cli::RunStep(&plan->steps[r], &plan->outs[r], options);
-            if (!s.ok()) cli::ReportError(plan->rows[r].step + ": " + s.message());
+            const Status s = RunStep(&plan->steps[r], &plan->outs[r], options);
+            if (!s.ok()) plan->report_error(plan->rows[r].step + ": " + s.message());
             return s.ok();
           },
           {}};
@@ -170,7 +169,7 @@ bool BuildSharedPrefix(Plan* plan) {
     bench.step = BuildSharedPrefixStep(shape, seed++);
     const Status s = DescribeUnified(&bench.step, &bench.summary);
     if (!s.ok()) {
-      cli::ReportError(SharedPrefixName(shape) + ": " + s.message());
+      plan->report_error(SharedPrefixName(shape) + ": " + s.message());
       return false;
     }
     plan->shared_prefix.push_back(std::move(bench));
@@ -179,15 +178,16 @@ bool BuildSharedPrefix(Plan* plan) {
 }
 
 /// UnifiedAttention (or, with `decodes`, the independent decodes) on a shared-prefix step.
-Timed SharedPrefixCall(SharedPrefixBench* b, bool decodes, int threads) {
+Timed SharedPrefixCall(SharedPrefixBench* b, bool decodes, int threads,
+                       const ErrorReporter& report_error) {
   const std::string name = SharedPrefixName(b->step.shape);
   return {(decodes ? "decodes " : "unified ") + name,
-          [b, decodes, threads, name] {
+          [b, decodes, threads, name, report_error] {
             RunOptions options;
             options.num_threads = threads;
             const Status s = decodes ? RunDecodes(&b->step, &b->decodes_out, options)
                                      : RunUnified(&b->step, &b->unified_out, options);
-            if (!s.ok()) cli::ReportError(name + ": " + s.message());
+            if (!s.ok()) report_error(name + ": " + s.message());
             return s.ok();
           },
           {}};
@@ -211,9 +211,9 @@ void ListTimedCalls(int threads, Plan* plan) {
   }
   for (SharedPrefixBench& b : plan->shared_prefix) {
     b.unified_timed = plan->timed.size();
-    plan->timed.push_back(SharedPrefixCall(&b, false, threads));
+    plan->timed.push_back(SharedPrefixCall(&b, false, threads, plan->report_error));
     b.decodes_timed = plan->timed.size();
-    plan->timed.push_back(SharedPrefixCall(&b, true, threads));
+    plan->timed.push_back(SharedPrefixCall(&b, true, threads, plan->report_error));
   }
 }
 
@@ -253,8 +253,8 @@ RowResult Evaluate(const Plan& plan, size_t r, const MachineLimits& machine) {
   const BenchRow& row = plan.rows[r];
   const Baseline& b = plan.baselines[plan.row_baseline[r]];
   const double seconds = Median(plan.timed[plan.row_timed[r]].seconds);
-  const double bytes = cli::KvBytesRead(plan.steps[r]);
-  const double flops = cli::AttentionFlops(plan.steps[r]);
+  const double bytes = KvBytesRead(plan.steps[r]);
+  const double flops = AttentionFlops(plan.steps[r]);
   RowResult out;
   out.step = row.step;
   out.kind = row.kind;
@@ -316,7 +316,7 @@ MachineLimits MeasureMachine(int threads) {
   return machine;
 }
 
-int Report(const BenchOptions& options, const MachineLimits& machine, const Plan& plan) {
+bool Report(const BenchOptions& options, const MachineLimits& machine, const Plan& plan) {
   std::vector<RowResult> rows;
   for (size_t r = 0; r < plan.rows.size(); ++r) rows.push_back(Evaluate(plan, r, machine));
   std::vector<BaselineResult> baselines;
@@ -328,32 +328,13 @@ int Report(const BenchOptions& options, const MachineLimits& machine, const Plan
   PrintReport(machine, rows, baselines, shared_prefix, stdout);
   if (!options.json.empty() &&
       !WriteJson(options.json, machine, options.repetitions, rows, baselines, shared_prefix)) {
-    cli::ReportError("cannot write " + options.json);
-    return cli::kExitFailure;
+    plan.report_error("cannot write " + options.json);
+    return false;
   }
-  return cli::kExitOk;
+  return true;
 }
 
 }  // namespace
-
-CLI::App* AddBenchCommand(CLI::App* app, BenchOptions* options) {
-  CLI::App* bench = app->add_subcommand(
-      "bench", "Time serving steps against this machine's limits and oneDNN/Eigen baselines");
-  bench->add_flag("--quick", options->quick,
-                  "Decode 8x4096, prefill 512 and the mixed step only (no shared-prefix steps)");
-  bench
-      ->add_option("--only", options->only,
-                   "Run one part alone: steps (the step matrix and its baselines), unified "
-                   "(the shared-prefix steps, unified vs independent decodes) or overhead "
-                   "(a tiny step's per-call cost, unified planning per step vs per layer)")
-      ->check(CLI::IsMember({"steps", "unified", "overhead"}));
-  bench->add_option("--threads", options->threads, "Threads of every measurement (default 2)")
-      ->check(CLI::Range(1, 1024));
-  bench->add_option("--repetitions", options->repetitions, "Timed calls per step (default 7)")
-      ->check(CLI::Range(1, 1000));
-  bench->add_option("--json", options->json, "Also write the results to this JSON file");
-  return bench;
-}
 
 /// The overhead part: a tiny step on 1 thread and on the bench's threads, and unified planning.
 void RunOverhead(const BenchOptions& options) {
@@ -366,24 +347,27 @@ void RunOverhead(const BenchOptions& options) {
   PrintOverhead(tiny, MeasureUnifiedPlanning(options.threads, options.repetitions), stdout);
 }
 
-int RunBenchCommand(const BenchOptions& options) {
+bool RunBenchmark(const BenchOptions& options) {
   if (options.only == "overhead") {
     RunOverhead(options);
-    return cli::kExitOk;
+    return true;
   }
   RerunWithPassiveOpenMp();
   MachineLimits machine = MeasureMachine(options.threads);
   Plan plan;
+  plan.report_error = options.report_error ? options.report_error : [](const std::string& message) {
+    std::fprintf(stderr, "bench: %s\n", message.c_str());
+  };
   if (options.only != "unified") plan.rows = StepMatrix(options.quick);
   BuildSteps(&plan);
   BuildBaselines(options.threads, &plan);
   const bool shared_prefix = options.only == "unified" || (options.only.empty() && !options.quick);
-  if (shared_prefix && !BuildSharedPrefix(&plan)) return cli::kExitFailure;
+  if (shared_prefix && !BuildSharedPrefix(&plan)) return false;
   ListTimedCalls(options.threads, &plan);
-  if (!RunRounds(options.repetitions, &plan, &machine.foreign_load)) return cli::kExitFailure;
-  const int status = Report(options, machine, plan);
-  if (status == cli::kExitOk && options.only.empty() && !options.quick) RunOverhead(options);
-  return status;
+  if (!RunRounds(options.repetitions, &plan, &machine.foreign_load)) return false;
+  const bool ok = Report(options, machine, plan);
+  if (ok && options.only.empty() && !options.quick) RunOverhead(options);
+  return ok;
 }
 
 }  // namespace dynattn::bench

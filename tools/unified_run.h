@@ -4,12 +4,12 @@
 // cache tensor as a block cache (MakePmxBlockCache) and addresses it through a block table, so
 // its attribute handling and outputs (an optional log-sum-exp) differ from the three PMX ops'.
 
-#ifndef DYNATTN_SRC_CLI_UNIFIED_RUN_H_
-#define DYNATTN_SRC_CLI_UNIFIED_RUN_H_
+#ifndef DYNATTN_TOOLS_UNIFIED_RUN_H_
+#define DYNATTN_TOOLS_UNIFIED_RUN_H_
 
 #include "dynattn/ops.h"
 #include "dynattn/status.h"
-#include "src/cli/run_support.h"
+#include "tools/run_support.h"
 
 namespace dynattn::cli {
 
@@ -20,4 +20,4 @@ Status CallUnifiedAttention(const run_support::Attributes& attributes, const Run
 
 }  // namespace dynattn::cli
 
-#endif  // DYNATTN_SRC_CLI_UNIFIED_RUN_H_
+#endif  // DYNATTN_TOOLS_UNIFIED_RUN_H_
