@@ -4,37 +4,37 @@
 // values, which the kernels see as an unquantized cache addressed by kvstarts.
 
 #include "dynattn/plan.h"
-#include "src/context.h"
 #include "src/ops/op_plans.h"
-#include "src/validate.h"
 
 namespace dynattn {
+namespace {
 
-using internal::OpKind;
+internal::DataTensors TensorsOf(const MultiHeadAttentionArgs& args) {
+  return {{"query", args.query},
+          {"key", args.key},
+          {"value", args.value},
+          {"attn_mask", args.attn_mask},
+          {"attn_output", args.attn_output}};
+}
+
+}  // namespace
 
 Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
                               const MultiHeadAttentionArgs& caller_args, Plan* plan) {
   if (plan == nullptr) return Status::Invalid("plan", "must not be null");
   internal::WidenedIndex widen;
   MultiHeadAttentionArgs args = caller_args;
-  for (TensorView* index : {&args.seqstarts, &args.kvstarts, &args.decoding_batches,
-                            &args.max_seqlen, &args.max_kvlen}) {
-    *index = widen(*index);
-  }
+  widen.Apply(
+      {&args.seqstarts, &args.kvstarts, &args.decoding_batches, &args.max_seqlen, &args.max_kvlen});
   internal::MultiHeadAttentionCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadAttention(attrs, args, &call));
   std::unique_ptr<internal::PlanState> s;
-  DYNATTN_RETURN_IF_ERROR(
-      internal::StartPlan(OpKind::kMultiHeadAttention, call.attention.kv.cache, "query", &s));
+  DYNATTN_RETURN_IF_ERROR(internal::StartPlan(internal::OpKind::kMultiHeadAttention,
+                                              call.attention.kv.cache, "query", &s));
   s->attention = call.attention;
   s->OwnIndexArrays();
   internal::PlanAttentionWork(s.get());
-  internal::RecordTensors({{"query", args.query},
-                           {"key", args.key},
-                           {"value", args.value},
-                           {"attn_mask", args.attn_mask},
-                           {"attn_output", args.attn_output}},
-                          s.get());
+  internal::RecordTensors(TensorsOf(args), s.get());
   plan->Reset(std::move(s));
   return Status::Ok();
 }
@@ -42,29 +42,24 @@ Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
 Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& args,
                              Context* context) {
   const internal::PlanState* s = nullptr;
-  DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, OpKind::kMultiHeadAttention, context, &s));
-  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("query", args.query));
-  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("key", args.key));
-  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("value", args.value));
-  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("attn_mask", args.attn_mask));
-  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("attn_output", args.attn_output));
-  internal::AttentionProblem attention = s->attention;
-  attention.query = args.query.data;
-  attention.output = args.attn_output.data;
+  DYNATTN_RETURN_IF_ERROR(
+      internal::CheckRun(plan, internal::OpKind::kMultiHeadAttention, context, &s));
+  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
+  // The packed K/V are the problem's cache: its planes move to this call's tensors.
+  CacheDesc cache = s->attention.kv.cache;
+  cache.key.data = args.key.data;
+  cache.value.data = args.value.data;
+  internal::AttentionProblem attention =
+      internal::AttentionFor(*s, args.query, args.attn_output, cache);
   attention.mask = args.attn_mask.present() ? args.attn_mask.data : nullptr;
-  attention.kv.cache.key.data = args.key.data;
-  attention.kv.cache.value.data = args.value.data;
   const internal::BackendKernels& row = *s->kernels;
   return row.run_attention(row, attention, s->attention_plan, context->state());
 }
 
 Status MultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
                           const RunOptions& options) {
-  DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
-  Plan plan;
-  DYNATTN_RETURN_IF_ERROR(PlanMultiHeadAttention(attrs, args, &plan));
-  internal::PooledContext context(options.num_threads);
-  return RunMultiHeadAttention(plan, args, context.get());
+  return internal::PlanAndRun(attrs, args, options, &PlanMultiHeadAttention,
+                              &RunMultiHeadAttention);
 }
 
 }  // namespace dynattn

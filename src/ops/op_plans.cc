@@ -17,8 +17,37 @@ Status StartPlan(OpKind op, const CacheDesc& cache, const char* input,
   return Status::Ok();
 }
 
-void RecordTensors(std::initializer_list<PlannedTensor> tensors, PlanState* state) {
-  state->tensors.assign(tensors.begin(), tensors.end());
+DataTensors::DataTensors(std::initializer_list<PlannedTensor> list) {
+  for (const PlannedTensor& t : list) tensors[count++] = t;
+}
+
+void RecordTensors(const DataTensors& tensors, PlanState* state) {
+  state->tensors.assign(tensors.tensors.begin(), tensors.tensors.begin() + tensors.count);
+}
+
+Status CheckTensors(const PlanState& state, const DataTensors& tensors) {
+  for (int i = 0; i < tensors.count; ++i) {
+    DYNATTN_RETURN_IF_ERROR(state.CheckTensor(tensors.tensors[i].name, tensors.tensors[i].view));
+  }
+  return Status::Ok();
+}
+
+WriteProblem WriteFor(const PlanState& state, const TensorView& current_key,
+                      const TensorView& current_value, const CacheDesc& cache) {
+  WriteProblem write = state.write;
+  write.current_key = current_key.data;
+  write.current_value = current_value.data;
+  write.kv.cache = cache;
+  return write;
+}
+
+AttentionProblem AttentionFor(const PlanState& state, const TensorView& query,
+                              const TensorView& output, const CacheDesc& cache) {
+  AttentionProblem attention = state.attention;
+  attention.query = query.data;
+  attention.output = output.data;
+  attention.kv.cache = cache;
+  return attention;
 }
 
 void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantized,
@@ -45,6 +74,10 @@ TensorView WidenedIndex::operator()(const TensorView& t) {
   const int32_t* source = t.As<const int32_t>();
   copies_.emplace_back(source, source + t.NumElements());
   return TensorView::Dense(copies_.back().data(), DType::kI64, t.rank, t.shape);
+}
+
+void WidenedIndex::Apply(std::initializer_list<TensorView*> tensors) {
+  for (TensorView* t : tensors) *t = (*this)(*t);
 }
 
 Status CheckRun(const Plan& plan, OpKind op, const Context* context, const PlanState** state) {

@@ -6,11 +6,14 @@
 #ifndef DYNATTN_SRC_OPS_OP_PLANS_H_
 #define DYNATTN_SRC_OPS_OP_PLANS_H_
 
+#include <array>
 #include <initializer_list>
 #include <memory>
 #include <vector>
 
+#include "src/context.h"
 #include "src/plan_state.h"
+#include "src/validate.h"
 
 namespace dynattn::internal {
 
@@ -19,8 +22,31 @@ namespace dynattn::internal {
 Status StartPlan(OpKind op, const CacheDesc& cache, const char* input,
                  std::unique_ptr<PlanState>* state);
 
-/// Records the planning call's data tensors, which each Run checks its own against.
-void RecordTensors(std::initializer_list<PlannedTensor> tensors, PlanState* state);
+/// A call's data tensors by name (at most five besides the cache): what a plan records and each
+/// Run checks its own against.
+struct DataTensors {
+  std::array<PlannedTensor, 5> tensors;
+  int count = 0;
+  DataTensors(std::initializer_list<PlannedTensor> list);
+};
+
+/// Records the planning call's data tensors.
+void RecordTensors(const DataTensors& tensors, PlanState* state);
+/// Checks a Run's data tensors against the recorded ones.
+Status CheckTensors(const PlanState& state, const DataTensors& tensors);
+
+/// The plan's write problem on a Run's new keys, values and cache.
+WriteProblem WriteFor(const PlanState& state, const TensorView& current_key,
+                      const TensorView& current_value, const CacheDesc& cache);
+/// The plan's attention problem on a Run's query, output and cache (mask and LSE left to the op).
+AttentionProblem AttentionFor(const PlanState& state, const TensorView& query,
+                              const TensorView& output, const CacheDesc& cache);
+
+/// A one-shot call: plan, then run on a pooled Context.
+template <typename Attrs, typename Args>
+Status PlanAndRun(const Attrs& attrs, const Args& args, const RunOptions& options,
+                  Status (*plan_op)(const Attrs&, const Args&, Plan*),
+                  Status (*run_op)(const Plan&, const Args&, Context*));
 
 /// Records where the cache came from: PMX tensors (`scale` only when `quantized`) or `raw`.
 void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantized,
@@ -37,6 +63,8 @@ class WidenedIndex {
   /// `t` itself unless it is a present, dense, host int32 tensor, which becomes an int64 view of
   /// a copy owned by this object (errors in `t` are left for the validators to name).
   TensorView operator()(const TensorView& t);
+  /// Widens each of `tensors` in place.
+  void Apply(std::initializer_list<TensorView*> tensors);
 
  private:
   std::vector<std::vector<int64_t>> copies_;
@@ -44,6 +72,17 @@ class WidenedIndex {
 
 /// The plan of `op` and a usable context, or the error naming which is wrong.
 Status CheckRun(const Plan& plan, OpKind op, const Context* context, const PlanState** state);
+
+template <typename Attrs, typename Args>
+Status PlanAndRun(const Attrs& attrs, const Args& args, const RunOptions& options,
+                  Status (*plan_op)(const Attrs&, const Args&, Plan*),
+                  Status (*run_op)(const Plan&, const Args&, Context*)) {
+  DYNATTN_RETURN_IF_ERROR(ValidateRunOptions(options));
+  Plan plan;
+  DYNATTN_RETURN_IF_ERROR(plan_op(attrs, args, &plan));
+  PooledContext context(options.num_threads);
+  return run_op(plan, args, context.get());
+}
 
 }  // namespace dynattn::internal
 

@@ -3,7 +3,6 @@
 // Unified attention (spec unified-and-ksana §6): validate everything, write the fresh K/V, plan
 // the three paths, run them, merge every token's parts.
 
-#include <cassert>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -47,6 +46,14 @@ UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::
   return s;
 }
 
+internal::DataTensors TensorsOf(const UnifiedAttentionArgs& args) {
+  return {{"query", args.query},
+          {"current_key", args.current_key},
+          {"current_value", args.current_value},
+          {"attn_output", args.attn_output},
+          {"lse", args.lse}};
+}
+
 }  // namespace
 
 Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
@@ -54,9 +61,7 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   if (plan == nullptr) return Status::Invalid("plan", "must not be null");
   internal::WidenedIndex widen;
   UnifiedAttentionArgs args = caller_args;
-  for (TensorView* index : {&args.query_start_loc, &args.context_lens, &args.block_table}) {
-    *index = widen(*index);
-  }
+  widen.Apply({&args.query_start_loc, &args.context_lens, &args.block_table});
   internal::UnifiedCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateUnifiedAttention(attrs, args, &call));
   std::unique_ptr<internal::PlanState> s;
@@ -78,12 +83,7 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   s->workspace_floats = static_cast<size_t>(s->unified_plan.num_states *
                                             internal::StateFloats(s->attention.padded_dim));
   s->unified_summary = Summarize(s->unified_step, s->unified_plan, args.cache->cache);
-  internal::RecordTensors({{"query", args.query},
-                           {"current_key", args.current_key},
-                           {"current_value", args.current_value},
-                           {"attn_output", args.attn_output},
-                           {"lse", args.lse}},
-                          s.get());
+  internal::RecordTensors(TensorsOf(args), s.get());
   internal::RecordCache({}, {}, false, &args.cache->cache, args.cache->cache, s.get());
   s->block_cache = *args.cache;
   plan->Reset(std::move(s));
@@ -93,11 +93,7 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
 Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context) {
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, OpKind::kUnifiedAttention, context, &s));
-  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("query", args.query));
-  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("current_key", args.current_key));
-  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("current_value", args.current_value));
-  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("attn_output", args.attn_output));
-  DYNATTN_RETURN_IF_ERROR(s->CheckTensor("lse", args.lse));
+  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
   if (args.cache == nullptr) return Status::Invalid("cache", "is required but null");
   const BlockCache& planned = s->block_cache;
   if (args.cache->block_size != planned.block_size || args.cache->Stride() != planned.Stride() ||
@@ -107,27 +103,18 @@ Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, C
   }
   CacheDesc cache;
   DYNATTN_RETURN_IF_ERROR(s->RunCache({}, {}, &args.cache->cache, &cache));
-  internal::WriteProblem write = s->write;
-  write.current_key = args.current_key.data;
-  write.current_value = args.current_value.data;
-  write.kv.cache = cache;
-  internal::AttentionProblem attention = s->attention;
-  attention.query = args.query.data;
-  attention.output = args.attn_output.data;
+  internal::AttentionProblem attention =
+      internal::AttentionFor(*s, args.query, args.attn_output, cache);
   attention.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
-  attention.kv.cache = cache;
   const internal::BackendKernels& row = *s->kernels;
-  DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, context->state()));
+  DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(
+      row, internal::WriteFor(*s, args.current_key, args.current_value, cache), context->state()));
   return row.run_unified(row, attention, s->unified_plan, context->state());
 }
 
 Status UnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
                         const RunOptions& options) {
-  DYNATTN_RETURN_IF_ERROR(internal::ValidateRunOptions(options));
-  Plan plan;
-  DYNATTN_RETURN_IF_ERROR(PlanUnifiedAttention(attrs, args, &plan));
-  internal::PooledContext context(options.num_threads);
-  return RunUnifiedAttention(plan, args, context.get());
+  return internal::PlanAndRun(attrs, args, options, &PlanUnifiedAttention, &RunUnifiedAttention);
 }
 
 Status DescribeUnifiedStep(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
