@@ -142,34 +142,37 @@ int MaxVectors(const AttentionProblem& p, const std::vector<WorkItem>& items,
   return most;
 }
 
-template <CacheElem kElem>
-Status CudaWriteNewTokens(const BackendKernels&, const WriteProblem& problem,
-                          ContextState* context) {
-  const int64_t tokens = problem.batch.seqstarts[problem.batch.size];
-  if (tokens == 0) return Status::Ok();
+/// Stages a cache-I/O problem's index arrays, launches `launch(rebased problem, stream)` and waits.
+template <typename Problem, typename Launch>
+Status RunCacheIo(const Problem& problem, int64_t rows, ContextState* context,
+                  const Launch& launch) {
+  if (rows == 0) return Status::Ok();
   DeviceWorkspace* workspace = WorkspaceOf(context);
   Staging staging;
   const IndexCopies index(problem.batch, problem.kv.slots, nullptr, 0, &staging);
   DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
-  WriteProblem p = problem;
+  Problem p = problem;
   index.Rebase(staging, &p.batch, &p.kv.slots, nullptr);
-  DYNATTN_RETURN_IF_ERROR(gpu::LaunchWriteTokens<kElem>(p, tokens, workspace->stream));
+  DYNATTN_RETURN_IF_ERROR(launch(p, workspace->stream));
   return Finish(*workspace);
+}
+
+template <CacheElem kElem>
+Status CudaWriteNewTokens(const BackendKernels&, const WriteProblem& problem,
+                          ContextState* context) {
+  const int64_t tokens = problem.batch.seqstarts[problem.batch.size];
+  return RunCacheIo(problem, tokens, context, [tokens](const WriteProblem& p, cudaStream_t s) {
+    return gpu::LaunchWriteTokens<kElem>(p, tokens, s);
+  });
 }
 
 template <CacheElem kElem>
 Status CudaGatherContext(const BackendKernels&, const GatherProblem& problem,
                          const std::vector<GatherPiece>&, ContextState* context) {
   const int64_t rows = problem.batch.kvstarts[problem.batch.size];
-  if (rows == 0) return Status::Ok();
-  DeviceWorkspace* workspace = WorkspaceOf(context);
-  Staging staging;
-  const IndexCopies index(problem.batch, problem.kv.slots, nullptr, 0, &staging);
-  DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
-  GatherProblem p = problem;
-  index.Rebase(staging, &p.batch, &p.kv.slots, nullptr);
-  DYNATTN_RETURN_IF_ERROR(gpu::LaunchGatherContext<kElem>(p, rows, workspace->stream));
-  return Finish(*workspace);
+  return RunCacheIo(problem, rows, context, [rows](const GatherProblem& p, cudaStream_t s) {
+    return gpu::LaunchGatherContext<kElem>(p, rows, s);
+  });
 }
 
 template <CacheElem kElem>
