@@ -429,9 +429,12 @@ TEST_SUITE("emulator") {
           std::string::npos);
     CHECK(text.find("kernel WriteAt") != std::string::npos);
 
-    text =
-        InChild([] { DYNATTN_LAUNCH(WriteShared, 1, 32, 64, nullptr)
-                     (int64_t{-4096}); }, &status);
+    text = InChild(
+        [] {
+          DYNATTN_LAUNCH(WriteShared, 1, 32, 64, nullptr)
+          (int64_t{-4096});
+        },
+        &status);
     CHECK(WIFSIGNALED(status));
     CHECK(text.find("before the block's dynamic shared memory (64 bytes") != std::string::npos);
   }

@@ -10,8 +10,8 @@
 #include <set>
 #include <vector>
 
-#include "dynattn/dynattn.h"
 #include "core/codec.h"
+#include "dynattn/dynattn.h"
 
 namespace {
 

@@ -95,31 +95,35 @@ class DYNATTN_EXPORT Plan {
 };
 
 /// Validates a KeyValueCache call and plans it (writes nothing).
-DYNATTN_EXPORT Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
-                         Plan* plan);
+DYNATTN_EXPORT Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs,
+                                        const KeyValueCacheArgs& args, Plan* plan);
 /// Writes the new tokens of `args` into its cache and gathers the contexts, as planned.
-DYNATTN_EXPORT Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context* context);
+DYNATTN_EXPORT Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args,
+                                       Context* context);
 
 /// Validates a MultiHeadAttention call and plans it.
-DYNATTN_EXPORT Status PlanMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
-                              Plan* plan);
+DYNATTN_EXPORT Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
+                                             const MultiHeadAttentionArgs& args, Plan* plan);
 /// Attention of `args`' query over its key and value, as planned.
 DYNATTN_EXPORT Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& args,
-                             Context* context);
+                                            Context* context);
 
 /// Validates a MultiHeadCacheAttention call and plans it (writes nothing).
 DYNATTN_EXPORT Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
-                                   const MultiHeadCacheAttentionArgs& args, Plan* plan);
+                                                  const MultiHeadCacheAttentionArgs& args,
+                                                  Plan* plan);
 /// Writes the new K/V of `args` into its cache, then attends over the contexts, as planned.
-DYNATTN_EXPORT Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentionArgs& args,
-                                  Context* context);
+DYNATTN_EXPORT Status RunMultiHeadCacheAttention(const Plan& plan,
+                                                 const MultiHeadCacheAttentionArgs& args,
+                                                 Context* context);
 
 /// Validates a unified-attention step and plans its three paths (writes nothing); the plan's
 /// `unified_summary()` is what DescribeUnifiedStep reports.
-DYNATTN_EXPORT Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
-                            Plan* plan);
+DYNATTN_EXPORT Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
+                                           const UnifiedAttentionArgs& args, Plan* plan);
 /// Writes the fresh K/V of `args` into its block cache, then runs the planned step.
-DYNATTN_EXPORT Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context);
+DYNATTN_EXPORT Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args,
+                                          Context* context);
 
 }  // namespace dynattn
 

@@ -8,9 +8,9 @@
 
 #include <vector>
 
+#include "core/plan_unified.h"
 #include "dynattn/unified.h"
 #include "simd/kernel_abi.h"
-#include "core/plan_unified.h"
 
 namespace dynattn::internal {
 

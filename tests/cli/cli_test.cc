@@ -27,8 +27,8 @@
 #include "tests/reference/case_gen.h"
 #include "tests/reference/golden_matrix.h"
 #include "tests/reference/reference.h"
-#include "tools/dtypes.h"
 #include "tests/support/harness.h"
+#include "tools/dtypes.h"
 #include "tools/npy.h"
 
 namespace {
