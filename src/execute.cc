@@ -1,6 +1,10 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The CPU backend: the entries of the dispatch table's CPU rows (src/dispatch.h). Each runs the
+// row's Highway kernels over the independent pieces of a plan on the Context's threads, with
+// per-slot scratch and the Context's partial-state workspace.
 
-#include "src/execute.h"
+#include "src/dispatch.h"
 
 #include <algorithm>
 
