@@ -163,6 +163,27 @@ TEST_SUITE("gpu") {
   TEST_CASE("unified_attention on the device: CPU's cache bytes, reference's output and lse") {
     CheckOp("unified_attention");
   }
+#ifdef DYNATTN_CUDA_EMULATOR
+  TEST_CASE("a launch the device refuses comes back as a Status naming the kernel") {
+    Case c;
+    for (uint64_t seed = dynattn_test::BaseSeed() + 77;
+         c.inputs.empty() || c.inputs.at("query").shape[0] == 0;
+         ++seed) {  // a step with new tokens, so that the write kernel launches
+      c = dynattn_ref::RandomCase("multi_head_cache_attention", seed);
+    }
+    DevicePlacement placement;
+    cuda_emu::FailNextLaunches(1);
+    const LibResult r = dynattn_test::RunLibrary(c, dynattn::RunOptions{}, &placement);
+    cuda_emu::FailNextLaunches(0);
+    CHECK(r.status.code() == dynattn::StatusCode::kDeviceError);
+    CHECK(r.status.message() ==
+          "CUDA error: WriteTokensKernel launch: cudaErrorLaunchOutOfResources (too many resources "
+          "requested for launch)");
+    // The device is usable again (the error was not sticky): the next call succeeds.
+    DevicePlacement again;
+    CHECK(dynattn_test::RunLibrary(c, dynattn::RunOptions{}, &again).status.ok());
+  }
+#endif
 }
 
 }  // namespace

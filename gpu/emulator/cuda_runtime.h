@@ -85,6 +85,7 @@ enum cudaError_t {
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorIllegalAddress = 700,
+  cudaErrorLaunchOutOfResources = 701,
   cudaErrorLaunchFailure = 719,
 };
 using cudaError = cudaError_t;
@@ -518,6 +519,10 @@ std::string LastDiagnostic();
 
 /// Clears the sticky error of a failed launch (a real device would need a new process).
 void ResetDevice();
+
+/// Makes the next `count` launches fail as a device refuses one (cudaErrorLaunchOutOfResources,
+/// not sticky; the kernel does not run): for tests of how callers report CUDA errors.
+void FailNextLaunches(int count);
 
 }  // namespace cuda_emu
 

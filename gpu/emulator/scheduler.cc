@@ -587,9 +587,18 @@ uint64_t WarpRendezvous(WarpOp op, unsigned mask, uint64_t value, int operand, i
   return g_runner->WarpRendezvous(op, mask, value, operand, width, site);
 }
 
+/// Launches FailNextLaunches still has to refuse.
+int g_launches_to_fail = 0;
+
 void Launch(const LaunchRequest& request) {
   std::lock_guard<std::mutex> lock(g_launch_mutex);
   if (StickyError() != cudaSuccess) return;
+  if (g_launches_to_fail > 0) {
+    --g_launches_to_fail;
+    RecordError(cudaErrorLaunchOutOfResources,
+                std::string("launch of ") + request.kernel_name + " refused (FailNextLaunches)");
+    return;
+  }
   if (CheckConfiguration(request) != cudaSuccess) return;
   const std::string kernel =
       std::string(request.kernel_name) + " (launched at " + SiteText(request.site) + ")";
@@ -626,5 +635,10 @@ void SetSchedule(Schedule schedule, uint64_t seed) {
 Stats GetStats() { return detail::g_stats; }
 
 void ResetStats() { detail::g_stats = Stats{}; }
+
+void FailNextLaunches(int count) {
+  std::lock_guard<std::mutex> lock(detail::g_launch_mutex);
+  detail::g_launches_to_fail = count;
+}
 
 }  // namespace cuda_emu
