@@ -240,7 +240,9 @@ __global__ void __launch_bounds__(kThreads)
       // before scoring closed (removing it changes no result in any schedule, and TSan finds no
       // race). Kept because without it ptxas (CUDA 13.0) spills 28 B in the int4 kernel on sm_90.
       __syncthreads();
-      if (threadIdx.x < count) slots[threadIdx.x] = map.Slot(map_request, key0 + threadIdx.x);
+      if (static_cast<int>(threadIdx.x) < count) {
+        slots[threadIdx.x] = map.Slot(map_request, key0 + threadIdx.x);
+      }
       __syncthreads();
       for (int i = threadIdx.x; i < tile_keys * dim; i += kThreads) {
         const int j = i / dim, d = i % dim;

@@ -14,7 +14,7 @@
 /// emulator runs every launch to completion in issue order, as one in-order stream would, so
 /// the stream changes nothing there.
 #define DYNATTN_LAUNCH(kernel, grid, block, shared_bytes, stream) \
-  CUDA_EMU_LAUNCH(kernel, grid, block, shared_bytes)
+  (static_cast<void>(stream), CUDA_EMU_LAUNCH(kernel, grid, block, shared_bytes))
 /// The block's dynamic shared memory as `type name[]`, 16-byte aligned.
 #define DYNATTN_DYNAMIC_SHARED(type, name) CUDA_EMU_DYNAMIC_SHARED(type, name)
 #else

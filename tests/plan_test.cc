@@ -18,7 +18,9 @@
 #include "tests/reference/case_gen.h"
 #include "tests/support/run_case.h"
 
-// Every C++ heap allocation of this binary is counted while `g_counting` is set.
+// Every C++ heap allocation of this binary is counted while `g_counting` is set. The replacements
+// allocate with malloc and release with free, which GCC's mismatched-new-delete check cannot see.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 namespace {
 std::atomic<bool> g_counting{false};
 std::atomic<int64_t> g_allocations{0};
@@ -42,6 +44,30 @@ void* operator new(size_t bytes, std::align_val_t align) {
 void* operator new[](size_t bytes, std::align_val_t align) {
   return Allocate(bytes, static_cast<size_t>(align));
 }
+void* operator new(size_t bytes, const std::nothrow_t&) noexcept {
+  try {
+    return Allocate(bytes, 0);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](size_t bytes, const std::nothrow_t& tag) noexcept {
+  return operator new(bytes, tag);
+}
+void* operator new(size_t bytes, std::align_val_t align, const std::nothrow_t&) noexcept {
+  try {
+    return Allocate(bytes, static_cast<size_t>(align));
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](size_t bytes, std::align_val_t align, const std::nothrow_t& tag) noexcept {
+  return operator new(bytes, align, tag);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
@@ -190,9 +216,7 @@ Case NextLayer(const Case& c) {
   Case next = c;
   for (const char* name : {"query", "current_key", "current_value", "key", "value"}) {
     auto it = next.inputs.find(name);
-    if (it == next.inputs.end() || c.op == "key_value_cache" && std::string(name) == "key") {
-      continue;
-    }
+    if (it == next.inputs.end()) continue;
     Array& a = it->second;
     const size_t width = a.dt == Dt::kF16 ? 2 : 4;
     for (size_t i = width - 1; i < a.bytes.size(); i += width) a.bytes[i] ^= 0x80;
