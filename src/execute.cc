@@ -4,12 +4,11 @@
 // row's Highway kernels over the independent pieces of a plan on the Context's threads, with
 // per-slot scratch and the Context's partial-state workspace.
 
-#include "src/dispatch.h"
-
 #include <algorithm>
 
 #include "core/softmax_state.h"
 #include "src/context.h"
+#include "src/dispatch.h"
 
 namespace dynattn::internal {
 namespace {
