@@ -142,6 +142,7 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
   const int64_t elem_bits = internal::CacheElemBits(a.quant_bit, cache.dtype);
   FillPlanes(a, num_kv_heads, slots, head_dim, cache.data, elem_bits, &d);
   if (a.quant_bit != 0) {
+    if (scale.present()) DYNATTN_RETURN_IF_ERROR(internal::CheckStorage("scale", scale));
     if (!scale.present() || scale.NumElements() == 0) {
       return Status::Invalid("scale",
                              "is required when quant_bit is " + std::to_string(a.quant_bit));

@@ -2,7 +2,21 @@
 
 #include "dynattn/types.h"
 
+#include <cstdint>
+
 namespace dynattn {
+namespace {
+
+/// a * b for extents (a, b >= 0 in every view validation accepts), saturating at INT64_MAX
+/// instead of overflowing: a shape whose product does not fit is refused as too large, never
+/// wrapped into a small one.
+int64_t SaturatingProduct(int64_t a, int64_t b) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return INT64_MAX;
+  return product;
+}
+
+}  // namespace
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
@@ -43,11 +57,12 @@ TensorView TensorView::Dense(const void* data, DType dtype, int rank, const int6
   view.dtype = dtype;
   view.rank = rank;
   view.device = device;
+  if (rank > kMaxRank) return view;  // not representable: validation names the rank
   int64_t stride = 1;
   for (int i = rank - 1; i >= 0; --i) {
     view.shape[i] = shape[i];
     view.strides[i] = stride;
-    stride *= shape[i];
+    stride = SaturatingProduct(stride, shape[i]);
   }
   return view;
 }
@@ -58,17 +73,21 @@ TensorView TensorView::Dense(const void* data, DType dtype, std::initializer_lis
 }
 
 int64_t TensorView::NumElements() const {
-  if (rank < 0) return 0;
+  if (rank < 0 || rank > kMaxRank) return 0;  // absent, or a rank validation rejects
+  for (int i = 0; i < rank; ++i) {
+    if (shape[i] <= 0) return 0;  // empty (a negative extent is validation's to name)
+  }
   int64_t n = 1;
-  for (int i = 0; i < rank; ++i) n *= shape[i];
+  for (int i = 0; i < rank; ++i) n = SaturatingProduct(n, shape[i]);
   return n;
 }
 
 bool TensorView::IsDense() const {
+  if (rank < 0 || rank > kMaxRank) return false;
   int64_t stride = 1;
   for (int i = rank - 1; i >= 0; --i) {
     if (shape[i] > 1 && strides[i] != stride) return false;
-    stride *= shape[i];
+    stride = SaturatingProduct(stride, shape[i]);
   }
   return true;
 }

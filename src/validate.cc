@@ -288,8 +288,9 @@ Status CheckHeads(const AttentionAttrs& a, int* kv_heads) {
 Status CheckMask(const TensorView& m, DType io, int num_heads, const Batch& batch,
                  AttentionProblem* p) {
   p->mask = nullptr;
-  if (!m.present() || m.NumElements() == 0) return Status::Ok();  // empty = absent (spec §5.4)
-  DYNATTN_RETURN_IF_ERROR(CheckStorage("attn_mask", m));
+  if (!m.present()) return Status::Ok();
+  DYNATTN_RETURN_IF_ERROR(CheckStorage("attn_mask", m));  // the rank first: nothing reads past it
+  if (m.NumElements() == 0) return Status::Ok();          // empty = absent (spec §5.4)
   if (m.dtype != io) {
     return Status::Invalid("attn_mask", std::string("must have the query's dtype ") +
                                             DTypeName(io) + ", got " + DTypeName(m.dtype));

@@ -7,10 +7,12 @@
 
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "src/validate.h"
 #include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
@@ -317,6 +319,46 @@ TEST_SUITE("validation") {
       CHECK_MESSAGE(s.message().find("num_threads") == 0, s.message());
       for (uint8_t byte : out.bytes) REQUIRE(byte == 0xFF);
     }
+    // A rank past kMaxRank is refused before anything reads the shape (an attn_mask of rank 7
+    // used to be read past its last extent and taken as absent).
+    for (int rank : {7, 64, std::numeric_limits<int>::max()}) {
+      bad = args;
+      bad.attn_mask = args.query;
+      bad.attn_mask.rank = rank;
+      const dynattn::Status s = dynattn::MultiHeadAttention(attrs, bad);
+      CHECK(s.message() == "attn_mask: rank must be <= 6");
+      for (uint8_t byte : out.bytes) REQUIRE(byte == 0xFF);
+    }
+  }
+
+  TEST_CASE("a scale view's rank is checked before its shape is read") {
+    Array cache = MakeArray(Dt::kI8, {8, 1, 2, 2, 8});
+    Array scale = MakeArray(Dt::kF16, {8, 1, 2, 2, 1});
+    dynattn::CacheAttrs attrs;
+    attrs.quant_bit = 8;
+    dynattn::TensorView bad_scale = ViewOf(scale);
+    bad_scale.rank = 64;
+    dynattn::CacheDesc desc;
+    const dynattn::Status s =
+        dynattn::MakePmxCacheDesc(ViewOf(cache), bad_scale, attrs, 2, 8, &desc);
+    CHECK(s.message() == "scale: rank must be <= 6");
+  }
+
+  TEST_CASE("element counts of huge or empty shapes neither overflow nor wrap") {
+    const int64_t huge = int64_t{1} << 62;
+    const dynattn::TensorView empty =
+        dynattn::TensorView::Dense(nullptr, dynattn::DType::kF32, {0, huge, huge});
+    CHECK(empty.NumElements() == 0);
+    CHECK(empty.IsDense());
+    const dynattn::TensorView too_big =
+        dynattn::TensorView::Dense(nullptr, dynattn::DType::kF32, {huge, huge});
+    CHECK(too_big.NumElements() == std::numeric_limits<int64_t>::max());
+    CHECK(too_big.NumBytes() == SIZE_MAX);
+    CHECK(!dynattn::internal::CheckStorage("query", too_big).ok());
+    dynattn::TensorView past_rank = empty;
+    past_rank.rank = std::numeric_limits<int>::max();
+    CHECK(past_rank.NumElements() == 0);
+    CHECK(!past_rank.IsDense());
   }
 }
 

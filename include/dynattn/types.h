@@ -59,12 +59,16 @@ struct DYNATTN_EXPORT TensorView {
 
   /// True unless this view was left absent.
   bool present() const { return rank >= 0; }
-  /// Product of the extents (1 for a scalar, 0 when absent).
+  /// Product of the extents: 1 for a scalar; 0 when absent, when an extent is <= 0 or when the
+  /// rank exceeds kMaxRank; INT64_MAX when the product does not fit.
   int64_t NumElements() const;
   /// True when the strides are those of a dense row-major array of this shape.
   bool IsDense() const;
   /// Size in bytes of the dense array (`NumElements() * DTypeSize(dtype)`).
-  size_t NumBytes() const { return static_cast<size_t>(NumElements()) * DTypeSize(dtype); }
+  size_t NumBytes() const {
+    const size_t elements = static_cast<size_t>(NumElements());
+    return elements > SIZE_MAX / 8 ? SIZE_MAX : elements * DTypeSize(dtype);
+  }
   /// Typed pointer to the first element.
   template <typename T>
   T* As() const {
