@@ -245,11 +245,13 @@ Status CheckStartPos(const TensorView& t, Batch* batch) {
       return Status::Invalid("start_pos",
                              "entry " + to_string(b) + " is negative (" + to_string(sp[b]) + ")");
     }
-    if (batch->KvLen(b) != sp[b] + batch->SeqLen(b)) {
-      return Status::Invalid(
-          "kvstarts", "request " + to_string(b) + " has kvlen " + to_string(batch->KvLen(b)) +
-                          " but start_pos + seqlen = " + to_string(sp[b] + batch->SeqLen(b)) +
-                          " (rule: kvlen_b == start_pos_b + seqlen_b)");
+    // kvlen - seqlen cannot overflow (both are bounded offsets); start_pos + seqlen could.
+    if (batch->KvLen(b) - batch->SeqLen(b) != sp[b]) {
+      return Status::Invalid("kvstarts", "request " + to_string(b) + " has kvlen " +
+                                             to_string(batch->KvLen(b)) + " but start_pos " +
+                                             to_string(sp[b]) + " + seqlen " +
+                                             to_string(batch->SeqLen(b)) +
+                                             " (rule: kvlen_b == start_pos_b + seqlen_b)");
     }
   }
   batch->start_pos = sp;

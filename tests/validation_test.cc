@@ -122,6 +122,10 @@ TEST_SUITE("validation") {
       c->inputs["max_kvlen"] = ScalarI64(9);
     });
     ExpectRejected(kMhca, 0, "start_pos", [](Case* c) { SetI64(c, "start_pos", {-1, 0}); });
+    // start_pos + seqlen would overflow (UBSan caught it); the rule is checked without the sum.
+    ExpectRejected(kMhca, 0, "start_pos 9223372036854775807 + seqlen 1", [](Case* c) {
+      SetI64(c, "start_pos", {std::numeric_limits<int64_t>::max(), 0});
+    });
     ExpectRejected(kMhca, 0, "decoding_batches",
                    [](Case* c) { c->inputs["decoding_batches"] = ScalarI64(3); });
     ExpectRejected(kMhca, 0, "decoding_batches",

@@ -160,11 +160,11 @@ Status ParseAttributes(const OpSpec& spec, const RunRequest& request, Attributes
   return Status::Ok();
 }
 
-Status ParseThreads(const std::string& text, RunOptions* options) {
-  if (text.empty()) return Status::Ok();
-  constexpr int kMaxThreads = 1024;  // the library's limit (RunOptions::num_threads)
-  if (!ParseInt(text, 0, kMaxThreads, &options->num_threads)) {
-    return Status::Invalid("--threads", "'" + text + "' is not an integer in [0, 1024]");
+Status ParseThreads(const std::optional<std::string>& text, RunOptions* options) {
+  if (!text.has_value()) return Status::Ok();  // given empty, it is refused like any non-number
+  constexpr int kMaxThreads = 1024;            // the library's limit (RunOptions::num_threads)
+  if (!ParseInt(*text, 0, kMaxThreads, &options->num_threads)) {
+    return Status::Invalid("--threads", "'" + *text + "' is not an integer in [0, 1024]");
   }
   return Status::Ok();
 }
@@ -230,7 +230,10 @@ Status LoadInputs(const std::string& dir, const OpSpec& spec, Arrays* arrays) {
   for (const std::string& name : spec.optional_inputs) {
     const std::string path = InputPath(dir, name);
     std::error_code error;
-    if (fs::exists(path, error)) DYNATTN_RETURN_IF_ERROR(ReadNpy(path, &(*arrays)[name]));
+    // An optional input is absent only when nothing is there: a dangling link is a broken input.
+    if (fs::exists(fs::symlink_status(path, error))) {
+      DYNATTN_RETURN_IF_ERROR(ReadNpy(path, &(*arrays)[name]));
+    }
   }
   return Status::Ok();
 }
@@ -399,7 +402,9 @@ CLI::App* AddRunCommand(CLI::App* app, RunRequest* request) {
       ->required();
   run->add_option("--outputs", request->outputs_dir, "Existing empty directory for the outputs")
       ->required();
-  run->add_option("--threads", request->threads, "Worker threads (0 = all cores)")
+  run->add_option_function<std::string>(
+         "--threads", [request](const std::string& value) { request->threads = value; },
+         "Worker threads (0 = all cores)")
       ->type_name("INT");
   for (const auto& [name, default_value] : AttributeDefaults()) {
     const std::string attribute = name;

@@ -8,6 +8,7 @@
 #ifndef DYNATTN_TOOLS_RUN_COMMAND_H_
 #define DYNATTN_TOOLS_RUN_COMMAND_H_
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,7 +32,7 @@ struct RunRequest {
   std::string op;
   std::string inputs_dir;
   std::string outputs_dir;
-  std::string threads;  ///< Empty when --threads was not given.
+  std::optional<std::string> threads;  ///< The --threads text, when given (even empty).
   /// (attribute name without "--", value) in command-line order.
   std::vector<std::pair<std::string, std::string>> attributes;
 };

@@ -643,6 +643,7 @@ std::vector<BadRun> BadRuns() {
       {"attribute given twice", WithFlags(mha, {"--num_heads", "4"}), {"num_heads"}},
       {"non-numeric --threads", WithFlag(mha, "--threads", "many"), {"threads"}},
       {"negative --threads", WithFlag(mha, "--threads", "-1"), {"threads"}},
+      {"empty --threads", WithFlag(mha, "--threads", ""), {"threads"}},
       {"--outputs not given",
        With(mha, [](CliCase& c) { c.pass_outputs_flag = false; }),
        {"--outputs"}},
@@ -1133,6 +1134,21 @@ TEST_SUITE("cli") {
     const std::vector<BadRun> bad_runs = BadRuns();
     CHECK(bad_runs.size() >= 25);
     for (const BadRun& bad : bad_runs) CheckRejected(bad);
+  }
+
+  TEST_CASE("a dangling link for an optional input is a broken input, not an absent one") {
+    TempDir scratch;
+    const CliCase mha = Without(MhaCase(), "attn_mask");
+    const std::string in_dir = scratch.Sub("in");
+    const std::string out_dir = scratch.Sub("out");
+    WriteInputs(mha, in_dir);
+    fs::create_directory(out_dir);
+    fs::create_symlink(scratch.Sub("nowhere.npy"), in_dir + "/attn_mask.npy");
+    const CliResult result = RunCli(RunArgs(mha, in_dir, out_dir), scratch);
+    INFO("stderr: ", result.err);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("attn_mask") != std::string::npos);
+    CHECK(fs::is_empty(out_dir));
   }
 
   TEST_CASE("golden writes the fixed matrix, and `run` on each case reproduces its outputs") {
