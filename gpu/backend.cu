@@ -101,12 +101,12 @@ class Staging {
   char* base_ = nullptr;
 };
 
-/// Where a problem's index arrays go in a Staging.
-struct IndexCopies {
+/// Where a problem's index arrays go in a Staging (the device twin of a plan's IndexCopies).
+struct StagedIndex {
   size_t seqstarts = Staging::kNone, kvstarts = Staging::kNone, start_pos = Staging::kNone;
   size_t slots = Staging::kNone, alibi = Staging::kNone;
 
-  IndexCopies(const Batch& batch, const SlotMap& map, const float* alibi_slopes, int heads,
+  StagedIndex(const Batch& batch, const SlotMap& map, const float* alibi_slopes, int heads,
               Staging* staging) {
     seqstarts = staging->Add(batch.seqstarts, batch.size + 1);
     kvstarts = staging->Add(batch.kvstarts, batch.size + 1);
@@ -149,7 +149,7 @@ Status RunCacheIo(const Problem& problem, int64_t rows, ContextState* context,
   if (rows == 0) return Status::Ok();
   DeviceWorkspace* workspace = WorkspaceOf(context);
   Staging staging;
-  const IndexCopies index(problem.batch, problem.kv.slots, nullptr, 0, &staging);
+  const StagedIndex index(problem.batch, problem.kv.slots, nullptr, 0, &staging);
   DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
   Problem p = problem;
   index.Rebase(staging, &p.batch, &p.kv.slots, nullptr);
@@ -181,7 +181,7 @@ Status CudaRunAttention(const BackendKernels&, const AttentionProblem& problem,
   if (plan.items.empty()) return Status::Ok();
   DeviceWorkspace* workspace = WorkspaceOf(context);
   Staging staging;
-  const IndexCopies index(problem.batch, problem.kv.slots, problem.alibi_slopes, problem.num_heads,
+  const StagedIndex index(problem.batch, problem.kv.slots, problem.alibi_slopes, problem.num_heads,
                           &staging);
   const size_t items = staging.Add(plan.items.data(), static_cast<int64_t>(plan.items.size()));
   const size_t merges = staging.Add(plan.merges.data(), static_cast<int64_t>(plan.merges.size()));
@@ -207,7 +207,7 @@ Status CudaRunUnified(const BackendKernels&, const AttentionProblem& problem,
                       const UnifiedPlan& plan, ContextState* context) {
   DeviceWorkspace* workspace = WorkspaceOf(context);
   Staging staging;
-  const IndexCopies index(problem.batch, problem.kv.slots, problem.alibi_slopes, problem.num_heads,
+  const StagedIndex index(problem.batch, problem.kv.slots, problem.alibi_slopes, problem.num_heads,
                           &staging);
   const auto count = [](const auto& v) { return static_cast<int64_t>(v.size()); };
   const size_t blocks = staging.Add(plan.segment_blocks.data(), count(plan.segment_blocks));
