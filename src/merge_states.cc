@@ -22,6 +22,7 @@
 
 #include "core/softmax_state.h"
 #include "dynattn/merge.h"
+#include "src/aliasing.h"
 #include "src/context.h"
 #include "src/validate.h"
 
@@ -30,7 +31,10 @@ namespace {
 
 using std::to_string;
 
+using internal::CheckNoAliasing;
+using internal::ReadBuffer;
 using internal::ShapeString;
+using internal::WrittenBuffer;
 
 /// "name[i, j, k]" for the element at dense offset `flat` of `t`.
 std::string ElementName(const char* name, const TensorView& t, int64_t flat) {
@@ -78,13 +82,6 @@ Status CheckShape(const char* name, const TensorView& t, std::initializer_list<i
   for (int64_t extent : want) expected += (i++ ? ", " : "") + to_string(extent);
   return Status::Invalid(name, std::string("must have shape ") + shape_rule + " = " + expected +
                                    "), got " + ShapeString(t));
-}
-
-bool Overlap(const TensorView& a, const TensorView& b) {
-  if (!a.present() || !b.present() || a.NumElements() == 0 || b.NumElements() == 0) return false;
-  const auto a0 = reinterpret_cast<uintptr_t>(a.data);
-  const auto b0 = reinterpret_cast<uintptr_t>(b.data);
-  return a0 < b0 + b.NumBytes() && b0 < a0 + a.NumBytes();
 }
 
 /// The validated call.
@@ -155,24 +152,10 @@ Status ValidateShapes(const MergeStatesArgs& args, MergeCall* call) {
 
 /// The outputs may not share memory with the inputs or with each other.
 Status ValidateOverlap(const MergeStatesArgs& args) {
-  const std::pair<const char*, const TensorView*> inputs[] = {{"out", &args.out},
-                                                              {"lse", &args.lse},
-                                                              {"acc", &args.acc},
-                                                              {"max", &args.max},
-                                                              {"sum", &args.sum}};
-  for (const auto& [output_name, output] :
-       {std::pair{"merged_out", &args.merged_out}, std::pair{"merged_lse", &args.merged_lse}}) {
-    for (const auto& [input_name, input] : inputs) {
-      if (Overlap(*output, *input)) {
-        return Status::Invalid(output_name,
-                               std::string("must not overlap the input ") + input_name);
-      }
-    }
-  }
-  if (Overlap(args.merged_out, args.merged_lse)) {
-    return Status::Invalid("merged_lse", "must not overlap merged_out");
-  }
-  return Status::Ok();
+  return CheckNoAliasing({ReadBuffer("out", args.out), ReadBuffer("lse", args.lse),
+                          ReadBuffer("acc", args.acc), ReadBuffer("max", args.max),
+                          ReadBuffer("sum", args.sum), WrittenBuffer("merged_lse", args.merged_lse),
+                          WrittenBuffer("merged_out", args.merged_out)});
 }
 
 /// Every value rule; the first offending element is named.

@@ -4,19 +4,13 @@
 
 #include <cstdint>
 
+#include "core/checked_math.h"
+
 namespace dynattn {
-namespace {
 
-/// a * b for extents (a, b >= 0 in every view validation accepts), saturating at INT64_MAX
-/// instead of overflowing: a shape whose product does not fit is refused as too large, never
-/// wrapped into a small one.
-int64_t SaturatingProduct(int64_t a, int64_t b) {
-  int64_t product = 0;
-  if (__builtin_mul_overflow(a, b, &product)) return INT64_MAX;
-  return product;
-}
-
-}  // namespace
+// Extent products saturate at INT64_MAX (internal::SaturatingMul): a shape whose product does not
+// fit is refused as too large by validation, never wrapped into a small one.
+using internal::SaturatingMul;
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
@@ -62,7 +56,7 @@ TensorView TensorView::Dense(const void* data, DType dtype, int rank, const int6
   for (int i = rank - 1; i >= 0; --i) {
     view.shape[i] = shape[i];
     view.strides[i] = stride;
-    stride = SaturatingProduct(stride, shape[i]);
+    stride = SaturatingMul(stride, shape[i]);
   }
   return view;
 }
@@ -78,7 +72,7 @@ int64_t TensorView::NumElements() const {
     if (shape[i] <= 0) return 0;  // empty (a negative extent is validation's to name)
   }
   int64_t n = 1;
-  for (int i = 0; i < rank; ++i) n = SaturatingProduct(n, shape[i]);
+  for (int i = 0; i < rank; ++i) n = SaturatingMul(n, shape[i]);
   return n;
 }
 
@@ -87,7 +81,7 @@ bool TensorView::IsDense() const {
   int64_t stride = 1;
   for (int i = rank - 1; i >= 0; --i) {
     if (shape[i] > 1 && strides[i] != stride) return false;
-    stride = SaturatingProduct(stride, shape[i]);
+    stride = SaturatingMul(stride, shape[i]);
   }
   return true;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/alibi.h"
+#include "core/checked_math.h"
 
 namespace dynattn::internal {
 
@@ -30,18 +31,19 @@ std::string ShapeString(const TensorView& t) { return ShapeString(t.shape, t.ran
 constexpr int64_t kMaxElements = int64_t{1} << 46;
 
 /// Common checks of a present tensor: rank range, extents, density, data pointer.
-Status CheckStorage(const char* name, const TensorView& t) {
+Status CheckStorage(const char* name, const TensorView& t, PlanData data_rule) {
   if (t.rank > kMaxRank) return Status::Invalid(name, "rank must be <= 6");
-  int64_t count = 1;
   for (int i = 0; i < t.rank; ++i) {
     if (t.shape[i] < 0) return Status::Invalid(name, "has a negative extent " + ShapeString(t));
-    if (t.shape[i] > 0 && count > kMaxElements / t.shape[i]) {
-      return Status::Invalid(name, "is too large " + ShapeString(t));
-    }
-    count *= t.shape[i];
+  }
+  const int64_t count = CheckedElementCount(t.shape, t.rank);
+  if (count < 0 || count > kMaxElements) {
+    return Status::Invalid(name, "is too large " + ShapeString(t) + " (more than 2^46 elements)");
   }
   if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major (C order)");
-  if (count > 0 && t.data == nullptr) return Status::Invalid(name, "data is null");
+  if (count > 0 && t.data == nullptr && data_rule == PlanData::kRequired) {
+    return Status::Invalid(name, "data is null");
+  }
   return Status::Ok();
 }
 
@@ -73,9 +75,10 @@ int64_t CacheElemBits(int quant_bit, DType dtype) {
   return quant_bit == 4 ? 4 : static_cast<int64_t>(DTypeSize(dtype)) * 8;
 }
 
-Status CheckRequired(const char* name, const TensorView& t) {
+Status CheckRequired(const char* name, const TensorView& t,
+                     PlanData data_rule = PlanData::kRequired) {
   if (!t.present()) return Status::Invalid(name, "is required but absent");
-  return CheckStorage(name, t);
+  return CheckStorage(name, t, data_rule);
 }
 
 Status CheckActivation(const char* name, const TensorView& t) {
@@ -90,8 +93,8 @@ Status CheckActivation(const char* name, const TensorView& t) {
 
 /// `t` must have exactly `dtype` and the shape (a, b, c).
 Status CheckExact(const char* name, const TensorView& t, DType dtype, int64_t a, int64_t b,
-                  int64_t c, const char* shape_rule) {
-  DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t));
+                  int64_t c, const char* shape_rule, PlanData data_rule) {
+  DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t, data_rule));
   if (t.dtype != dtype) {
     return Status::Invalid(name, std::string("must be ") + DTypeName(dtype) + " like query, got " +
                                      DTypeName(t.dtype));
@@ -522,9 +525,11 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
   const int64_t rows = shape.batch.kvstarts[shape.batch.size];
   const int64_t out_heads = kv_heads * attrs.num_repeat;
   DYNATTN_RETURN_IF_ERROR(CheckExact("key", args.key, io, rows, out_heads, dim,
-                                     "(kvstarts[B], num_kv_heads * num_repeat, head_dim)"));
+                                     "(kvstarts[B], num_kv_heads * num_repeat, head_dim)",
+                                     PlanData::kMayBeNull));
   DYNATTN_RETURN_IF_ERROR(CheckExact("value", args.value, io, rows, out_heads, dim,
-                                     "(kvstarts[B], num_kv_heads * num_repeat, head_dim)"));
+                                     "(kvstarts[B], num_kv_heads * num_repeat, head_dim)",
+                                     PlanData::kMayBeNull));
   DYNATTN_RETURN_IF_ERROR(CheckCallDevice(source.cache, {{"current_key", &args.current_key},
                                                          {"current_value", &args.current_value},
                                                          {"key", &args.key},
@@ -558,7 +563,8 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, attrs.num_heads, shape.batch, &p));
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, attrs.num_heads,
-                                     attrs.head_dim, "(Tq, num_heads, head_dim)"));
+                                     attrs.head_dim, "(Tq, num_heads, head_dim)",
+                                     PlanData::kMayBeNull));
   DYNATTN_RETURN_IF_ERROR(CheckSameDevice(args.query.device, {{"key", &args.key},
                                                               {"value", &args.value},
                                                               {"attn_mask", &args.attn_mask},
@@ -613,7 +619,8 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, a.num_heads, shape.batch, &p));
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, a.num_heads,
-                                     a.head_dim, "(Tq, num_heads, head_dim)"));
+                                     a.head_dim, "(Tq, num_heads, head_dim)",
+                                     PlanData::kMayBeNull));
   DYNATTN_RETURN_IF_ERROR(CheckCallDevice(source.cache, {{"query", &args.query},
                                                          {"current_key", &args.current_key},
                                                          {"current_value", &args.current_value},

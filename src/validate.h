@@ -50,8 +50,14 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
 /// "(2, 3, 4)"; rank 1 reads "(5,)" and rank 0 "()", as NumPy prints shapes.
 std::string ShapeString(const int64_t* shape, int rank);
 std::string ShapeString(const TensorView& t);
+/// Whether a tensor's data pointer may be null (with elements) when its call is planned.
+enum class PlanData {
+  kRequired,   ///< Inputs: validation reads them.
+  kMayBeNull,  ///< Outputs: a plan records their shape, dtype and device; Run needs the memory.
+};
 /// Rank, extents, density and data pointer of a present tensor.
-Status CheckStorage(const char* name, const TensorView& t);
+Status CheckStorage(const char* name, const TensorView& t,
+                    PlanData data_rule = PlanData::kRequired);
 /// quant_bit is 0, 4 or 8 and head_dim >= 1; quantized, quant_group divides head_dim and is even
 /// for int4 (so int4 rows are whole bytes). Names quant_bit, quant_group or head_dim.
 Status CheckQuantization(int quant_bit, int quant_group, int64_t head_dim);
@@ -63,7 +69,7 @@ int64_t CacheElemBits(int quant_bit, DType dtype);
 Status CheckActivation(const char* name, const TensorView& t);
 /// `t` has exactly `dtype` and shape (a, b, c); `shape_rule` names the shape in the message.
 Status CheckExact(const char* name, const TensorView& t, DType dtype, int64_t a, int64_t b,
-                  int64_t c, const char* shape_rule);
+                  int64_t c, const char* shape_rule, PlanData data_rule = PlanData::kRequired);
 /// A tensor and its input name, for checks over several tensors.
 struct NamedTensor {
   const char* name;

@@ -10,9 +10,13 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/checked_math.h"
+#include "dynattn/plan.h"
 #include "src/validate.h"
+#include "tests/reference/case_gen.h"
 #include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
@@ -363,6 +367,202 @@ TEST_SUITE("validation") {
     past_rank.rank = std::numeric_limits<int>::max();
     CHECK(past_rank.NumElements() == 0);
     CHECK(!past_rank.IsDense());
+  }
+
+  TEST_CASE("checked arithmetic refuses what does not fit, in one place") {
+    using dynattn::internal::CheckedElementCount;
+    int64_t out = 0;
+    CHECK_FALSE(dynattn::internal::CheckedMul(int64_t{1} << 32, int64_t{1} << 31, &out));
+    CHECK(dynattn::internal::CheckedMul(int64_t{1} << 31, int64_t{1} << 31, &out));
+    CHECK(out == int64_t{1} << 62);
+    CHECK_FALSE(dynattn::internal::CheckedAdd(std::numeric_limits<int64_t>::max(), 1, &out));
+    CHECK_FALSE(dynattn::internal::CheckedProduct({1 << 30, 1 << 30, 1 << 30}, &out));
+    const int64_t wraps[] = {int64_t{1} << 62, int64_t{1} << 62, 0};
+    CHECK(CheckedElementCount(wraps, 3) == 0);  // a zero extent, wherever it is
+    CHECK(CheckedElementCount(wraps, 2) == -1);
+    const int64_t negative[] = {4, -1};
+    CHECK(CheckedElementCount(negative, 2) == -1);
+  }
+}
+
+/// The MHCA call of BaseCase as views over `c`'s arrays (outputs poisoned by the caller).
+dynattn::MultiHeadCacheAttentionArgs MhcaArgs(Case& c, Array* out) {
+  dynattn::MultiHeadCacheAttentionArgs a;
+  Tensors& in = c.inputs;
+  a.query = ViewOf(in["query"]);
+  a.current_key = ViewOf(in["current_key"]);
+  a.current_value = ViewOf(in["current_value"]);
+  a.seqstarts = ViewOf(in["seqstarts"]);
+  a.kvstarts = ViewOf(in["kvstarts"]);
+  a.cachestarts = ViewOf(in["cachestarts"]);
+  a.start_pos = ViewOf(in["start_pos"]);
+  a.decoding_batches = ViewOf(in["decoding_batches"]);
+  a.max_seqlen = ViewOf(in["max_seqlen"]);
+  a.max_kvlen = ViewOf(in["max_kvlen"]);
+  a.cache = ViewOf(in["cache"]);
+  a.scale = ViewOf(in["scale"]);
+  a.attn_output = ViewOf(*out);
+  return a;
+}
+
+dynattn::MultiHeadCacheAttentionAttrs MhcaAttrs(const Case& c) {
+  dynattn::MultiHeadCacheAttentionAttrs attrs;
+  attrs.attention = AttentionAttrsOf(c.attrs);
+  attrs.cache = CacheAttrsOf(c.attrs);
+  return attrs;
+}
+
+/// `status` is the aliasing error naming `written` first and `other` after it.
+void ExpectAliasing(const dynattn::Status& status, const std::string& written,
+                    const std::string& other) {
+  INFO(status.message());
+  CHECK(status.code() == dynattn::StatusCode::kInvalidArgument);
+  CHECK(status.message().rfind(written + ": overlaps ", 0) == 0);
+  CHECK(status.message().find(" " + other + " (rule: ") != std::string::npos);
+}
+
+/// A view of `count` int64 values copied to the start of `host`'s bytes (offsets stored inside
+/// another buffer of the call, as a careless caller's arena would).
+dynattn::TensorView IndexInside(Array* host, const Array& index) {
+  REQUIRE(host->bytes.size() >= index.bytes.size());
+  std::memcpy(host->bytes.data(), index.bytes.data(), index.bytes.size());
+  dynattn::TensorView view = ViewOf(const_cast<Array&>(index));
+  view.data = host->bytes.data();
+  return view;
+}
+
+TEST_SUITE("validation") {
+  TEST_CASE("a buffer the call writes may not overlap another input or output") {
+    Case c = BaseCase(kMhca, 0);
+    Array out = MakeArray(Dt::kF16, {4, 4, 8});
+    std::memset(out.bytes.data(), 0xFF, out.bytes.size());
+    const dynattn::MultiHeadCacheAttentionAttrs attrs = MhcaAttrs(c);
+    REQUIRE(dynattn::MultiHeadCacheAttention(attrs, MhcaArgs(c, &out)).ok());
+    Array cache_before, scale_before;
+    // Each mutation lays one buffer over another; nothing may be written, and the error names
+    // the written buffer and the one it overlaps.
+    const auto expect = [&](const std::function<void(dynattn::MultiHeadCacheAttentionArgs*)>& bad,
+                            const char* written, const char* other) {
+      std::memset(out.bytes.data(), 0xFF, out.bytes.size());
+      dynattn::MultiHeadCacheAttentionArgs args = MhcaArgs(c, &out);
+      bad(&args);
+      const Array poisoned = out;
+      cache_before = c.inputs["cache"];
+      scale_before = c.inputs["scale"];
+      ExpectAliasing(dynattn::MultiHeadCacheAttention(attrs, args), written, other);
+      std::string why;
+      CHECK_MESSAGE(SameBytes(out, poisoned, &why), why);
+      CHECK_MESSAGE(SameBytes(c.inputs["cache"], cache_before, &why), why);
+      CHECK_MESSAGE(SameBytes(c.inputs["scale"], scale_before, &why), why);
+    };
+    expect([&](auto* a) { a->kvstarts = IndexInside(&out, c.inputs["kvstarts"]); }, "attn_output",
+           "kvstarts");
+    expect([&](auto* a) { a->seqstarts = IndexInside(&out, c.inputs["seqstarts"]); }, "attn_output",
+           "seqstarts");
+    // cachestarts inside the cache slots the write phase overwrites.
+    expect(
+        [&](auto* a) { a->cachestarts = IndexInside(&c.inputs["cache"], c.inputs["cachestarts"]); },
+        "cache", "cachestarts");
+    expect([&](auto* a) { a->attn_output.data = c.inputs["cache"].bytes.data(); }, "attn_output",
+           "cache");
+    expect([&](auto* a) { a->attn_output.data = a->query.data; }, "attn_output", "query");
+    expect([&](auto* a) { a->attn_output.data = static_cast<char*>(a->current_value.data) + 2; },
+           "attn_output", "current_value");
+    expect([&](auto* a) { a->scale.data = c.inputs["cache"].bytes.data() + 64; }, "cache", "scale");
+  }
+
+  TEST_CASE("KeyValueCache refuses a key output laid over its value output") {
+    Case c = BaseCase("key_value_cache", 0);
+    Array key = MakeArray(Dt::kF16, {8, 2, 8});
+    dynattn::KeyValueCacheArgs a;
+    Tensors& in = c.inputs;
+    for (auto [view, name] : {std::pair{&a.current_key, "current_key"},
+                              {&a.current_value, "current_value"},
+                              {&a.seqstarts, "seqstarts"},
+                              {&a.kvstarts, "kvstarts"},
+                              {&a.cachestarts, "cachestarts"},
+                              {&a.start_pos, "start_pos"},
+                              {&a.max_seqlen, "max_seqlen"},
+                              {&a.max_kvlen, "max_kvlen"},
+                              {&a.cache, "cache"},
+                              {&a.scale, "scale"}}) {
+      *view = ViewOf(in[name]);
+    }
+    a.key = ViewOf(key);
+    a.value = ViewOf(key);
+    dynattn::KeyValueCacheAttrs attrs;
+    attrs.cache = CacheAttrsOf(c.attrs);
+    const Array cache_before = in["cache"];
+    ExpectAliasing(dynattn::KeyValueCache(attrs, a), "key", "value");
+    std::string why;
+    CHECK_MESSAGE(SameBytes(in["cache"], cache_before, &why), why);
+  }
+
+  TEST_CASE("a Run checks its own tensors for overlap; a plan may leave outputs unallocated") {
+    Case c = BaseCase(kMhca, 0);
+    Array out = MakeArray(Dt::kF16, {4, 4, 8});
+    const dynattn::MultiHeadCacheAttentionAttrs attrs = MhcaAttrs(c);
+    dynattn::MultiHeadCacheAttentionArgs args = MhcaArgs(c, &out);
+    args.attn_output.data = nullptr;  // planned before it is allocated
+    dynattn::Plan plan;
+    REQUIRE(dynattn::PlanMultiHeadCacheAttention(attrs, args, &plan).ok());
+    dynattn::Context context;
+    const Array cache_before = c.inputs["cache"];
+    const dynattn::Status unallocated = dynattn::RunMultiHeadCacheAttention(plan, args, &context);
+    CHECK(unallocated.message() == "attn_output: data is null");
+    dynattn::MultiHeadCacheAttentionArgs over_query = args;
+    over_query.attn_output.data = args.query.data;
+    ExpectAliasing(dynattn::RunMultiHeadCacheAttention(plan, over_query, &context), "attn_output",
+                   "query");
+    std::string why;
+    CHECK_MESSAGE(SameBytes(c.inputs["cache"], cache_before, &why), why);
+    args.attn_output.data = out.bytes.data();
+    CHECK(dynattn::RunMultiHeadCacheAttention(plan, args, &context).ok());
+  }
+
+  TEST_CASE("unified attention refuses an lse laid over attn_output or an index tensor") {
+    // A random step whose lse has room for query_start_loc (the seed is the test's, plus k).
+    Case c;
+    for (uint64_t k = 0;; ++k) {
+      c = dynattn_ref::RandomUnifiedCase(BaseSeed() + 77 + k);
+      const int64_t lse_bytes = c.inputs.at("query").shape[0] * c.attrs.num_heads * 4;
+      if (lse_bytes >= static_cast<int64_t>(c.inputs.at("query_start_loc").bytes.size())) break;
+    }
+    REQUIRE(RunLibrary(c).status.ok());
+    // Through the public call: lse inside attn_output, then query_start_loc inside lse.
+    Array out = MakeArray(c.inputs.at("query").dt, c.inputs.at("query").shape);
+    const int64_t tokens = c.inputs.at("query").shape[0];
+    Array lse = MakeArray(Dt::kF32, {tokens, c.attrs.num_heads});
+    dynattn::BlockCache cache;
+    const dynattn::TensorView scale =
+        c.inputs.count("scale") ? ViewOf(c.inputs["scale"]) : dynattn::TensorView{};
+    const int kv_heads = c.attrs.num_kv_heads > 0 ? c.attrs.num_kv_heads : c.attrs.num_heads;
+    const dynattn::Status made =
+        dynattn::MakePmxBlockCache(ViewOf(c.inputs["cache"]), scale, CacheAttrsOf(c.attrs),
+                                   kv_heads, c.attrs.head_dim, c.attrs.block_size, &cache);
+    REQUIRE_MESSAGE(made.ok(), made.message());
+    dynattn::UnifiedAttentionArgs a;
+    a.query = ViewOf(c.inputs["query"]);
+    a.current_key = ViewOf(c.inputs["current_key"]);
+    a.current_value = ViewOf(c.inputs["current_value"]);
+    a.query_start_loc = ViewOf(c.inputs["query_start_loc"]);
+    a.context_lens = ViewOf(c.inputs["context_lens"]);
+    a.block_table = ViewOf(c.inputs["block_table"]);
+    a.cache = &cache;
+    a.attn_output = ViewOf(out);
+    a.lse = ViewOf(lse);
+    dynattn::UnifiedAttentionAttrs attrs;
+    attrs.num_heads = c.attrs.num_heads;
+    attrs.num_kv_heads = c.attrs.num_kv_heads;
+    attrs.head_dim = c.attrs.head_dim;
+    attrs.is_alibi = c.attrs.is_alibi != 0;
+    dynattn::UnifiedAttentionArgs bad = a;
+    bad.lse.data = out.bytes.data();
+    ExpectAliasing(dynattn::UnifiedAttention(attrs, bad), "attn_output", "lse");
+    bad = a;
+    bad.query_start_loc = IndexInside(&lse, c.inputs["query_start_loc"]);
+    ExpectAliasing(dynattn::UnifiedAttention(attrs, bad), "lse", "query_start_loc");
+    CHECK(dynattn::UnifiedAttention(attrs, a).ok());
   }
 }
 

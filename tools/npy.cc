@@ -15,6 +15,8 @@
 #include <limits>
 #include <utility>
 
+#include "core/checked_math.h"
+
 namespace dynattn::cli {
 namespace {
 
@@ -347,9 +349,9 @@ std::string FormatHeader(DType dtype, const std::vector<int64_t>& shape) {
 }  // namespace
 
 int64_t NpyArray::NumElements() const {
-  int64_t count = 1;
-  for (int64_t extent : shape) count *= extent;
-  return count;
+  // Arrays come from ReadNpy (sizes checked against the file) or MakeZeroArray (checked there);
+  // -1 for a shape whose count does not fit is never reached by either.
+  return internal::CheckedElementCount(shape.data(), static_cast<int>(shape.size()));
 }
 
 TensorView NpyArray::View() {
@@ -390,8 +392,7 @@ Status ReadNpy(const std::string& path, NpyArray* out) {
 Status WriteNpy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                 const void* data) {
   DYNATTN_RETURN_IF_ERROR(CheckShapeForWriting(path, shape));
-  int64_t count = 1;
-  for (int64_t extent : shape) count *= extent;
+  const int64_t count = internal::CheckedElementCount(shape.data(), static_cast<int>(shape.size()));
   const std::string header = FormatHeader(dtype, shape);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Status::Invalid(path, "cannot open for writing: " + ErrnoText());

@@ -17,6 +17,7 @@
 #include <map>
 #include <system_error>
 
+#include "core/checked_math.h"
 #include "dynattn/named_args.h"
 #include "dynattn/ops.h"
 #include "tools/npy.h"
@@ -28,12 +29,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-using run_support::AllocateOutput;
 using run_support::Arrays;
 using run_support::AttentionOutputShape;
 using run_support::Attributes;
 using run_support::Lookup;
 using run_support::MakeCacheAttrs;
+using run_support::PendingOutputs;
+using run_support::PlanAllocateRun;
 
 enum class OpKind {
   kKeyValueCache,
@@ -260,54 +262,71 @@ AttentionAttrs MakeAttentionAttrs(const Attributes& attributes) {
 }
 
 Status CallKeyValueCache(const Attributes& attributes, const RunOptions& options, Arrays& inputs,
-                         Arrays* outputs) {
+                         PendingOutputs* pending, Arrays* outputs) {
   KeyValueCacheAttrs attrs;
   attrs.cache = MakeCacheAttrs(attributes);
   attrs.num_repeat = attributes.at("num_repeat");
   const NpyArray& current_key = inputs.at("current_key");
   std::vector<int64_t> shape = {GatheredRows(inputs), 0, 0};
   if (current_key.shape.size() == 3) {
-    shape[1] = current_key.shape[1] * std::max(attrs.num_repeat, 0);
+    shape[1] = internal::SaturatingMul(current_key.shape[1], std::max(attrs.num_repeat, 0));
     shape[2] = current_key.shape[2];
   }
-  DYNATTN_RETURN_IF_ERROR(AllocateOutput("key", current_key.dtype, shape, outputs));
-  DYNATTN_RETURN_IF_ERROR(AllocateOutput("value", current_key.dtype, shape, outputs));
-  KeyValueCacheArgs args = KeyValueCacheArgsByName(Lookup(inputs, outputs));
-  return KeyValueCache(attrs, args, options);
+  pending->Add("key", current_key.dtype, shape);
+  pending->Add("value", current_key.dtype, shape);
+  return PlanAllocateRun(
+      options, inputs, pending, outputs,
+      [&](const TensorLookup& t, Plan* plan) {
+        return PlanKeyValueCache(attrs, KeyValueCacheArgsByName(t), plan);
+      },
+      [](const Plan& plan, const TensorLookup& t, Context* context) {
+        return RunKeyValueCache(plan, KeyValueCacheArgsByName(t), context);
+      });
 }
 
 Status CallMultiHeadAttention(const Attributes& attributes, const RunOptions& options,
-                              Arrays& inputs, Arrays* outputs) {
+                              Arrays& inputs, PendingOutputs* pending, Arrays* outputs) {
   const NpyArray& query = inputs.at("query");
-  DYNATTN_RETURN_IF_ERROR(
-      AllocateOutput("attn_output", query.dtype, AttentionOutputShape(query), outputs));
-  MultiHeadAttentionArgs args = MultiHeadAttentionArgsByName(Lookup(inputs, outputs));
-  return MultiHeadAttention(MakeAttentionAttrs(attributes), args, options);
+  pending->Add("attn_output", query.dtype, AttentionOutputShape(query));
+  const AttentionAttrs attrs = MakeAttentionAttrs(attributes);
+  return PlanAllocateRun(
+      options, inputs, pending, outputs,
+      [&](const TensorLookup& t, Plan* plan) {
+        return PlanMultiHeadAttention(attrs, MultiHeadAttentionArgsByName(t), plan);
+      },
+      [](const Plan& plan, const TensorLookup& t, Context* context) {
+        return RunMultiHeadAttention(plan, MultiHeadAttentionArgsByName(t), context);
+      });
 }
 
 Status CallMultiHeadCacheAttention(const Attributes& attributes, const RunOptions& options,
-                                   Arrays& inputs, Arrays* outputs) {
+                                   Arrays& inputs, PendingOutputs* pending, Arrays* outputs) {
   const NpyArray& query = inputs.at("query");
-  DYNATTN_RETURN_IF_ERROR(
-      AllocateOutput("attn_output", query.dtype, AttentionOutputShape(query), outputs));
+  pending->Add("attn_output", query.dtype, AttentionOutputShape(query));
   MultiHeadCacheAttentionAttrs attrs;
   attrs.attention = MakeAttentionAttrs(attributes);
   attrs.cache = MakeCacheAttrs(attributes);
-  MultiHeadCacheAttentionArgs args = MultiHeadCacheAttentionArgsByName(Lookup(inputs, outputs));
-  return MultiHeadCacheAttention(attrs, args, options);
+  return PlanAllocateRun(
+      options, inputs, pending, outputs,
+      [&](const TensorLookup& t, Plan* plan) {
+        return PlanMultiHeadCacheAttention(attrs, MultiHeadCacheAttentionArgsByName(t), plan);
+      },
+      [](const Plan& plan, const TensorLookup& t, Context* context) {
+        return RunMultiHeadCacheAttention(plan, MultiHeadCacheAttentionArgsByName(t), context);
+      });
 }
 
 Status CallOp(const OpSpec& spec, const Attributes& attributes, const RunOptions& options,
-              Arrays& inputs, Arrays* outputs) {
+              Arrays& inputs, PendingOutputs* pending, Arrays* outputs) {
   switch (spec.kind) {
     case OpKind::kKeyValueCache:
-      return CallKeyValueCache(attributes, options, inputs, outputs);
+      return CallKeyValueCache(attributes, options, inputs, pending, outputs);
     case OpKind::kMultiHeadAttention:
-      return CallMultiHeadAttention(attributes, options, inputs, outputs);
+      return CallMultiHeadAttention(attributes, options, inputs, pending, outputs);
     case OpKind::kMultiHeadCacheAttention:
-      return CallMultiHeadCacheAttention(attributes, options, inputs, outputs);
+      return CallMultiHeadCacheAttention(attributes, options, inputs, pending, outputs);
     case OpKind::kUnifiedAttention:
-      return CallUnifiedAttention(attributes, options, inputs, outputs);
+      return CallUnifiedAttention(attributes, options, inputs, pending, outputs);
   }
   return Status::Invalid(spec.name, "unhandled op");
 }
@@ -358,7 +377,8 @@ Status WriteOutputFiles(const std::string& dir,
 }
 
 // Everything up to and including the library call; any failure here is an invalid input.
-Status PrepareAndCall(const RunRequest& request, Arrays* inputs, Arrays* outputs) {
+Status PrepareAndCall(const RunRequest& request, Arrays* inputs, PendingOutputs* pending,
+                      Arrays* outputs) {
   const OpSpec* spec = nullptr;
   DYNATTN_RETURN_IF_ERROR(FindOp(request.op, &spec));
   Attributes attributes;
@@ -368,7 +388,7 @@ Status PrepareAndCall(const RunRequest& request, Arrays* inputs, Arrays* outputs
   DYNATTN_RETURN_IF_ERROR(CheckOutputDir(request.outputs_dir));
   DYNATTN_RETURN_IF_ERROR(CheckInputDir(request.inputs_dir, *spec));
   DYNATTN_RETURN_IF_ERROR(LoadInputs(request.inputs_dir, *spec, inputs));
-  return CallOp(*spec, attributes, options, *inputs, outputs);
+  return CallOp(*spec, attributes, options, *inputs, pending, outputs);
 }
 
 // "Attribute of key_value_cache, multi_head_cache_attention (default 8)".
@@ -428,10 +448,11 @@ std::vector<std::string> OpAttributeNames(const std::string& op) {
 int RunCommand(const RunRequest& request) {
   Arrays inputs;
   Arrays outputs;
-  Status status = PrepareAndCall(request, &inputs, &outputs);
+  PendingOutputs pending;
+  Status status = PrepareAndCall(request, &inputs, &pending, &outputs);
   if (!status.ok()) {
     ReportError(status.message());
-    return kExitInvalid;
+    return pending.out_of_memory() ? kExitFailure : kExitInvalid;
   }
   status = WriteOutputFiles(request.outputs_dir, FilesToWrite(inputs, outputs));
   if (!status.ok()) {

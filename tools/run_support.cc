@@ -8,6 +8,8 @@
 
 #include <limits>
 
+#include "core/checked_math.h"
+
 namespace dynattn::cli::run_support {
 namespace {
 
@@ -26,18 +28,48 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-Status AllocateOutput(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
-                      Arrays* outputs) {
-  int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
-  for (int64_t extent : shape) {
-    if (__builtin_mul_overflow(bytes, extent, &bytes)) bytes = std::numeric_limits<int64_t>::max();
+void PendingOutputs::Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape) {
+  pending_.push_back({name, dtype, shape});
+}
+
+TensorLookup PendingOutputs::Lookup(Arrays& inputs) const {
+  return [this, &inputs](const std::string& name) {
+    for (const Pending& output : pending_) {
+      if (output.name == name) {
+        return TensorView::Dense(nullptr, output.dtype, static_cast<int>(output.shape.size()),
+                                 output.shape.data());
+      }
+    }
+    auto it = inputs.find(name);
+    return it != inputs.end() ? it->second.View() : TensorView();
+  };
+}
+
+Status PendingOutputs::Allocate(Arrays* outputs) {
+  for (const Pending& output : pending_) {
+    int64_t bytes = static_cast<int64_t>(DTypeSize(output.dtype));
+    for (int64_t extent : output.shape) bytes = internal::SaturatingMul(bytes, extent);
+    if (bytes > PhysicalMemoryBytes()) {
+      out_of_memory_ = true;
+      return Status::Invalid(output.name, "output of shape " + ShapeText(output.shape) + " needs " +
+                                              std::to_string(bytes) +
+                                              " bytes, more than this machine has");
+    }
+    (*outputs)[output.name] = MakeZeroArray(output.dtype, output.shape);
   }
-  if (bytes > PhysicalMemoryBytes()) {
-    return Status::Invalid(name, "output of shape " + ShapeText(shape) + " needs " +
-                                     std::to_string(bytes) + " bytes, more than this machine has");
-  }
-  (*outputs)[name] = MakeZeroArray(dtype, shape);
+  pending_.clear();
   return Status::Ok();
+}
+
+Status PlanAllocateRun(const RunOptions& options, Arrays& inputs, PendingOutputs* pending,
+                       Arrays* outputs, const PlanCall& plan_call, const RunCall& run_call) {
+  Plan plan;
+  DYNATTN_RETURN_IF_ERROR(plan_call(pending->Lookup(inputs), &plan));
+  DYNATTN_RETURN_IF_ERROR(pending->Allocate(outputs));
+  ContextOptions context_options;
+  context_options.num_threads = options.num_threads;
+  Context context(context_options);
+  return run_call(plan, Lookup(inputs, outputs), &context);
 }
 
 TensorLookup Lookup(Arrays& inputs, Arrays* outputs) {

@@ -8,12 +8,14 @@
 #define DYNATTN_TOOLS_RUN_SUPPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "dynattn/cache.h"
 #include "dynattn/named_args.h"
+#include "dynattn/plan.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"
 #include "tools/npy.h"
@@ -25,9 +27,42 @@ using Arrays = std::map<std::string, NpyArray>;
 /// Attribute values by name, defaults filled in.
 using Attributes = std::map<std::string, int>;
 
-/// Allocates a zeroed output `name`, refusing sizes this machine cannot hold.
-Status AllocateOutput(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
-                      Arrays* outputs);
+/// A call's outputs before they exist: their shapes, as views with no memory (null data), which
+/// the library validates and plans the call against; the outputs are allocated only once the
+/// plan is accepted. So an invalid input costs no output memory whatever shapes it implies, and
+/// a valid one that needs more memory than the machine has fails as such (exit 1), after
+/// validation.
+class PendingOutputs {
+ public:
+  /// Declares output `name` of `dtype` and `shape`.
+  void Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape);
+  /// Views of the pending outputs (null data), else of `inputs`, by spec name; absent when
+  /// neither has it.
+  TensorLookup Lookup(Arrays& inputs) const;
+  /// Allocates every pending output, zeroed, into `outputs`.
+  Status Allocate(Arrays* outputs);
+  /// True when Allocate failed for want of memory (not because of an input).
+  bool out_of_memory() const { return out_of_memory_; }
+
+ private:
+  struct Pending {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Pending> pending_;
+  bool out_of_memory_ = false;
+};
+
+/// Plans a call against pending outputs.
+using PlanCall = std::function<Status(const TensorLookup& tensors, Plan* plan)>;
+/// Runs the plan on the allocated outputs.
+using RunCall = std::function<Status(const Plan& plan, const TensorLookup& tensors, Context*)>;
+
+/// The order of every `run`: plan against `pending` (the library validates everything), then
+/// allocate the outputs, then run on a Context of `options.num_threads`.
+Status PlanAllocateRun(const RunOptions& options, Arrays& inputs, PendingOutputs* pending,
+                       Arrays* outputs, const PlanCall& plan_call, const RunCall& run_call);
 
 /// Views of the outputs, else of the inputs, by spec name; absent when neither has it.
 TensorLookup Lookup(Arrays& inputs, Arrays* outputs);

@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "dynattn/plan.h"
 #include "dynattn/unified.h"
 
 namespace dynattn::cli {
@@ -43,19 +44,23 @@ Status MakeBlockCache(const Attributes& attributes, const UnifiedAttentionAttrs&
 }  // namespace
 
 Status CallUnifiedAttention(const Attributes& attributes, const RunOptions& options, Arrays& inputs,
-                            Arrays* outputs) {
+                            run_support::PendingOutputs* pending, Arrays* outputs) {
   const NpyArray& query = inputs.at("query");
-  DYNATTN_RETURN_IF_ERROR(run_support::AllocateOutput(
-      "attn_output", query.dtype, run_support::AttentionOutputShape(query), outputs));
+  pending->Add("attn_output", query.dtype, run_support::AttentionOutputShape(query));
   if (attributes.at("return_lse") != 0) {
-    DYNATTN_RETURN_IF_ERROR(
-        run_support::AllocateOutput("lse", DType::kF32, LseShape(query), outputs));
+    pending->Add("lse", DType::kF32, LseShape(query));
   }
   const UnifiedAttentionAttrs attrs = MakeUnifiedAttrs(attributes);
-  const TensorLookup tensor = run_support::Lookup(inputs, outputs);
   BlockCache cache;
-  DYNATTN_RETURN_IF_ERROR(MakeBlockCache(attributes, attrs, tensor, &cache));
-  return UnifiedAttention(attrs, UnifiedAttentionArgsByName(tensor, &cache), options);
+  DYNATTN_RETURN_IF_ERROR(MakeBlockCache(attributes, attrs, pending->Lookup(inputs), &cache));
+  return run_support::PlanAllocateRun(
+      options, inputs, pending, outputs,
+      [&](const TensorLookup& t, Plan* plan) {
+        return PlanUnifiedAttention(attrs, UnifiedAttentionArgsByName(t, &cache), plan);
+      },
+      [&](const Plan& plan, const TensorLookup& t, Context* context) {
+        return RunUnifiedAttention(plan, UnifiedAttentionArgsByName(t, &cache), context);
+      });
 }
 
 }  // namespace dynattn::cli

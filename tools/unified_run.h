@@ -16,7 +16,8 @@ namespace dynattn::cli {
 /// Allocates attn_output (and lse when `return_lse` is 1), builds the block cache of the `cache`
 /// and `scale` inputs and runs UnifiedAttention; the cache and scale inputs are updated in place.
 Status CallUnifiedAttention(const run_support::Attributes& attributes, const RunOptions& options,
-                            run_support::Arrays& inputs, run_support::Arrays* outputs);
+                            run_support::Arrays& inputs, run_support::PendingOutputs* pending,
+                            run_support::Arrays* outputs);
 
 }  // namespace dynattn::cli
 

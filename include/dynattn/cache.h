@@ -48,6 +48,11 @@ struct CachePlane {
 };
 
 /// Everything the kernels need to read and write one layer of a KV cache.
+///
+/// Trusted by design: the library checks a descriptor's fields for consistency, but it cannot
+/// know how much memory lies behind its pointers, so it neither bounds-checks them nor checks
+/// them against the call's other tensors for overlap. Describe memory you own, and keep it
+/// apart from the call's inputs and outputs.
 struct CacheDesc {
   CacheElem elem = CacheElem::kF16;        ///< Storage of cached elements.
   ScaleType scale_type = ScaleType::kF16;  ///< Storage of group scales (quantized caches only).

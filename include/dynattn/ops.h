@@ -6,6 +6,12 @@
 // [kvstarts[b], kvstarts[b+1]). Every call validates all of its inputs before it writes anything;
 // on error it returns a Status naming the input and the rule, and leaves the cache, the scales and
 // every output byte-for-byte untouched.
+//
+// Aliasing rule: no buffer a call writes (the cache and its scales, every output) may share memory
+// with any other tensor of the call, read or written; the cache's in-place update of itself is
+// the one exception. A violation is an InvalidArgument naming both tensors. The memory behind a
+// raw `CacheDesc` (or `BlockCache`) is trusted by design: its extent is unknown to the library,
+// so it is not checked against the other tensors.
 
 #ifndef DYNATTN_OPS_H_
 #define DYNATTN_OPS_H_

@@ -11,7 +11,9 @@
 //   for (each layer) s = dynattn::RunMultiHeadCacheAttention(plan, layer_args, &context);
 //
 // `Plan*` validates every input (index tensors and data tensors alike), copies the index tensors
-// it needs and builds the work plan; it writes nothing. `Run*` checks that the layer's data
+// it needs and builds the work plan; it writes nothing. Outputs may be planned before they are
+// allocated: at plan time an output view may have a null `data` (its shape, dtype and device are
+// what the plan records); Run needs the memory. `Run*` checks that the layer's data
 // tensors have exactly the shapes, dtypes and device the plan saw (their pointers may differ;
 // the index tensors of its arguments are not read again), then writes the fresh K/V and runs the
 // kernels in the caller's Context. Once a Context has run a plan, running plans of that size

@@ -32,6 +32,9 @@ namespace dynattn {
 /// `block_stride` is `block_size` for a plain paged cache. Engines whose blocks hold more than one
 /// layer (KsanaLLM pools) or whose pages are head-major (FlashInfer HND) use a larger stride, so
 /// that their own block ids address their memory as it is (see dynattn/adapters.h).
+///
+/// Like a CacheDesc, a BlockCache is trusted by design: its memory is neither bounds-checked
+/// beyond `num_slots` nor checked for overlap with the call's tensors.
 struct BlockCache {
   CacheDesc cache;           ///< Element format and planes; valid slots are [0, cache.num_slots).
   int block_size = 0;        ///< Tokens per block, >= 1.

@@ -12,6 +12,7 @@
 #include "core/softmax_state.h"
 #include "dynattn/plan.h"
 #include "dynattn/unified.h"
+#include "src/aliasing.h"
 #include "src/context.h"
 #include "src/ops/op_plans.h"
 #include "src/unified/unified_call.h"
@@ -54,6 +55,22 @@ internal::DataTensors TensorsOf(const UnifiedAttentionArgs& args) {
           {"lse", args.lse}};
 }
 
+/// The aliasing rule (src/aliasing.h); the BlockCache is raw memory, trusted. A plan reads the
+/// index tensors; a Run does not.
+Status CheckAliasing(const UnifiedAttentionArgs& a, bool with_indices) {
+  using internal::ReadBuffer;
+  using internal::WrittenBuffer;
+  const TensorView none;
+  auto index = [&](const TensorView& t) -> const TensorView& { return with_indices ? t : none; };
+  return internal::CheckNoAliasing(
+      {ReadBuffer("query", a.query), ReadBuffer("current_key", a.current_key),
+       ReadBuffer("current_value", a.current_value),
+       ReadBuffer("query_start_loc", index(a.query_start_loc)),
+       ReadBuffer("context_lens", index(a.context_lens)),
+       ReadBuffer("block_table", index(a.block_table)), WrittenBuffer("attn_output", a.attn_output),
+       WrittenBuffer("lse", a.lse)});
+}
+
 }  // namespace
 
 Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
@@ -64,6 +81,7 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   widen.Apply({&args.query_start_loc, &args.context_lens, &args.block_table});
   internal::UnifiedCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateUnifiedAttention(attrs, args, &call));
+  DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, true));
   std::unique_ptr<internal::PlanState> s;
   DYNATTN_RETURN_IF_ERROR(
       internal::StartPlan(OpKind::kUnifiedAttention, args.cache->cache, "cache", &s));
@@ -94,6 +112,7 @@ Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, C
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, OpKind::kUnifiedAttention, context, &s));
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
+  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, false));
   if (args.cache == nullptr) return Status::Invalid("cache", "is required but null");
   const BlockCache& planned = s->block_cache;
   if (args.cache->block_size != planned.block_size || args.cache->Stride() != planned.Stride() ||

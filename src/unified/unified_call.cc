@@ -167,9 +167,10 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
 Status CheckOutputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& args) {
   const int64_t t = args.query.shape[0];
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, args.query.dtype, t,
-                                     a.num_heads, a.head_dim, "(T, num_heads, head_dim)"));
+                                     a.num_heads, a.head_dim, "(T, num_heads, head_dim)",
+                                     PlanData::kMayBeNull));
   if (!args.lse.present()) return Status::Ok();
-  DYNATTN_RETURN_IF_ERROR(CheckStorage("lse", args.lse));
+  DYNATTN_RETURN_IF_ERROR(CheckStorage("lse", args.lse, PlanData::kMayBeNull));
   if (args.lse.dtype != DType::kF32 || args.lse.rank != 2 || args.lse.shape[0] != t ||
       args.lse.shape[1] != a.num_heads) {
     return Status::Invalid("lse", "must be float32 of shape (T, num_heads) = (" + to_string(t) +

@@ -357,8 +357,10 @@ struct CliResult {
   std::string err;
 };
 
-CliResult RunCli(const std::vector<std::string>& args, const TempDir& scratch) {
-  std::string command = Quote(RequireCli());
+// Runs the tool with `args`; `limits` is shell text run first (e.g. "ulimit -v N;").
+CliResult RunCli(const std::vector<std::string>& args, const TempDir& scratch,
+                 const std::string& limits = "") {
+  std::string command = limits + Quote(RequireCli());
   for (const std::string& arg : args) command += " " + Quote(arg);
   const std::string out_path = scratch.Sub("stdout.txt");
   const std::string err_path = scratch.Sub("stderr.txt");
@@ -1134,6 +1136,40 @@ TEST_SUITE("cli") {
     const std::vector<BadRun> bad_runs = BadRuns();
     CHECK(bad_runs.size() >= 25);
     for (const BadRun& bad : bad_runs) CheckRejected(bad);
+  }
+
+  TEST_CASE("outputs are allocated only after the library accepted the inputs") {
+    // A small invalid input (start_pos disagrees with kvstarts) whose --num_repeat implies 2 GiB
+    // per output: refused as an invalid input under a 1 GiB address-space limit, not as "out of
+    // memory", because the run plans before it allocates. (It used to zero-fill the outputs first.)
+    // ASan reserves terabytes of shadow address space: there the limit cannot be set, and only
+    // the order (the input's error, not the output's size) is checked.
+#if defined(__SANITIZE_ADDRESS__)
+    const std::string limit = "";
+#else
+    const std::string limit = "ulimit -v 1048576; ";
+#endif
+    TempDir scratch;
+    const CliCase bad = WithInput(WithFlag(KvcCase(), "--num_repeat", std::to_string(1 << 22)),
+                                  "start_pos", I64({2}, {3, 0}));
+    const std::string in_dir = scratch.Sub("in");
+    const std::string out_dir = scratch.Sub("out");
+    WriteInputs(bad, in_dir);
+    fs::create_directory(out_dir);
+    const CliResult result = RunCli(RunArgs(bad, in_dir, out_dir), scratch, limit);
+    INFO("stderr: ", result.err);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("dynattn: kvstarts: request 0 has kvlen 5 but start_pos 3") == 0);
+    CHECK(fs::is_empty(out_dir));
+    if (limit.empty()) return;
+    // The same input made valid needs the 2 x 2 GiB it asks for: under the same limit that is a
+    // failure of the machine (exit 1), after validation, with nothing written.
+    const CliCase big = WithFlag(KvcCase(), "--num_repeat", std::to_string(1 << 22));
+    WriteInputs(big, in_dir);
+    const CliResult valid = RunCli(RunArgs(big, in_dir, out_dir), scratch, limit);
+    INFO("stderr: ", valid.err);
+    CHECK(valid.exit_code == 1);
+    CHECK(fs::is_empty(out_dir));
   }
 
   TEST_CASE("a dangling link for an optional input is a broken input, not an absent one") {

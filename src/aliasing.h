@@ -1,0 +1,43 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The aliasing rule every call checks before it writes: no buffer the call writes (the cache and
+// its scales, the outputs) shares a byte with another buffer of the call, read or written. The
+// cache's own in-place update is the one overlap allowed, and it is one buffer. Why: an output
+// laid over an index tensor or a cache slot over the offsets would be overwritten halfway through
+// the call, and the kernels would then read garbage offsets. Raw CacheDesc / BlockCache pointers
+// are trusted by design (the library cannot know their extent), so only tensors are checked.
+
+#ifndef DYNATTN_SRC_ALIASING_H_
+#define DYNATTN_SRC_ALIASING_H_
+
+#include <cstddef>
+#include <initializer_list>
+
+#include "dynattn/status.h"
+#include "dynattn/types.h"
+
+namespace dynattn::internal {
+
+/// One buffer of a call: its input name, the tensor, and whether the call writes it.
+struct CallBuffer {
+  const char* name;
+  const TensorView* view;
+  bool written;
+};
+
+/// A buffer the call reads (absent views are ignored).
+inline CallBuffer ReadBuffer(const char* name, const TensorView& t) { return {name, &t, false}; }
+/// A buffer the call writes (absent views are ignored).
+inline CallBuffer WrittenBuffer(const char* name, const TensorView& t) { return {name, &t, true}; }
+
+/// True when the bytes of two present, non-empty views share at least one address (a null data
+/// pointer, an output planned before it is allocated, overlaps nothing).
+bool Overlap(const TensorView& a, const TensorView& b);
+
+/// The aliasing rule over `buffers`: the first written buffer that overlaps any other one gives
+/// an InvalidArgument naming both, e.g. "attn_output: overlaps seqstarts (...)".
+Status CheckNoAliasing(std::initializer_list<CallBuffer> buffers);
+
+}  // namespace dynattn::internal
+
+#endif  // DYNATTN_SRC_ALIASING_H_
