@@ -3,6 +3,8 @@
 #   make test   installs what is missing, builds, and runs every test suite
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 90
 
 # The CUDA module (meson option `cuda`, 'auto') is built whenever nvcc is found; the toolkit's
 # default location counts even when it is not in PATH.
@@ -10,7 +12,7 @@ ifneq ($(wildcard /usr/local/cuda/bin/nvcc),)
 export PATH := /usr/local/cuda/bin:$(PATH)
 endif
 
-.PHONY: setup build demo test test-sanitize bench format clean
+.PHONY: setup build demo test test-sanitize fuzz bench format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -44,8 +46,19 @@ test-sanitize: setup
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  bash scripts/run_tests.sh $(SANITIZE_BUILD)
 
+# The libFuzzer target (fuzz/) under ASan + UBSan for FUZZ_SECONDS, seeded with the golden cases
+# (CI runs it for 90 s). Clang only; the library is instrumented for coverage in its own build.
+fuzz: build
+	@[ -f $(FUZZ_BUILD)/build.ninja ] || CC=clang CXX=clang++ meson setup $(FUZZ_BUILD) \
+	  -Dfuzz=enabled -Dcuda=disabled -Dtests=disabled -Dbench=disabled -Dtool=disabled \
+	  --buildtype=plain -Doptimization=1 -Dcpp_args='-g1 -fsanitize=fuzzer-no-link' \
+	  -Db_sanitize=address,undefined -Db_lundef=false \
+	  -Dsimd_disabled_targets='HWY_SSSE3|HWY_AVX3_DL|HWY_SSE4'
+	ninja -C $(FUZZ_BUILD) fuzz/op_fuzzer
+	bash scripts/fuzz.sh $(BUILD) $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD)

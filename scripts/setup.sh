@@ -12,6 +12,7 @@ packages=(
   libdnnl-dev libeigen3-dev         # oneDNN and Eigen: the baselines of `dynattn bench`
   nlohmann-json3-dev                # nlohmann/json: the JSON report of `dynattn bench`
   libboost-context-dev              # Boost.Context: fibers of the CUDA emulator (gpu suite only)
+  clang libclang-rt-14-dev          # clang and libFuzzer: make fuzz (fuzz/)
 )
 
 missing=()

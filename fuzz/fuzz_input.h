@@ -1,0 +1,109 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The fuzz input format: a byte string decoded into one op call (op, attributes, and for each of
+// the op's tensors its presence, rank, shape, dtype, a mutation, and the values of index
+// tensors). Why a format of our own: libFuzzer mutates bytes, so every byte must mean something
+// and small values must be cheap (one byte), while the extremes that break arithmetic (2^31,
+// 2^62, INT64_MAX, negatives) stay one mutation away. Data tensors (activations, caches, scales)
+// are filled from a generator, not from the input: their values do not steer validation.
+//
+// Layout: op byte, flags byte, 14 attribute integers, then per tensor of the op (OpTensors):
+// a header byte (0xFF = absent; else rank = low 3 bits, mutation = next 3 bits), `rank` extents
+// (at most 6 are stored; rank 7 is kept as an invalid rank), then for index tensors up to
+// kMaxIndexValues values. Integers are "compact": see ReadInt.
+
+#ifndef DYNATTN_FUZZ_FUZZ_INPUT_H_
+#define DYNATTN_FUZZ_FUZZ_INPUT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dynattn_fuzz {
+
+/// The ops a fuzz input can call.
+enum class Op : uint8_t { kKeyValueCache, kMultiHeadAttention, kMultiHeadCacheAttention, kUnified };
+inline constexpr int kNumOps = 4;
+
+/// What a tensor is to its op: decides its default dtype and how it is filled.
+enum class Role : uint8_t {
+  kActivation,  ///< fp32/fp16 input (query, keys, values, mask).
+  kIndex,       ///< int64/int32 offsets, tables and scalars: values come from the input.
+  kCache,       ///< The PMX cache: int8 when quantized, else the activation dtype.
+  kScale,       ///< Group scales: fp16 or fp32.
+  kOutput,      ///< Written by the call, activation dtype.
+  kLse,         ///< Written by the call, fp32.
+};
+
+/// A tensor of an op, by its spec name.
+struct TensorSpec {
+  const char* name;
+  Role role;
+};
+
+/// The tensors of `op`, in input order.
+const std::vector<TensorSpec>& OpTensors(Op op);
+
+/// How a tensor view is spoiled before the call (the library must refuse or survive each).
+enum class Mutation : uint8_t {
+  kNone,
+  kNullData,       ///< data = nullptr.
+  kBrokenStride,   ///< strides[0] += 1: not dense.
+  kOnCuda,         ///< device = kCuda.
+  kAliasPrevious,  ///< data = the previous present tensor's data.
+  kAliasInside,    ///< data = one element into the previous present tensor.
+  kOtherDType,     ///< another element type than its role's.
+  kNone2,          ///< (unused pattern: no mutation)
+};
+
+/// Flags byte.
+struct Flags {
+  bool f16 = false;          ///< Activations fp16 (else fp32).
+  bool int32_index = false;  ///< Index tensors int32 (else int64).
+  bool f32_scale = false;    ///< Scales fp32 (else fp16).
+  bool two_threads = false;  ///< RunOptions / ContextOptions num_threads 2 (else 1).
+  bool plan_run = false;     ///< Plan once, Run twice (bits compared), instead of the one-shot.
+  uint8_t Encode() const;
+  static Flags Decode(uint8_t byte);
+};
+
+/// The attributes of every op, in input order.
+struct Attrs {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, is_causal = 0, is_alibi = 0, num_layer = 1,
+          layer_idx = 0, quant_bit = 0, quant_group = 8, cache_mode = 0, cache_layout = 0,
+          page_size = 1, num_repeat = 1, block_size = 1;
+};
+inline constexpr int kNumAttrs = 14;
+int64_t* AttrAt(Attrs* attrs, int i);
+
+/// One tensor as decoded.
+struct TensorInput {
+  bool present = false;
+  int rank = 0;  ///< 0..7 (7 is an invalid rank, kept to test its refusal).
+  int64_t shape[6] = {};
+  Mutation mutation = Mutation::kNone;
+  uint8_t other_dtype = 0;            ///< For kOtherDType: the dtype index to use.
+  std::vector<int64_t> index_values;  ///< Index tensors: the values (repeated to fill).
+};
+
+/// Index tensors carry at most this many values (the rest repeat the last one).
+inline constexpr int kMaxIndexValues = 512;
+
+/// A decoded call.
+struct Call {
+  Op op = Op::kKeyValueCache;
+  Flags flags;
+  Attrs attrs;
+  std::vector<TensorInput> tensors;  ///< One per OpTensors(op) entry.
+  uint64_t data_seed = 0;            ///< Seeds the fill of data tensors.
+};
+
+/// Decodes `size` bytes (any bytes decode: missing ones read as 0).
+Call Decode(const uint8_t* data, size_t size);
+/// Encodes a call so that Decode gives it back (the seed corpus is written this way).
+std::string Encode(const Call& call);
+
+}  // namespace dynattn_fuzz
+
+#endif  // DYNATTN_FUZZ_FUZZ_INPUT_H_

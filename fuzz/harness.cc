@@ -1,0 +1,355 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+
+#include "fuzz/harness.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/checked_math.h"
+#include "dynattn/dynattn.h"
+#include "dynattn/named_args.h"
+#include "dynattn/plan.h"
+#include "fuzz/fuzz_input.h"
+
+namespace dynattn_fuzz {
+namespace {
+
+using dynattn::DType;
+using dynattn::Status;
+using dynattn::TensorView;
+
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 21;  // 2 MiB per tensor
+constexpr int64_t kMaxCallBytes = int64_t{1} << 23;    // 8 MiB per call
+constexpr int64_t kMaxWork = int64_t{1} << 26;  // ~ query elements x key rows, past it: plan only
+constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kI8, DType::kI64, DType::kI32};
+
+Totals totals;
+
+/// One tensor of the call: its view and the memory it owns (none when aliased or too large).
+struct Buffer {
+  const char* name;
+  Role role;
+  TensorView view;
+  std::vector<uint64_t> storage;  // 8-byte aligned
+  std::vector<uint64_t> snapshot;
+  size_t bytes = 0;  // of storage
+};
+
+[[noreturn]] void Broken(const std::string& what) {
+  std::fprintf(stderr, "dynattn fuzz: contract broken: %s\n", what.c_str());
+  std::abort();
+}
+
+bool IsWritten(Role role) {
+  return role == Role::kCache || role == Role::kScale || role == Role::kOutput ||
+         role == Role::kLse;
+}
+
+DType RoleDType(Role role, const Call& call) {
+  const DType act = call.flags.f16 ? DType::kF16 : DType::kF32;
+  switch (role) {
+    case Role::kActivation:
+    case Role::kOutput:
+      return act;
+    case Role::kIndex:
+      return call.flags.int32_index ? DType::kI32 : DType::kI64;
+    case Role::kCache:
+      return call.attrs.quant_bit != 0 ? DType::kI8 : act;
+    case Role::kScale:
+      return call.flags.f32_scale ? DType::kF32 : DType::kF16;
+    case Role::kLse:
+      return DType::kF32;
+  }
+  return act;
+}
+
+/// Fills `b` (owned storage, `count` elements): index values from the input, data from `rng`.
+void Fill(const TensorInput& t, int64_t count, std::mt19937_64* rng, Buffer* b) {
+  if (IsWritten(b->role) && b->role != Role::kCache && b->role != Role::kScale) {
+    std::memset(b->storage.data(), 0xFF, b->bytes);  // poison: NaN in fp16 and fp32
+    return;
+  }
+  std::uniform_real_distribution<float> unit(b->role == Role::kScale ? 0.01f : -2.0f,
+                                             b->role == Role::kScale ? 1.0f : 2.0f);
+  void* p = b->storage.data();
+  for (int64_t i = 0; i < count; ++i) {
+    const bool has_value = b->role == Role::kIndex && !t.index_values.empty();
+    const int64_t v =
+        has_value ? t.index_values[std::min<size_t>(i, t.index_values.size() - 1)] : 0;
+    switch (b->view.dtype) {
+      case DType::kF32:
+        static_cast<float*>(p)[i] = unit(*rng);
+        break;
+      case DType::kF16:
+        static_cast<uint16_t*>(p)[i] = dynattn::FloatToHalf(unit(*rng));
+        break;
+      case DType::kI8:
+        static_cast<int8_t*>(p)[i] = static_cast<int8_t>((*rng)() & 0xFF);
+        break;
+      case DType::kI64:
+        static_cast<int64_t*>(p)[i] = has_value ? v : static_cast<int64_t>((*rng)() % 64);
+        break;
+      case DType::kI32:
+        static_cast<int32_t*>(p)[i] = static_cast<int32_t>(has_value ? v : (*rng)() % 64);
+        break;
+    }
+  }
+}
+
+/// Applies an aliasing mutation: `b` moves into `previous`'s memory when it fits there.
+void Alias(const Buffer& previous, int64_t bytes, bool inside, Buffer* b) {
+  if (previous.view.data == nullptr) return;
+  const size_t offset = inside ? dynattn::DTypeSize(previous.view.dtype) : 0;
+  const auto* base = static_cast<const char*>(previous.view.data);
+  const auto* end = reinterpret_cast<const char*>(previous.storage.data()) + previous.bytes;
+  if (previous.storage.empty()) return;  // previous is itself an alias: keep it simple
+  if (base + offset + bytes > end) return;
+  b->view.data = const_cast<char*>(base + offset);
+  b->storage.clear();
+  b->bytes = 0;
+}
+
+/// Builds the buffers of `call`; false when they exceed the harness's memory cap.
+bool BuildBuffers(const Call& call, std::vector<Buffer>* buffers) {
+  std::mt19937_64 rng(call.data_seed);
+  const std::vector<TensorSpec>& specs = OpTensors(call.op);
+  int64_t call_bytes = 0;
+  const Buffer* previous = nullptr;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const TensorInput& t = call.tensors[k];
+    buffers->push_back(Buffer{specs[k].name, specs[k].role, TensorView{}, {}, {}, 0});
+    Buffer& b = buffers->back();
+    if (!t.present) continue;
+    DType dtype = RoleDType(b.role, call);
+    if (t.mutation == Mutation::kOtherDType) dtype = kDTypes[t.other_dtype % 5];
+    const int stored_rank = std::min(t.rank, 6);
+    b.view = TensorView::Dense(nullptr, dtype, stored_rank, t.shape);
+    b.view.rank = t.rank;
+    const int64_t count = dynattn::internal::CheckedElementCount(t.shape, stored_rank);
+    int64_t bytes = 0;
+    const bool fits = count >= 0 &&
+                      dynattn::internal::CheckedMul(
+                          count, static_cast<int64_t>(dynattn::DTypeSize(dtype)), &bytes) &&
+                      bytes <= kMaxTensorBytes;
+    if (!fits || call_bytes + bytes > kMaxCallBytes) return false;
+    call_bytes += bytes;
+    b.bytes = static_cast<size_t>(bytes);
+    b.storage.assign((b.bytes + 7) / 8 + 1, 0);
+    b.view.data = b.storage.data();
+    Fill(t, count, &rng, &b);
+    switch (t.mutation) {
+      case Mutation::kNullData:
+        b.view.data = nullptr;
+        break;
+      case Mutation::kBrokenStride:
+        b.view.strides[0] += 1;
+        break;
+      case Mutation::kOnCuda:
+        b.view.device = dynattn::Device::kCuda;
+        break;
+      case Mutation::kAliasPrevious:
+      case Mutation::kAliasInside:
+        if (previous != nullptr) {
+          Alias(*previous, bytes, t.mutation == Mutation::kAliasInside, &b);
+        }
+        break;
+      default:
+        break;
+    }
+    previous = &b;
+  }
+  return true;
+}
+
+const TensorView* Find(const std::vector<Buffer>& buffers, const std::string& name) {
+  for (const Buffer& b : buffers) {
+    if (name == b.name) return &b.view;
+  }
+  return nullptr;
+}
+
+dynattn::TensorLookup LookupOf(const std::vector<Buffer>& buffers) {
+  return [&buffers](const std::string& name) {
+    const TensorView* v = Find(buffers, name);
+    return v != nullptr ? *v : TensorView{};
+  };
+}
+
+dynattn::CacheAttrs CacheAttrsOf(const Attrs& a) {
+  dynattn::CacheAttrs c;
+  c.num_layer = static_cast<int>(a.num_layer);
+  c.layer_idx = static_cast<int>(a.layer_idx);
+  c.quant_bit = static_cast<int>(a.quant_bit);
+  c.quant_group = static_cast<int>(a.quant_group);
+  c.cache_mode = static_cast<int>(a.cache_mode);
+  c.cache_layout = static_cast<int>(a.cache_layout);
+  c.page_size = static_cast<int>(a.page_size);
+  return c;
+}
+
+dynattn::AttentionAttrs AttentionAttrsOf(const Attrs& a) {
+  dynattn::AttentionAttrs t;
+  t.num_heads = static_cast<int>(a.num_heads);
+  t.num_kv_heads = static_cast<int>(a.num_kv_heads);
+  t.head_dim = static_cast<int>(a.head_dim);
+  t.is_causal = a.is_causal != 0;
+  t.is_alibi = a.is_alibi != 0;
+  return t;
+}
+
+/// Plan, then Run twice with the bits of the outputs and the cache compared; or the one-shot.
+template <typename Attrs_, typename Args>
+Status Invoke(const Call& call, bool plan_only, const Attrs_& attrs, const Args& args,
+              Status (*plan_fn)(const Attrs_&, const Args&, dynattn::Plan*),
+              Status (*run_fn)(const dynattn::Plan&, const Args&, dynattn::Context*),
+              Status (*one_shot)(const Attrs_&, const Args&, const dynattn::RunOptions&),
+              std::vector<Buffer>* buffers) {
+  const int threads = call.flags.two_threads ? 2 : 1;
+  if (!plan_only && !call.flags.plan_run) {
+    dynattn::RunOptions options;
+    options.num_threads = threads;
+    return one_shot(attrs, args, options);
+  }
+  dynattn::Plan plan;
+  Status status = plan_fn(attrs, args, &plan);
+  if (!status.ok() || plan_only) return status;
+  dynattn::ContextOptions context_options;
+  context_options.num_threads = threads;
+  dynattn::Context context(context_options);
+  status = run_fn(plan, args, &context);
+  if (!status.ok()) return status;
+  std::vector<std::vector<uint64_t>> first;
+  for (const Buffer& b : *buffers) first.push_back(b.storage);
+  status = run_fn(plan, args, &context);
+  if (!status.ok()) Broken("a second Run of an accepted plan failed: " + status.message());
+  for (size_t i = 0; i < buffers->size(); ++i) {
+    if ((*buffers)[i].storage != first[i]) {
+      Broken(std::string("a second Run changed the bits of ") + (*buffers)[i].name);
+    }
+  }
+  return status;
+}
+
+Status CallOp(const Call& call, bool plan_only, std::vector<Buffer>* buffers) {
+  const dynattn::TensorLookup tensors = LookupOf(*buffers);
+  const Attrs& a = call.attrs;
+  switch (call.op) {
+    case Op::kKeyValueCache: {
+      dynattn::KeyValueCacheAttrs attrs;
+      attrs.cache = CacheAttrsOf(a);
+      attrs.num_repeat = static_cast<int>(a.num_repeat);
+      return Invoke(call, plan_only, attrs, dynattn::KeyValueCacheArgsByName(tensors),
+                    &dynattn::PlanKeyValueCache, &dynattn::RunKeyValueCache,
+                    &dynattn::KeyValueCache, buffers);
+    }
+    case Op::kMultiHeadAttention:
+      return Invoke(call, plan_only, AttentionAttrsOf(a),
+                    dynattn::MultiHeadAttentionArgsByName(tensors),
+                    &dynattn::PlanMultiHeadAttention, &dynattn::RunMultiHeadAttention,
+                    &dynattn::MultiHeadAttention, buffers);
+    case Op::kMultiHeadCacheAttention: {
+      dynattn::MultiHeadCacheAttentionAttrs attrs;
+      attrs.attention = AttentionAttrsOf(a);
+      attrs.cache = CacheAttrsOf(a);
+      return Invoke(call, plan_only, attrs, dynattn::MultiHeadCacheAttentionArgsByName(tensors),
+                    &dynattn::PlanMultiHeadCacheAttention, &dynattn::RunMultiHeadCacheAttention,
+                    &dynattn::MultiHeadCacheAttention, buffers);
+    }
+    case Op::kUnified: {
+      dynattn::UnifiedAttentionAttrs attrs;
+      attrs.num_heads = static_cast<int>(a.num_heads);
+      attrs.num_kv_heads = static_cast<int>(a.num_kv_heads);
+      attrs.head_dim = static_cast<int>(a.head_dim);
+      attrs.is_alibi = a.is_alibi != 0;
+      const int kv_heads = attrs.num_kv_heads > 0 ? attrs.num_kv_heads : attrs.num_heads;
+      dynattn::BlockCache cache;
+      DYNATTN_RETURN_IF_ERROR(dynattn::MakePmxBlockCache(tensors("cache"), tensors("scale"),
+                                                         CacheAttrsOf(a), kv_heads, attrs.head_dim,
+                                                         static_cast<int>(a.block_size), &cache));
+      return Invoke(call, plan_only, attrs, dynattn::UnifiedAttentionArgsByName(tensors, &cache),
+                    &dynattn::PlanUnifiedAttention, &dynattn::RunUnifiedAttention,
+                    &dynattn::UnifiedAttention, buffers);
+    }
+  }
+  return Status::Ok();
+}
+
+/// Query-rows x key-rows, roughly: the attention work a call may do.
+bool TooMuchWork(const std::vector<Buffer>& buffers) {
+  int64_t queries = 0, keys = 0;
+  for (const Buffer& b : buffers) {
+    const int64_t n = b.view.NumElements();
+    const std::string name = b.name;
+    if (name == "query" || name == "current_key") queries = std::max(queries, n);
+    if (name == "cache" || name == "key") keys = std::max(keys, n);
+  }
+  return dynattn::internal::SaturatingMul(queries, keys) > kMaxWork;
+}
+
+bool IsFiniteElement(const TensorView& v, int64_t i) {
+  if (v.dtype == DType::kF16) return (v.As<const uint16_t>()[i] & 0x7C00) != 0x7C00;
+  return std::isfinite(v.As<const float>()[i]);
+}
+
+void CheckRefused(const Status& status, const std::vector<Buffer>& buffers) {
+  const std::string& m = status.message();
+  if (m.empty() || m.find(": ") == std::string::npos || m[0] == ' ') {
+    Broken("an error without an input name: '" + m + "'");
+  }
+  for (const Buffer& b : buffers) {
+    if (b.storage != b.snapshot) Broken(std::string(b.name) + " changed by a refused call: " + m);
+  }
+}
+
+void CheckAccepted(const std::vector<Buffer>& buffers) {
+  for (const Buffer& b : buffers) {
+    if (!IsWritten(b.role) && b.storage != b.snapshot) {
+      Broken(std::string("input ") + b.name + " changed by an accepted call");
+    }
+    if ((b.role != Role::kOutput && b.role != Role::kLse) || b.storage.empty()) continue;
+    const int64_t n = b.view.NumElements();
+    for (int64_t i = 0; i < n; ++i) {
+      const bool ok = b.role == Role::kLse ? !std::isnan(b.view.As<const float>()[i])
+                                           : IsFiniteElement(b.view, i);
+      if (!ok) Broken(std::string(b.name) + " element " + std::to_string(i) + " not written");
+    }
+  }
+}
+
+}  // namespace
+
+int RunOneInput(const uint8_t* data, size_t size) {
+  ++totals.inputs;
+  const Call call = Decode(data, size);
+  std::vector<Buffer> buffers;
+  buffers.reserve(OpTensors(call.op).size());
+  if (!BuildBuffers(call, &buffers)) {
+    ++totals.skipped;
+    return 0;
+  }
+  for (Buffer& b : buffers) b.snapshot = b.storage;
+  const bool plan_only = TooMuchWork(buffers);
+  const Status status = CallOp(call, plan_only, &buffers);
+  if (!status.ok()) {
+    ++totals.refused;
+    CheckRefused(status, buffers);
+  } else if (plan_only) {
+    ++totals.skipped;
+    for (const Buffer& b : buffers) {
+      if (b.storage != b.snapshot) Broken(std::string("a plan wrote ") + b.name);
+    }
+  } else {
+    ++totals.accepted;
+    CheckAccepted(buffers);
+  }
+  return 0;
+}
+
+const Totals& RunTotals() { return totals; }
+
+}  // namespace dynattn_fuzz
