@@ -54,7 +54,8 @@ HWY_INLINE bool UseFusedDecode(const AttentionProblem& p, int vectors) {
 /// acc holds kCount virtual rows of kVectorsPerRow vectors each.
 template <int kCount>
 HWY_INLINE void FoldVirtualLanes(const hn::Vec<DF>* acc, float* out) {
-#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SSE4 || \
+    HWY_TARGET == HWY_SSSE3  // 128-bit vectors: no 8-lane tag
   const DF df;
   for (int x = 0; x < kCount; ++x) {
     HWY_ALIGN float lanes[kVirtualLanes];

@@ -27,9 +27,6 @@ std::string ShapeString(const int64_t* shape, int rank) {
 
 std::string ShapeString(const TensorView& t) { return ShapeString(t.shape, t.rank); }
 
-/// Largest element count a view may have (keeps every offset product far from int64 overflow).
-constexpr int64_t kMaxElements = int64_t{1} << 46;
-
 /// Common checks of a present tensor: rank range, extents, density, data pointer.
 Status CheckStorage(const char* name, const TensorView& t, PlanData data_rule) {
   if (t.rank > kMaxRank) return Status::Invalid(name, "rank must be <= 6");

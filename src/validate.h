@@ -47,6 +47,9 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
 
 // Building blocks shared by the validators of every op (validate.cc).
 
+/// Largest element count a view may have (keeps every offset product far from int64 overflow).
+inline constexpr int64_t kMaxElements = int64_t{1} << 46;
+
 /// "(2, 3, 4)"; rank 1 reads "(5,)" and rank 0 "()", as NumPy prints shapes.
 std::string ShapeString(const int64_t* shape, int rank);
 std::string ShapeString(const TensorView& t);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -985,6 +986,18 @@ TEST_SUITE("adapters") {
          [&] {
            KsanaPoolAttrs a = p.attrs;
            a.num_layer = 0;
+           return dynattn::MakeKsanaBlockCache(p.View(), p.ScaleView(), a, 0, &bc);
+         }},
+        {"num_layer",  // 2 * L * T * Hkv * D overflows int64: refused, never wrapped
+         [&] {
+           KsanaPoolAttrs a = p.attrs;
+           a.num_layer = a.block_size = a.num_kv_heads = std::numeric_limits<int>::max();
+           return dynattn::MakeKsanaBlockCache(p.View(), p.ScaleView(), a, 0, &bc);
+         }},
+        {"num_layer",  // N + 1 slack block overflows
+         [&] {
+           KsanaPoolAttrs a = p.attrs;
+           a.num_blocks = std::numeric_limits<int64_t>::max();
            return dynattn::MakeKsanaBlockCache(p.View(), p.ScaleView(), a, 0, &bc);
          }},
         {"block_size",

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/checked_math.h"
 #include "dynattn/adapters.h"
 #include "src/adapters/adapter_util.h"
 
@@ -51,7 +52,16 @@ Status CheckAttrs(const KsanaPoolAttrs& a) {
   if (a.num_kv_heads < 1) {
     return Status::Invalid("num_kv_heads", "must be >= 1, got " + Str(a.num_kv_heads));
   }
-  return CheckFormat(a.format, a.head_dim);
+  DYNATTN_RETURN_IF_ERROR(CheckFormat(a.format, a.head_dim));
+  // The pool's shape is computed from these before it is compared with the tensor's.
+  int64_t row = 0, blocks = 0;
+  if (!internal::CheckedProduct({2, a.num_layer, a.block_size, a.num_kv_heads, a.head_dim}, &row) ||
+      row > internal::kMaxElements || !internal::CheckedAdd(a.num_blocks, 1, &blocks)) {
+    return Status::Invalid("num_layer",
+                           "a pool of N blocks of 2 * num_layer * block_size * num_kv_heads * "
+                           "head_dim elements is too large for any tensor");
+  }
+  return Status::Ok();
 }
 
 Status CheckLayer(const KsanaPoolAttrs& a, int layer) {
