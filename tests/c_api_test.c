@@ -434,6 +434,94 @@ static void test_mhca_plan_two_layers(dynattn_context_t* context) {
   }
 }
 
+/* KeyValueCache, then MultiHeadAttention over what it gathered, each planned and run, and
+ * one-shot: the C++ API's bits. The plan handle is planned again for the second op. */
+static void kvc_args(const capi_mhca_case* c, uint16_t* key, uint16_t* value,
+                     dynattn_key_value_cache_args_t* a) {
+  const int64_t t = c->num_tokens, hkv = c->num_kv_heads, d = c->head_dim, b = c->batch;
+  const int64_t rows = c->kvstarts[b], slots = c->num_slots, groups = d / c->quant_group;
+  CHECK_OK(dynattn_key_value_cache_args_init(a));
+  a->current_key = dense(c->current_key, DYNATTN_DTYPE_F16, 3, SHAPE(t, hkv, d));
+  a->current_value = dense(c->current_value, DYNATTN_DTYPE_F16, 3, SHAPE(t, hkv, d));
+  a->seqstarts = dense(c->seqstarts, DYNATTN_DTYPE_I64, 1, SHAPE(b + 1));
+  a->kvstarts = dense(c->kvstarts, DYNATTN_DTYPE_I64, 1, SHAPE(b + 1));
+  a->cachestarts = dense(c->cachestarts, DYNATTN_DTYPE_I64, 1, SHAPE(b));
+  a->start_pos = dense(c->start_pos, DYNATTN_DTYPE_I64, 1, SHAPE(b));
+  a->max_seqlen = dense(&c->max_seqlen, DYNATTN_DTYPE_I64, 0, NULL);
+  a->max_kvlen = dense(&c->max_kvlen, DYNATTN_DTYPE_I64, 0, NULL);
+  a->cache = dense(c->cache, DYNATTN_DTYPE_I8, 5, SHAPE(slots, 1, 2, hkv, d));
+  a->scale = dense(c->scale, DYNATTN_DTYPE_F16, 5, SHAPE(slots, 1, 2, hkv, groups));
+  a->key = dense(key, DYNATTN_DTYPE_F16, 3, SHAPE(rows, hkv, d));
+  a->value = dense(value, DYNATTN_DTYPE_F16, 3, SHAPE(rows, hkv, d));
+}
+
+static void mha_args(const capi_mhca_case* c, const uint16_t* key, const uint16_t* value,
+                     dynattn_multi_head_attention_args_t* a) {
+  const int64_t t = c->num_tokens, hq = c->num_heads, hkv = c->num_kv_heads, d = c->head_dim;
+  const int64_t b = c->batch, rows = c->kvstarts[b];
+  CHECK_OK(dynattn_multi_head_attention_args_init(a));
+  a->query = dense(c->query, DYNATTN_DTYPE_F16, 3, SHAPE(t, hq, d));
+  a->key = dense(key, DYNATTN_DTYPE_F16, 3, SHAPE(rows, hkv, d));
+  a->value = dense(value, DYNATTN_DTYPE_F16, 3, SHAPE(rows, hkv, d));
+  a->seqstarts = dense(c->seqstarts, DYNATTN_DTYPE_I64, 1, SHAPE(b + 1));
+  a->kvstarts = dense(c->kvstarts, DYNATTN_DTYPE_I64, 1, SHAPE(b + 1));
+  a->decoding_batches = dense(&c->decoding_batches, DYNATTN_DTYPE_I64, 0, NULL);
+  a->max_seqlen = dense(&c->max_seqlen, DYNATTN_DTYPE_I64, 0, NULL);
+  a->max_kvlen = dense(&c->max_kvlen, DYNATTN_DTYPE_I64, 0, NULL);
+  a->attn_output = dense(c->out, DYNATTN_DTYPE_F16, 3, SHAPE(t, hq, d));
+}
+
+static void test_kvc_then_mha(dynattn_context_t* context) {
+  capi_mhca_case c;
+  mhca_make(&c);
+  capi_mhca_case ref = mhca_clone(&c);
+  const size_t kv_bytes = (size_t)(c.kvstarts[c.batch] * c.num_kv_heads * c.head_dim) * 2;
+  uint16_t *key = xmalloc(kv_bytes), *value = xmalloc(kv_bytes);
+  uint16_t *ref_key = xmalloc(kv_bytes), *ref_value = xmalloc(kv_bytes);
+  dynattn_key_value_cache_attrs_t kvc_attrs;
+  dynattn_key_value_cache_args_t kvc;
+  dynattn_attention_attrs_t attrs;
+  dynattn_multi_head_attention_args_t mha;
+  dynattn_plan_t* plan = NULL;
+  const char* op = NULL;
+  CHECK_OK(dynattn_key_value_cache_attrs_init(&kvc_attrs));
+  CHECK(kvc_attrs.num_repeat == 1 && kvc_attrs.cache.page_size == 128);
+  kvc_attrs.cache.quant_bit = 8;
+  kvc_attrs.cache.quant_group = c.quant_group;
+  kvc_args(&c, key, value, &kvc);
+  CHECK_OK(dynattn_plan_create(&plan));
+  CHECK_OK(dynattn_plan_key_value_cache(&kvc_attrs, &kvc, plan));
+  CHECK_OK(dynattn_run_key_value_cache(plan, &kvc, context));
+  CHECK(capi_cpp_kvc(&ref, ref_key, ref_value) == 0);
+  CHECK(same_bytes(key, ref_key, kv_bytes) && same_bytes(value, ref_value, kv_bytes));
+  CHECK(mhca_same(&c, &ref));
+  CHECK_OK(dynattn_key_value_cache(&kvc_attrs, &kvc, NULL)); /* the same tokens again */
+  CHECK(same_bytes(key, ref_key, kv_bytes) && mhca_same(&c, &ref));
+
+  CHECK_OK(dynattn_attention_attrs_init(&attrs));
+  CHECK(attrs.is_causal && !attrs.is_alibi);
+  attrs.num_heads = c.num_heads;
+  attrs.num_kv_heads = c.num_kv_heads;
+  attrs.head_dim = c.head_dim;
+  mha_args(&c, key, value, &mha);
+  CHECK_OK(dynattn_plan_multi_head_attention(&attrs, &mha, plan));
+  CHECK_OK(dynattn_plan_op(plan, &op));
+  CHECK(op != NULL && strcmp(op, "MultiHeadAttention") == 0);
+  CHECK_OK(dynattn_run_multi_head_attention(plan, &mha, context));
+  CHECK(capi_cpp_mha(&ref, ref_key, ref_value) == 0);
+  CHECK(mhca_same(&c, &ref));
+  memset(c.out, 0, (size_t)(c.num_tokens * c.num_heads * c.head_dim) * 2);
+  CHECK_OK(dynattn_multi_head_attention(&attrs, &mha, NULL));
+  CHECK(mhca_same(&c, &ref));
+  dynattn_plan_destroy(plan);
+  free(key);
+  free(value);
+  free(ref_key);
+  free(ref_value);
+  mhca_free(&c);
+  mhca_free(&ref);
+}
+
 static void test_unified_plan_two_layers(dynattn_context_t* context) {
   capi_unified_case layer[2], ref[2];
   unified_make(&layer[0]);
@@ -483,6 +571,7 @@ static void test_plans(void) {
   CHECK(threads == 2);
   test_mhca_plan_two_layers(context);
   test_unified_plan_two_layers(context);
+  test_kvc_then_mha(context);
   dynattn_context_destroy(context);
 }
 
@@ -640,6 +729,42 @@ static void test_null_handles_and_helpers(void) {
   CHECK(dynattn_half_to_float(dynattn_float_to_half(1.5f)) == 1.5f);
 }
 
+/* Engines' paged caches: the C mirror of the block cache, and its errors. */
+static void test_paged_block_cache(void) {
+  enum { PAGES = 6, PAGE = 4, HKV = 2, D = 16 };
+  static uint16_t key[PAGES * PAGE * HKV * D], value[PAGES * PAGE * HKV * D];
+  const dynattn_tensor_t k = dense(key, DYNATTN_DTYPE_F16, 4, SHAPE(PAGES, PAGE, HKV, D));
+  const dynattn_tensor_t v = dense(value, DYNATTN_DTYPE_F16, 4, SHAPE(PAGES, PAGE, HKV, D));
+  dynattn_cache_format_t format = {0, 8};
+  dynattn_block_cache_t cache;
+  CHECK_OK(
+      dynattn_make_paged_block_cache(&k, &v, NULL, NULL, DYNATTN_PAGE_LAYOUT_NHD, &format, &cache));
+  CHECK(cache.block_size == PAGE && cache.num_blocks == PAGES && cache.cache.num_slots > 0);
+  CHECK(cache.cache.elem == DYNATTN_CACHE_ELEM_F16 && cache.cache.device == DYNATTN_DEVICE_CPU);
+  CHECK(cache.cache.key.data == key && cache.cache.value.data == value);
+  CHECK(cache.cache.num_kv_heads == HKV && cache.cache.head_dim == D);
+  CHECK(cache.cache.key.slot_stride == HKV * D && cache.cache.key.head_stride == D);
+  /* The same memory read head-major: (PAGES, HKV, PAGE, D). */
+  const dynattn_tensor_t k_hnd = dense(key, DYNATTN_DTYPE_F16, 4, SHAPE(PAGES, HKV, PAGE, D));
+  const dynattn_tensor_t v_hnd = dense(value, DYNATTN_DTYPE_F16, 4, SHAPE(PAGES, HKV, PAGE, D));
+  CHECK_OK(dynattn_make_paged_block_cache(&k_hnd, &v_hnd, NULL, NULL, DYNATTN_PAGE_LAYOUT_HND,
+                                          &format, &cache));
+  CHECK(cache.block_size == PAGE && cache.cache.num_kv_heads == HKV);
+  CHECK(cache.cache.key.slot_stride == D && cache.cache.key.head_stride == PAGE * D);
+  memset(&cache, 0x5A, sizeof cache);
+  CHECK_ERROR(
+      dynattn_make_paged_block_cache(&k, &v, NULL, NULL, (dynattn_page_layout_t)7, &format, &cache),
+      DYNATTN_STATUS_INVALID_ARGUMENT, "layout: unknown dynattn_page_layout_t value 7");
+  format.quant_bit = 8; /* needs int8 pages */
+  CHECK_ERROR(
+      dynattn_make_paged_block_cache(&k, &v, NULL, NULL, DYNATTN_PAGE_LAYOUT_NHD, &format, &cache),
+      DYNATTN_STATUS_INVALID_ARGUMENT, "key: must be int8");
+  CHECK_ERROR(dynattn_make_paged_block_cache(&k, NULL, NULL, NULL, DYNATTN_PAGE_LAYOUT_NHD, &format,
+                                             &cache),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "value: must not be null");
+  CHECK(all_bytes(&cache, 0x5A, sizeof cache));
+}
+
 /* The last error is per thread: another thread's failure does not replace this thread's. */
 static int fail_in_thread(void* message_copy) {
   dynattn_plan_create(NULL);
@@ -671,6 +796,7 @@ int main(void) {
   test_plans();
   test_invalid_inputs();
   test_null_handles_and_helpers();
+  test_paged_block_cache();
   test_last_error_is_per_thread();
   printf("c_api: %d checks, %d failed\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;

@@ -51,6 +51,43 @@ int capi_cpp_mhca(const capi_mhca_case* c) {
   return Report(MultiHeadCacheAttention(attrs, a));
 }
 
+int capi_cpp_kvc(const capi_mhca_case* c, uint16_t* key, uint16_t* value) {
+  const int64_t hkv = c->num_kv_heads, d = c->head_dim, rows = c->kvstarts[c->batch];
+  KeyValueCacheArgs a;
+  a.current_key = F16(c->current_key, {c->num_tokens, hkv, d});
+  a.current_value = F16(c->current_value, {c->num_tokens, hkv, d});
+  a.seqstarts = I64(c->seqstarts, {c->batch + 1});
+  a.kvstarts = I64(c->kvstarts, {c->batch + 1});
+  a.cachestarts = I64(c->cachestarts, {c->batch});
+  a.start_pos = I64(c->start_pos, {c->batch});
+  a.max_seqlen = I64(&c->max_seqlen, {});
+  a.max_kvlen = I64(&c->max_kvlen, {});
+  a.cache = TensorView::Dense(c->cache, DType::kI8, {c->num_slots, 1, 2, hkv, d});
+  a.scale = F16(c->scale, {c->num_slots, 1, 2, hkv, d / c->quant_group});
+  a.key = F16(key, {rows, hkv, d});
+  a.value = F16(value, {rows, hkv, d});
+  KeyValueCacheAttrs attrs;
+  attrs.cache.quant_bit = 8;
+  attrs.cache.quant_group = c->quant_group;
+  return Report(KeyValueCache(attrs, a));
+}
+
+int capi_cpp_mha(const capi_mhca_case* c, const uint16_t* key, const uint16_t* value) {
+  const int64_t t = c->num_tokens, hq = c->num_heads, hkv = c->num_kv_heads, d = c->head_dim;
+  const int64_t rows = c->kvstarts[c->batch];
+  MultiHeadAttentionArgs a;
+  a.query = F16(c->query, {t, hq, d});
+  a.key = F16(key, {rows, hkv, d});
+  a.value = F16(value, {rows, hkv, d});
+  a.seqstarts = I64(c->seqstarts, {c->batch + 1});
+  a.kvstarts = I64(c->kvstarts, {c->batch + 1});
+  a.decoding_batches = I64(&c->decoding_batches, {});
+  a.max_seqlen = I64(&c->max_seqlen, {});
+  a.max_kvlen = I64(&c->max_kvlen, {});
+  a.attn_output = F16(c->out, {t, hq, d});
+  return Report(MultiHeadAttention({c->num_heads, c->num_kv_heads, c->head_dim, true, false}, a));
+}
+
 int capi_cpp_unified(const capi_unified_case* c) {
   const int64_t t = c->num_tokens, hq = c->num_heads, hkv = c->num_kv_heads, d = c->head_dim;
   const int64_t slots = c->num_blocks * c->block_size;

@@ -47,6 +47,12 @@ typedef struct capi_unified_case {
 
 /** dynattn::MultiHeadCacheAttention on the case; 0 on success, else prints the message. */
 int capi_cpp_mhca(const capi_mhca_case* c);
+/** dynattn::KeyValueCache on the case's new tokens, cache and scales (num_repeat 1): gathers
+ *  every context into key and value, (kvstarts[batch], Hkv, D) fp16 each; 0 on success. */
+int capi_cpp_kvc(const capi_mhca_case* c, uint16_t* key, uint16_t* value);
+/** dynattn::MultiHeadAttention of the case's query over key and value as capi_cpp_kvc gives
+ *  them, into c->out; 0 on success. */
+int capi_cpp_mha(const capi_mhca_case* c, const uint16_t* key, const uint16_t* value);
 /** dynattn::UnifiedAttention on the case (lse too); 0 on success. */
 int capi_cpp_unified(const capi_unified_case* c);
 /** dynattn::MergeStates, normalised form: K parts of (T, H, D); 0 on success. */
