@@ -1,9 +1,10 @@
 /* Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
  *
- * The C API, from C (C11): random fp16 steps over int8 caches give the same bits as the same
- * calls through the C++ API (c_api_test_cpp.cc); plans run on two layers; merge_states; and the
- * error paths: codes, messages naming the input, poisoned outputs left untouched, null handles,
- * the per-thread last error. The base seed is printed; DYNATTN_TEST_SEED=N replays a run.
+ * The C API, from C (C11): random fp16 steps over int8 caches (MultiHeadCacheAttention,
+ * KeyValueCache, MultiHeadAttention, UnifiedAttention; one-shot and planned, on two layers) and
+ * MergeStates give the same bits as the same calls through the C++ API (c_api_test_cpp.cc); and
+ * the error paths: codes, messages naming the input, poisoned outputs left untouched, null
+ * handles, the per-thread last error. The base seed is printed; DYNATTN_TEST_SEED=N replays it.
  */
 
 #include "dynattn/c_api.h"
