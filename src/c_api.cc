@@ -1,0 +1,955 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The C API (dynattn/c_api.h): each function checks what only C can get wrong (null pointers,
+// ranks, enum values), translates its structs to the C++ API's and calls it. No exception leaves
+// this file; the message of the last failure is kept per thread.
+
+#include "dynattn/c_api.h"
+
+#include <cstring>
+#include <exception>
+#include <initializer_list>
+#include <new>
+#include <string>
+
+#include "dynattn/dynattn.h"
+#include "dynattn/version.h"
+
+struct dynattn_context_t {
+  explicit dynattn_context_t(const dynattn::ContextOptions& options) : context(options) {}
+  dynattn::Context context;
+};
+
+struct dynattn_plan_t {
+  dynattn::Plan plan;
+};
+
+namespace dynattn {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The last error of this thread, and the boundary no exception crosses.
+
+thread_local std::string tls_message;
+thread_local const char* tls_fallback = nullptr;  // set when the message itself could not be kept
+
+void Record(const char* first, const char* second = "") noexcept {
+  try {
+    tls_message.assign(first);
+    tls_message.append(second);
+    tls_fallback = nullptr;
+  } catch (...) {
+    tls_fallback = "out of memory (while recording an error message)";
+  }
+}
+
+static_assert(DYNATTN_STATUS_INVALID_ARGUMENT == static_cast<int>(StatusCode::kInvalidArgument));
+static_assert(DYNATTN_STATUS_UNSUPPORTED == static_cast<int>(StatusCode::kUnsupported));
+static_assert(DYNATTN_STATUS_INTERNAL == static_cast<int>(StatusCode::kInternal));
+static_assert(DYNATTN_STATUS_DEVICE_ERROR == static_cast<int>(StatusCode::kDeviceError));
+
+dynattn_status_t Finish(const Status& status) noexcept {
+  Record(status.message().c_str());
+  return static_cast<dynattn_status_t>(status.code());
+}
+
+// Runs `body` (returning a Status), recording its message; exceptions become codes.
+template <typename Body>
+dynattn_status_t Guard(Body&& body) noexcept {
+  try {
+    return Finish(body());
+  } catch (const std::bad_alloc&) {
+    Record("out of memory");
+    return DYNATTN_STATUS_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    Record("internal error: unexpected exception: ", e.what());
+  } catch (...) {
+    Record("internal error: unexpected exception of unknown type");
+  }
+  return DYNATTN_STATUS_INTERNAL;
+}
+
+Status NotNull(const void* pointer, const char* name) {
+  return pointer != nullptr ? Status::Ok() : Status::Invalid(name, "must not be null");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Enums: the C values are the C++ enumerators' (checked here), read as int so that an unknown
+// value is never loaded as an enum.
+
+static_assert(DYNATTN_DTYPE_F32 == static_cast<int>(DType::kF32));
+static_assert(DYNATTN_DTYPE_F16 == static_cast<int>(DType::kF16));
+static_assert(DYNATTN_DTYPE_I8 == static_cast<int>(DType::kI8));
+static_assert(DYNATTN_DTYPE_I64 == static_cast<int>(DType::kI64));
+static_assert(DYNATTN_DTYPE_I32 == static_cast<int>(DType::kI32));
+static_assert(DYNATTN_DEVICE_CPU == static_cast<int>(Device::kCpu));
+static_assert(DYNATTN_DEVICE_CUDA == static_cast<int>(Device::kCuda));
+static_assert(DYNATTN_CACHE_ELEM_F32 == static_cast<int>(CacheElem::kF32));
+static_assert(DYNATTN_CACHE_ELEM_F16 == static_cast<int>(CacheElem::kF16));
+static_assert(DYNATTN_CACHE_ELEM_I8 == static_cast<int>(CacheElem::kInt8));
+static_assert(DYNATTN_CACHE_ELEM_I4 == static_cast<int>(CacheElem::kInt4));
+static_assert(DYNATTN_SCALE_TYPE_F16 == static_cast<int>(ScaleType::kF16));
+static_assert(DYNATTN_SCALE_TYPE_F32 == static_cast<int>(ScaleType::kF32));
+static_assert(DYNATTN_PAGE_LAYOUT_NHD == static_cast<int>(PageLayout::kNHD));
+static_assert(DYNATTN_PAGE_LAYOUT_HND == static_cast<int>(PageLayout::kHND));
+
+template <typename CEnum>
+int RawValue(const CEnum& value) {
+  static_assert(sizeof(CEnum) == sizeof(int), "C enums are int-sized");
+  int raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
+
+// `out` = the C++ enumerator of `value`, one of `count` (0..count-1).
+template <typename CppEnum, typename CEnum>
+Status ToEnum(const CEnum& value, int count, const std::string& name, const char* type,
+              CppEnum* out) {
+  const int raw = RawValue(value);
+  if (raw < 0 || raw >= count) {
+    return Status::Invalid(name, "unknown " + std::string(type) + " value " + std::to_string(raw));
+  }
+  *out = static_cast<CppEnum>(raw);
+  return Status::Ok();
+}
+
+template <typename CEnum, typename CppEnum>
+CEnum FromEnum(CppEnum value) {
+  return static_cast<CEnum>(static_cast<int>(value));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensors.
+
+Status ToTensor(const dynattn_tensor_t& in, const std::string& name, TensorView* out) {
+  if (in.rank == -1) {
+    *out = TensorView();
+    return Status::Ok();
+  }
+  if (in.rank < -1 || in.rank > kMaxRank) {
+    return Status::Invalid(
+        name, "rank " + std::to_string(in.rank) + " is out of range [-1, 6] (-1: absent)");
+  }
+  TensorView view;
+  DYNATTN_RETURN_IF_ERROR(ToEnum(in.dtype, 5, name + ".dtype", "dynattn_dtype_t", &view.dtype));
+  DYNATTN_RETURN_IF_ERROR(ToEnum(in.device, 2, name + ".device", "dynattn_device_t", &view.device));
+  view.data = in.data;
+  view.rank = in.rank;
+  for (int i = 0; i < in.rank; ++i) {
+    view.shape[i] = in.shape[i];
+    view.strides[i] = in.strides[i];
+  }
+  *out = view;
+  return Status::Ok();
+}
+
+// A tensor given by pointer: null reads as absent.
+Status ToOptionalTensor(const dynattn_tensor_t* in, const char* name, TensorView* out) {
+  if (in == nullptr) {
+    *out = TensorView();
+    return Status::Ok();
+  }
+  return ToTensor(*in, name, out);
+}
+
+void MakeAbsent(dynattn_tensor_t* tensor) {
+  std::memset(tensor, 0, sizeof *tensor);
+  tensor->rank = -1;
+}
+
+struct TensorField {
+  const char* name;
+  const dynattn_tensor_t* in;
+  TensorView* out;
+};
+
+Status ToTensors(std::initializer_list<TensorField> fields) {
+  for (const TensorField& field : fields) {
+    DYNATTN_RETURN_IF_ERROR(ToTensor(*field.in, field.name, field.out));
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Caches.
+
+CachePlane ToPlane(const dynattn_cache_plane_t& in) {
+  CachePlane plane;
+  plane.data = in.data;
+  plane.slot_stride = in.slot_stride;
+  plane.head_stride = in.head_stride;
+  plane.scale = in.scale;
+  plane.scale_slot_stride = in.scale_slot_stride;
+  plane.scale_head_stride = in.scale_head_stride;
+  return plane;
+}
+
+dynattn_cache_plane_t FromPlane(const CachePlane& in) {
+  dynattn_cache_plane_t plane;
+  plane.data = in.data;
+  plane.slot_stride = in.slot_stride;
+  plane.head_stride = in.head_stride;
+  plane.scale = in.scale;
+  plane.scale_slot_stride = in.scale_slot_stride;
+  plane.scale_head_stride = in.scale_head_stride;
+  return plane;
+}
+
+Status ToCacheDesc(const dynattn_cache_desc_t& in, const std::string& name, CacheDesc* out) {
+  CacheDesc desc;
+  DYNATTN_RETURN_IF_ERROR(ToEnum(in.elem, 4, name + ".elem", "dynattn_cache_elem_t", &desc.elem));
+  DYNATTN_RETURN_IF_ERROR(
+      ToEnum(in.scale_type, 2, name + ".scale_type", "dynattn_scale_type_t", &desc.scale_type));
+  DYNATTN_RETURN_IF_ERROR(ToEnum(in.device, 2, name + ".device", "dynattn_device_t", &desc.device));
+  desc.quant_group = in.quant_group;
+  desc.num_kv_heads = in.num_kv_heads;
+  desc.head_dim = in.head_dim;
+  desc.num_slots = in.num_slots;
+  desc.key = ToPlane(in.key);
+  desc.value = ToPlane(in.value);
+  *out = desc;
+  return Status::Ok();
+}
+
+dynattn_cache_desc_t FromCacheDesc(const CacheDesc& in) {
+  dynattn_cache_desc_t desc;
+  desc.elem = FromEnum<dynattn_cache_elem_t>(in.elem);
+  desc.scale_type = FromEnum<dynattn_scale_type_t>(in.scale_type);
+  desc.quant_group = in.quant_group;
+  desc.num_kv_heads = in.num_kv_heads;
+  desc.head_dim = in.head_dim;
+  desc.num_slots = in.num_slots;
+  desc.key = FromPlane(in.key);
+  desc.value = FromPlane(in.value);
+  desc.device = FromEnum<dynattn_device_t>(in.device);
+  return desc;
+}
+
+Status ToBlockCache(const dynattn_block_cache_t& in, BlockCache* out) {
+  BlockCache cache;
+  DYNATTN_RETURN_IF_ERROR(ToCacheDesc(in.cache, "cache", &cache.cache));
+  cache.block_size = in.block_size;
+  cache.block_stride = in.block_stride;
+  cache.num_blocks = in.num_blocks;
+  *out = cache;
+  return Status::Ok();
+}
+
+dynattn_block_cache_t FromBlockCache(const BlockCache& in) {
+  dynattn_block_cache_t cache;
+  cache.cache = FromCacheDesc(in.cache);
+  cache.block_size = in.block_size;
+  cache.block_stride = in.block_stride;
+  cache.num_blocks = in.num_blocks;
+  return cache;
+}
+
+CacheAttrs ToCacheAttrs(const dynattn_cache_attrs_t& in) {
+  CacheAttrs attrs;
+  attrs.num_layer = in.num_layer;
+  attrs.layer_idx = in.layer_idx;
+  attrs.quant_bit = in.quant_bit;
+  attrs.quant_group = in.quant_group;
+  attrs.cache_mode = in.cache_mode;
+  attrs.cache_layout = in.cache_layout;
+  attrs.page_size = in.page_size;
+  return attrs;
+}
+
+dynattn_cache_attrs_t FromCacheAttrs(const CacheAttrs& in) {
+  dynattn_cache_attrs_t attrs;
+  attrs.num_layer = in.num_layer;
+  attrs.layer_idx = in.layer_idx;
+  attrs.quant_bit = in.quant_bit;
+  attrs.quant_group = in.quant_group;
+  attrs.cache_mode = in.cache_mode;
+  attrs.cache_layout = in.cache_layout;
+  attrs.page_size = in.page_size;
+  return attrs;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attributes and options.
+
+AttentionAttrs ToAttentionAttrs(const dynattn_attention_attrs_t& in) {
+  AttentionAttrs attrs;
+  attrs.num_heads = in.num_heads;
+  attrs.num_kv_heads = in.num_kv_heads;
+  attrs.head_dim = in.head_dim;
+  attrs.is_causal = in.is_causal;
+  attrs.is_alibi = in.is_alibi;
+  return attrs;
+}
+
+dynattn_attention_attrs_t FromAttentionAttrs(const AttentionAttrs& in) {
+  dynattn_attention_attrs_t attrs;
+  attrs.num_heads = in.num_heads;
+  attrs.num_kv_heads = in.num_kv_heads;
+  attrs.head_dim = in.head_dim;
+  attrs.is_causal = in.is_causal;
+  attrs.is_alibi = in.is_alibi;
+  return attrs;
+}
+
+Status ToAttrs(const dynattn_attention_attrs_t* in, AttentionAttrs* out) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(in, "attrs"));
+  *out = ToAttentionAttrs(*in);
+  return Status::Ok();
+}
+
+Status ToAttrs(const dynattn_key_value_cache_attrs_t* in, KeyValueCacheAttrs* out) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(in, "attrs"));
+  out->cache = ToCacheAttrs(in->cache);
+  out->num_repeat = in->num_repeat;
+  return Status::Ok();
+}
+
+Status ToAttrs(const dynattn_multi_head_cache_attention_attrs_t* in,
+               MultiHeadCacheAttentionAttrs* out) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(in, "attrs"));
+  out->attention = ToAttentionAttrs(in->attention);
+  out->cache = ToCacheAttrs(in->cache);
+  return Status::Ok();
+}
+
+Status ToAttrs(const dynattn_unified_attention_attrs_t* in, UnifiedAttentionAttrs* out) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(in, "attrs"));
+  out->num_heads = in->num_heads;
+  out->num_kv_heads = in->num_kv_heads;
+  out->head_dim = in->head_dim;
+  out->is_alibi = in->is_alibi;
+  return Status::Ok();
+}
+
+// Null options: the defaults.
+RunOptions ToRunOptions(const dynattn_run_options_t* in) {
+  RunOptions options;
+  if (in != nullptr) options.num_threads = in->num_threads;
+  return options;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments. Each call's C++ args, with the storage their pointers refer to.
+
+struct KeyValueCacheCall {
+  KeyValueCacheArgs args;
+  CacheDesc desc;
+};
+
+struct MultiHeadCacheAttentionCall {
+  MultiHeadCacheAttentionArgs args;
+  CacheDesc desc;
+};
+
+struct UnifiedAttentionCall {
+  UnifiedAttentionArgs args;
+  BlockCache cache;
+};
+
+// `*desc_out` and `*pointer_out` from an optional C descriptor.
+Status ToOptionalDesc(const dynattn_cache_desc_t* in, CacheDesc* desc_out,
+                      const CacheDesc** pointer_out) {
+  if (in == nullptr) return Status::Ok();
+  DYNATTN_RETURN_IF_ERROR(ToCacheDesc(*in, "cache_desc", desc_out));
+  *pointer_out = desc_out;
+  return Status::Ok();
+}
+
+Status ToArgs(const dynattn_key_value_cache_args_t* in, KeyValueCacheCall* out) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
+  KeyValueCacheArgs& a = out->args;
+  DYNATTN_RETURN_IF_ERROR(ToTensors({{"current_key", &in->current_key, &a.current_key},
+                                     {"current_value", &in->current_value, &a.current_value},
+                                     {"seqstarts", &in->seqstarts, &a.seqstarts},
+                                     {"kvstarts", &in->kvstarts, &a.kvstarts},
+                                     {"cachestarts", &in->cachestarts, &a.cachestarts},
+                                     {"start_pos", &in->start_pos, &a.start_pos},
+                                     {"max_seqlen", &in->max_seqlen, &a.max_seqlen},
+                                     {"max_kvlen", &in->max_kvlen, &a.max_kvlen},
+                                     {"cache", &in->cache, &a.cache},
+                                     {"scale", &in->scale, &a.scale},
+                                     {"key", &in->key, &a.key},
+                                     {"value", &in->value, &a.value}}));
+  return ToOptionalDesc(in->cache_desc, &out->desc, &a.cache_desc);
+}
+
+Status ToArgs(const dynattn_multi_head_attention_args_t* in, MultiHeadAttentionArgs* out) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
+  return ToTensors({{"query", &in->query, &out->query},
+                    {"key", &in->key, &out->key},
+                    {"value", &in->value, &out->value},
+                    {"seqstarts", &in->seqstarts, &out->seqstarts},
+                    {"kvstarts", &in->kvstarts, &out->kvstarts},
+                    {"decoding_batches", &in->decoding_batches, &out->decoding_batches},
+                    {"max_seqlen", &in->max_seqlen, &out->max_seqlen},
+                    {"max_kvlen", &in->max_kvlen, &out->max_kvlen},
+                    {"attn_mask", &in->attn_mask, &out->attn_mask},
+                    {"attn_output", &in->attn_output, &out->attn_output}});
+}
+
+Status ToArgs(const dynattn_multi_head_cache_attention_args_t* in,
+              MultiHeadCacheAttentionCall* out) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
+  MultiHeadCacheAttentionArgs& a = out->args;
+  DYNATTN_RETURN_IF_ERROR(
+      ToTensors({{"query", &in->query, &a.query},
+                 {"current_key", &in->current_key, &a.current_key},
+                 {"current_value", &in->current_value, &a.current_value},
+                 {"seqstarts", &in->seqstarts, &a.seqstarts},
+                 {"kvstarts", &in->kvstarts, &a.kvstarts},
+                 {"cachestarts", &in->cachestarts, &a.cachestarts},
+                 {"start_pos", &in->start_pos, &a.start_pos},
+                 {"decoding_batches", &in->decoding_batches, &a.decoding_batches},
+                 {"max_seqlen", &in->max_seqlen, &a.max_seqlen},
+                 {"max_kvlen", &in->max_kvlen, &a.max_kvlen},
+                 {"cache", &in->cache, &a.cache},
+                 {"scale", &in->scale, &a.scale},
+                 {"attn_mask", &in->attn_mask, &a.attn_mask},
+                 {"attn_output", &in->attn_output, &a.attn_output}}));
+  return ToOptionalDesc(in->cache_desc, &out->desc, &a.cache_desc);
+}
+
+Status ToArgs(const dynattn_unified_attention_args_t* in, UnifiedAttentionCall* out) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
+  UnifiedAttentionArgs& a = out->args;
+  DYNATTN_RETURN_IF_ERROR(ToTensors({{"query", &in->query, &a.query},
+                                     {"current_key", &in->current_key, &a.current_key},
+                                     {"current_value", &in->current_value, &a.current_value},
+                                     {"query_start_loc", &in->query_start_loc, &a.query_start_loc},
+                                     {"context_lens", &in->context_lens, &a.context_lens},
+                                     {"block_table", &in->block_table, &a.block_table},
+                                     {"attn_output", &in->attn_output, &a.attn_output},
+                                     {"lse", &in->lse, &a.lse}}));
+  DYNATTN_RETURN_IF_ERROR(NotNull(in->cache, "cache"));
+  DYNATTN_RETURN_IF_ERROR(ToBlockCache(*in->cache, &out->cache));
+  a.cache = &out->cache;
+  return Status::Ok();
+}
+
+Status ToArgs(const dynattn_merge_states_args_t* in, MergeStatesArgs* out) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
+  return ToTensors({{"out", &in->out, &out->out},
+                    {"lse", &in->lse, &out->lse},
+                    {"acc", &in->acc, &out->acc},
+                    {"max", &in->max, &out->max},
+                    {"sum", &in->sum, &out->sum},
+                    {"merged_out", &in->merged_out, &out->merged_out},
+                    {"merged_lse", &in->merged_lse, &out->merged_lse}});
+}
+
+void FromSummary(const UnifiedStepSummary& in, dynattn_unified_step_summary_t* out) {
+  std::memset(out->phase, 0, sizeof out->phase);
+  in.phase.copy(out->phase, sizeof out->phase - 1);
+  out->query_len = in.query_len;
+  out->num_shared_blocks = in.num_shared_blocks;
+  out->num_unique_blocks = in.num_unique_blocks;
+  out->num_logits = in.num_logits;
+  out->num_work_items = in.num_work_items;
+  out->cache_bytes_read = in.cache_bytes_read;
+}
+
+// Fills `*out` (checked non-null, named `name`) with `value`.
+template <typename T>
+dynattn_status_t Init(T* out, const char* name, const T& value) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, name));
+    *out = value;
+    return Status::Ok();
+  });
+}
+
+// Runs `call(plan)` on a checked plan handle.
+template <typename Call>
+dynattn_status_t WithPlan(const dynattn_plan_t* plan, Call&& call) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
+    return call(plan->plan);
+  });
+}
+
+}  // namespace
+}  // namespace dynattn
+
+using namespace dynattn;  // NOLINT: this file is the C boundary of namespace dynattn
+
+// -----------------------------------------------------------------------------------------------
+// Status, version, machine.
+
+const char* dynattn_last_error_message(void) {
+  return tls_fallback != nullptr ? tls_fallback : tls_message.c_str();
+}
+
+const char* dynattn_status_name(dynattn_status_t status) {
+  switch (RawValue(status)) {
+    case DYNATTN_STATUS_OK:
+      return "OK";
+    case DYNATTN_STATUS_INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case DYNATTN_STATUS_UNSUPPORTED:
+      return "UNSUPPORTED";
+    case DYNATTN_STATUS_INTERNAL:
+      return "INTERNAL";
+    case DYNATTN_STATUS_DEVICE_ERROR:
+      return "DEVICE_ERROR";
+    case DYNATTN_STATUS_OUT_OF_MEMORY:
+      return "OUT_OF_MEMORY";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+const char* dynattn_version(void) { return DYNATTN_VERSION; }
+
+const char* dynattn_cpu_target_name(void) { return CpuTargetName(); }
+
+uint16_t dynattn_float_to_half(float value) { return FloatToHalf(value); }
+
+float dynattn_half_to_float(uint16_t half) { return HalfToFloat(half); }
+
+// -----------------------------------------------------------------------------------------------
+// Tensors.
+
+dynattn_status_t dynattn_tensor_dense(const void* data, dynattn_dtype_t dtype, int rank,
+                                      const int64_t* shape, dynattn_device_t device,
+                                      dynattn_tensor_t* out) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    if (rank < 0 || rank > kMaxRank) {
+      return Status::Invalid("rank", std::to_string(rank) + " is out of range [0, 6]");
+    }
+    if (rank > 0) DYNATTN_RETURN_IF_ERROR(NotNull(shape, "shape"));
+    DType cpp_dtype = DType::kF32;
+    Device cpp_device = Device::kCpu;
+    DYNATTN_RETURN_IF_ERROR(ToEnum(dtype, 5, "dtype", "dynattn_dtype_t", &cpp_dtype));
+    DYNATTN_RETURN_IF_ERROR(ToEnum(device, 2, "device", "dynattn_device_t", &cpp_device));
+    const TensorView view = TensorView::Dense(data, cpp_dtype, rank, shape, cpp_device);
+    dynattn_tensor_t tensor;
+    MakeAbsent(&tensor);
+    tensor.data = view.data;
+    tensor.dtype = dtype;
+    tensor.rank = view.rank;
+    std::memcpy(tensor.shape, view.shape, sizeof tensor.shape);
+    std::memcpy(tensor.strides, view.strides, sizeof tensor.strides);
+    tensor.device = device;
+    *out = tensor;
+    return Status::Ok();
+  });
+}
+
+dynattn_status_t dynattn_tensor_absent(dynattn_tensor_t* tensor) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(tensor, "tensor"));
+    MakeAbsent(tensor);
+    return Status::Ok();
+  });
+}
+
+// -----------------------------------------------------------------------------------------------
+// Caches.
+
+dynattn_status_t dynattn_cache_attrs_init(dynattn_cache_attrs_t* attrs) {
+  return Init(attrs, "attrs", FromCacheAttrs(CacheAttrs()));
+}
+
+dynattn_status_t dynattn_make_pmx_cache_desc(const dynattn_tensor_t* cache,
+                                             const dynattn_tensor_t* scale,
+                                             const dynattn_cache_attrs_t* attrs, int num_kv_heads,
+                                             int head_dim, dynattn_cache_desc_t* out) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(cache, "cache"));
+    DYNATTN_RETURN_IF_ERROR(NotNull(attrs, "attrs"));
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    TensorView cache_view, scale_view;
+    DYNATTN_RETURN_IF_ERROR(ToTensor(*cache, "cache", &cache_view));
+    DYNATTN_RETURN_IF_ERROR(ToOptionalTensor(scale, "scale", &scale_view));
+    CacheDesc desc;
+    DYNATTN_RETURN_IF_ERROR(MakePmxCacheDesc(cache_view, scale_view, ToCacheAttrs(*attrs),
+                                             num_kv_heads, head_dim, &desc));
+    *out = FromCacheDesc(desc);
+    return Status::Ok();
+  });
+}
+
+dynattn_status_t dynattn_make_pmx_block_cache(const dynattn_tensor_t* cache,
+                                              const dynattn_tensor_t* scale,
+                                              const dynattn_cache_attrs_t* attrs, int num_kv_heads,
+                                              int head_dim, int block_size,
+                                              dynattn_block_cache_t* out) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(cache, "cache"));
+    DYNATTN_RETURN_IF_ERROR(NotNull(attrs, "attrs"));
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    TensorView cache_view, scale_view;
+    DYNATTN_RETURN_IF_ERROR(ToTensor(*cache, "cache", &cache_view));
+    DYNATTN_RETURN_IF_ERROR(ToOptionalTensor(scale, "scale", &scale_view));
+    BlockCache block_cache;
+    DYNATTN_RETURN_IF_ERROR(MakePmxBlockCache(cache_view, scale_view, ToCacheAttrs(*attrs),
+                                              num_kv_heads, head_dim, block_size, &block_cache));
+    *out = FromBlockCache(block_cache);
+    return Status::Ok();
+  });
+}
+
+dynattn_status_t dynattn_make_paged_block_cache(
+    const dynattn_tensor_t* key, const dynattn_tensor_t* value, const dynattn_tensor_t* key_scale,
+    const dynattn_tensor_t* value_scale, dynattn_page_layout_t layout,
+    const dynattn_cache_format_t* format, dynattn_block_cache_t* out) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(key, "key"));
+    DYNATTN_RETURN_IF_ERROR(NotNull(value, "value"));
+    DYNATTN_RETURN_IF_ERROR(NotNull(format, "format"));
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    TensorView k, v, ks, vs;
+    DYNATTN_RETURN_IF_ERROR(ToTensor(*key, "key", &k));
+    DYNATTN_RETURN_IF_ERROR(ToTensor(*value, "value", &v));
+    DYNATTN_RETURN_IF_ERROR(ToOptionalTensor(key_scale, "key_scale", &ks));
+    DYNATTN_RETURN_IF_ERROR(ToOptionalTensor(value_scale, "value_scale", &vs));
+    PageLayout cpp_layout = PageLayout::kNHD;
+    DYNATTN_RETURN_IF_ERROR(ToEnum(layout, 2, "layout", "dynattn_page_layout_t", &cpp_layout));
+    CacheFormat cpp_format;
+    cpp_format.quant_bit = format->quant_bit;
+    cpp_format.quant_group = format->quant_group;
+    BlockCache block_cache;
+    DYNATTN_RETURN_IF_ERROR(
+        MakePagedBlockCache(k, v, ks, vs, cpp_layout, cpp_format, &block_cache));
+    *out = FromBlockCache(block_cache);
+    return Status::Ok();
+  });
+}
+
+// -----------------------------------------------------------------------------------------------
+// Defaults.
+
+dynattn_status_t dynattn_run_options_init(dynattn_run_options_t* options) {
+  dynattn_run_options_t value;
+  value.num_threads = RunOptions().num_threads;
+  return Init(options, "options", value);
+}
+
+dynattn_status_t dynattn_attention_attrs_init(dynattn_attention_attrs_t* attrs) {
+  return Init(attrs, "attrs", FromAttentionAttrs(AttentionAttrs()));
+}
+
+dynattn_status_t dynattn_key_value_cache_attrs_init(dynattn_key_value_cache_attrs_t* attrs) {
+  const KeyValueCacheAttrs defaults;
+  dynattn_key_value_cache_attrs_t value;
+  value.cache = FromCacheAttrs(defaults.cache);
+  value.num_repeat = defaults.num_repeat;
+  return Init(attrs, "attrs", value);
+}
+
+dynattn_status_t dynattn_multi_head_cache_attention_attrs_init(
+    dynattn_multi_head_cache_attention_attrs_t* attrs) {
+  const MultiHeadCacheAttentionAttrs defaults;
+  dynattn_multi_head_cache_attention_attrs_t value;
+  value.attention = FromAttentionAttrs(defaults.attention);
+  value.cache = FromCacheAttrs(defaults.cache);
+  return Init(attrs, "attrs", value);
+}
+
+dynattn_status_t dynattn_unified_attention_attrs_init(dynattn_unified_attention_attrs_t* attrs) {
+  const UnifiedAttentionAttrs defaults;
+  dynattn_unified_attention_attrs_t value;
+  value.num_heads = defaults.num_heads;
+  value.num_kv_heads = defaults.num_kv_heads;
+  value.head_dim = defaults.head_dim;
+  value.is_alibi = defaults.is_alibi;
+  return Init(attrs, "attrs", value);
+}
+
+// An args struct with every tensor absent: each C args struct is tensors and pointers only, so
+// it is zeroed, then each tensor is marked absent.
+#define DYNATTN_C_ARGS_INIT(type, ...)                                    \
+  dynattn_status_t type##_init(type##_t* args) {                          \
+    return Guard([&]() -> Status {                                        \
+      DYNATTN_RETURN_IF_ERROR(NotNull(args, "args"));                     \
+      std::memset(args, 0, sizeof *args);                                 \
+      for (dynattn_tensor_t * tensor : {__VA_ARGS__}) MakeAbsent(tensor); \
+      return Status::Ok();                                                \
+    });                                                                   \
+  }
+
+DYNATTN_C_ARGS_INIT(dynattn_key_value_cache_args, &args->current_key, &args->current_value,
+                    &args->seqstarts, &args->kvstarts, &args->cachestarts, &args->start_pos,
+                    &args->max_seqlen, &args->max_kvlen, &args->cache, &args->scale, &args->key,
+                    &args->value)
+DYNATTN_C_ARGS_INIT(dynattn_multi_head_attention_args, &args->query, &args->key, &args->value,
+                    &args->seqstarts, &args->kvstarts, &args->decoding_batches, &args->max_seqlen,
+                    &args->max_kvlen, &args->attn_mask, &args->attn_output)
+DYNATTN_C_ARGS_INIT(dynattn_multi_head_cache_attention_args, &args->query, &args->current_key,
+                    &args->current_value, &args->seqstarts, &args->kvstarts, &args->cachestarts,
+                    &args->start_pos, &args->decoding_batches, &args->max_seqlen, &args->max_kvlen,
+                    &args->cache, &args->scale, &args->attn_mask, &args->attn_output)
+DYNATTN_C_ARGS_INIT(dynattn_unified_attention_args, &args->query, &args->current_key,
+                    &args->current_value, &args->query_start_loc, &args->context_lens,
+                    &args->block_table, &args->attn_output, &args->lse)
+DYNATTN_C_ARGS_INIT(dynattn_merge_states_args, &args->out, &args->lse, &args->acc, &args->max,
+                    &args->sum, &args->merged_out, &args->merged_lse)
+
+#undef DYNATTN_C_ARGS_INIT
+
+// -----------------------------------------------------------------------------------------------
+// One-shot ops.
+
+dynattn_status_t dynattn_key_value_cache(const dynattn_key_value_cache_attrs_t* attrs,
+                                         const dynattn_key_value_cache_args_t* args,
+                                         const dynattn_run_options_t* options) {
+  return Guard([&]() -> Status {
+    KeyValueCacheAttrs cpp_attrs;
+    KeyValueCacheCall call;
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return KeyValueCache(cpp_attrs, call.args, ToRunOptions(options));
+  });
+}
+
+dynattn_status_t dynattn_multi_head_attention(const dynattn_attention_attrs_t* attrs,
+                                              const dynattn_multi_head_attention_args_t* args,
+                                              const dynattn_run_options_t* options) {
+  return Guard([&]() -> Status {
+    AttentionAttrs cpp_attrs;
+    MultiHeadAttentionArgs cpp_args;
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &cpp_args));
+    return MultiHeadAttention(cpp_attrs, cpp_args, ToRunOptions(options));
+  });
+}
+
+dynattn_status_t dynattn_multi_head_cache_attention(
+    const dynattn_multi_head_cache_attention_attrs_t* attrs,
+    const dynattn_multi_head_cache_attention_args_t* args, const dynattn_run_options_t* options) {
+  return Guard([&]() -> Status {
+    MultiHeadCacheAttentionAttrs cpp_attrs;
+    MultiHeadCacheAttentionCall call;
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return MultiHeadCacheAttention(cpp_attrs, call.args, ToRunOptions(options));
+  });
+}
+
+dynattn_status_t dynattn_unified_attention(const dynattn_unified_attention_attrs_t* attrs,
+                                           const dynattn_unified_attention_args_t* args,
+                                           const dynattn_run_options_t* options) {
+  return Guard([&]() -> Status {
+    UnifiedAttentionAttrs cpp_attrs;
+    UnifiedAttentionCall call;
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return UnifiedAttention(cpp_attrs, call.args, ToRunOptions(options));
+  });
+}
+
+dynattn_status_t dynattn_describe_unified_step(const dynattn_unified_attention_attrs_t* attrs,
+                                               const dynattn_unified_attention_args_t* args,
+                                               dynattn_unified_step_summary_t* summary) {
+  return Guard([&]() -> Status {
+    UnifiedAttentionAttrs cpp_attrs;
+    UnifiedAttentionCall call;
+    UnifiedStepSummary cpp_summary;
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    DYNATTN_RETURN_IF_ERROR(NotNull(summary, "summary"));
+    DYNATTN_RETURN_IF_ERROR(DescribeUnifiedStep(cpp_attrs, call.args, &cpp_summary));
+    FromSummary(cpp_summary, summary);
+    return Status::Ok();
+  });
+}
+
+dynattn_status_t dynattn_merge_states(const dynattn_merge_states_args_t* args,
+                                      const dynattn_run_options_t* options) {
+  return Guard([&]() -> Status {
+    MergeStatesArgs cpp_args;
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &cpp_args));
+    return MergeStates(cpp_args, ToRunOptions(options));
+  });
+}
+
+// -----------------------------------------------------------------------------------------------
+// Contexts.
+
+dynattn_status_t dynattn_context_options_init(dynattn_context_options_t* options) {
+  const ContextOptions defaults;
+  dynattn_context_options_t value;
+  value.num_threads = defaults.num_threads;
+  value.cuda_stream = defaults.cuda_stream;
+  return Init(options, "options", value);
+}
+
+dynattn_status_t dynattn_context_create(const dynattn_context_options_t* options,
+                                        dynattn_context_t** out) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    ContextOptions cpp_options;
+    if (options != nullptr) {
+      cpp_options.num_threads = options->num_threads;
+      cpp_options.cuda_stream = options->cuda_stream;
+    }
+    *out = new dynattn_context_t(cpp_options);
+    return Status::Ok();
+  });
+}
+
+void dynattn_context_destroy(dynattn_context_t* context) { delete context; }
+
+dynattn_status_t dynattn_context_num_threads(const dynattn_context_t* context, int* out) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    *out = context->context.options().num_threads;
+    return Status::Ok();
+  });
+}
+
+dynattn_status_t dynattn_context_workspace_bytes(const dynattn_context_t* context, size_t* out) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    *out = context->context.workspace_bytes();
+    return Status::Ok();
+  });
+}
+
+// -----------------------------------------------------------------------------------------------
+// Plans.
+
+dynattn_status_t dynattn_plan_create(dynattn_plan_t** out) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    *out = new dynattn_plan_t();
+    return Status::Ok();
+  });
+}
+
+void dynattn_plan_destroy(dynattn_plan_t* plan) { delete plan; }
+
+dynattn_status_t dynattn_plan_op(const dynattn_plan_t* plan, const char** out) {
+  return WithPlan(plan, [&](const Plan& p) -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    *out = p.op();
+    return Status::Ok();
+  });
+}
+
+dynattn_status_t dynattn_plan_backend(const dynattn_plan_t* plan, const char** out) {
+  return WithPlan(plan, [&](const Plan& p) -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    *out = p.backend();
+    return Status::Ok();
+  });
+}
+
+dynattn_status_t dynattn_plan_workspace_bytes(const dynattn_plan_t* plan, size_t* out) {
+  return WithPlan(plan, [&](const Plan& p) -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    *out = p.workspace_bytes();
+    return Status::Ok();
+  });
+}
+
+dynattn_status_t dynattn_plan_unified_summary(const dynattn_plan_t* plan,
+                                              dynattn_unified_step_summary_t* out) {
+  return WithPlan(plan, [&](const Plan& p) -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    const UnifiedStepSummary* summary = p.unified_summary();
+    if (summary == nullptr) return Status::Invalid("plan", "is not a UnifiedAttention plan");
+    FromSummary(*summary, out);
+    return Status::Ok();
+  });
+}
+
+// The plan_* / run_* pairs: handles first, then attrs and args, then the C++ call.
+dynattn_status_t dynattn_plan_key_value_cache(const dynattn_key_value_cache_attrs_t* attrs,
+                                              const dynattn_key_value_cache_args_t* args,
+                                              dynattn_plan_t* plan) {
+  return Guard([&]() -> Status {
+    KeyValueCacheAttrs cpp_attrs;
+    KeyValueCacheCall call;
+    DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return PlanKeyValueCache(cpp_attrs, call.args, &plan->plan);
+  });
+}
+
+dynattn_status_t dynattn_run_key_value_cache(const dynattn_plan_t* plan,
+                                             const dynattn_key_value_cache_args_t* args,
+                                             dynattn_context_t* context) {
+  return WithPlan(plan, [&](const Plan& p) -> Status {
+    KeyValueCacheCall call;
+    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return RunKeyValueCache(p, call.args, &context->context);
+  });
+}
+
+dynattn_status_t dynattn_plan_multi_head_attention(const dynattn_attention_attrs_t* attrs,
+                                                   const dynattn_multi_head_attention_args_t* args,
+                                                   dynattn_plan_t* plan) {
+  return Guard([&]() -> Status {
+    AttentionAttrs cpp_attrs;
+    MultiHeadAttentionArgs cpp_args;
+    DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &cpp_args));
+    return PlanMultiHeadAttention(cpp_attrs, cpp_args, &plan->plan);
+  });
+}
+
+dynattn_status_t dynattn_run_multi_head_attention(const dynattn_plan_t* plan,
+                                                  const dynattn_multi_head_attention_args_t* args,
+                                                  dynattn_context_t* context) {
+  return WithPlan(plan, [&](const Plan& p) -> Status {
+    MultiHeadAttentionArgs cpp_args;
+    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &cpp_args));
+    return RunMultiHeadAttention(p, cpp_args, &context->context);
+  });
+}
+
+dynattn_status_t dynattn_plan_multi_head_cache_attention(
+    const dynattn_multi_head_cache_attention_attrs_t* attrs,
+    const dynattn_multi_head_cache_attention_args_t* args, dynattn_plan_t* plan) {
+  return Guard([&]() -> Status {
+    MultiHeadCacheAttentionAttrs cpp_attrs;
+    MultiHeadCacheAttentionCall call;
+    DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return PlanMultiHeadCacheAttention(cpp_attrs, call.args, &plan->plan);
+  });
+}
+
+dynattn_status_t dynattn_run_multi_head_cache_attention(
+    const dynattn_plan_t* plan, const dynattn_multi_head_cache_attention_args_t* args,
+    dynattn_context_t* context) {
+  return WithPlan(plan, [&](const Plan& p) -> Status {
+    MultiHeadCacheAttentionCall call;
+    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return RunMultiHeadCacheAttention(p, call.args, &context->context);
+  });
+}
+
+dynattn_status_t dynattn_plan_unified_attention(const dynattn_unified_attention_attrs_t* attrs,
+                                                const dynattn_unified_attention_args_t* args,
+                                                dynattn_plan_t* plan) {
+  return Guard([&]() -> Status {
+    UnifiedAttentionAttrs cpp_attrs;
+    UnifiedAttentionCall call;
+    DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return PlanUnifiedAttention(cpp_attrs, call.args, &plan->plan);
+  });
+}
+
+dynattn_status_t dynattn_run_unified_attention(const dynattn_plan_t* plan,
+                                               const dynattn_unified_attention_args_t* args,
+                                               dynattn_context_t* context) {
+  return WithPlan(plan, [&](const Plan& p) -> Status {
+    UnifiedAttentionCall call;
+    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return RunUnifiedAttention(p, call.args, &context->context);
+  });
+}
