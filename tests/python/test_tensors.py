@@ -1,0 +1,177 @@
+# Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+"""Tensors cross into the library without copies (DLPack, buffer protocol), errors are
+ValueErrors naming the input that leave every output untouched, and the GIL is released while
+the kernels run."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import dynattn
+from conftest import Step
+
+
+def data_ptr(t):
+    return t.data_ptr() if isinstance(t, torch.Tensor) else t.__array_interface__["data"][0]
+
+
+def test_version_and_target():
+    assert isinstance(dynattn.__version__, str) and dynattn.__version__.count(".") == 2
+    assert isinstance(dynattn.cpu_target(), str) and dynattn.cpu_target()
+    assert dynattn.Context(num_threads=1).num_threads == 1
+    assert dynattn.Context().num_threads >= 1
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_outputs_and_cache_written_in_place(rng, kind):
+    step = Step(rng, "float16", 0, 8)
+    wrap = torch.from_numpy if kind == "torch" else (lambda a: a)
+    cache = wrap(step.cache.copy())
+    k, v, _, _ = step.paged(cache, None)
+    block_cache = dynattn.paged_block_cache(k, v)
+    out = wrap(np.full((step.tokens, step.hq, step.d), np.nan, np.float16))
+    lse = wrap(np.full((step.tokens, step.hq), np.nan, np.float32))
+    pointers = (data_ptr(out), data_ptr(lse), data_ptr(cache))
+    got = dynattn.unified_attention(wrap(step.query), wrap(step.current_key),
+                                    wrap(step.current_value), step.query_start_loc,
+                                    step.context_lens, step.block_table, block_cache, out=out,
+                                    lse=lse)
+    assert got is out and pointers == (data_ptr(out), data_ptr(lse), data_ptr(cache))
+    assert not np.isnan(np.asarray(out)).any() and not np.isnan(np.asarray(lse)).any()
+    assert not np.array_equal(np.asarray(cache), step.cache)  # the fresh tokens landed in place
+    # a plan's run writes into the caller's tensors too
+    plan = dynattn.plan_unified_attention(wrap(step.query), wrap(step.current_key),
+                                          wrap(step.current_value), step.query_start_loc,
+                                          step.context_lens, step.block_table, block_cache)
+    out2 = wrap(np.zeros((step.tokens, step.hq, step.d), np.float16))
+    assert plan.run(wrap(step.query), wrap(step.current_key), wrap(step.current_value),
+                    block_cache, out=out2) is out2
+    np.testing.assert_array_equal(np.asarray(out2).view(np.uint16),
+                                  np.asarray(out).view(np.uint16))
+
+
+def test_block_cache_keeps_its_tensors_alive(rng):
+    step = Step(rng, "float32", 0, 8)
+    cache = torch.from_numpy(step.cache.copy())
+    block_cache = dynattn.paged_block_cache(*step.paged(cache, None)[:2])
+    del cache  # only the BlockCache holds the memory now
+    out = dynattn.unified_attention(step.query, step.current_key, step.current_value,
+                                    step.query_start_loc, step.context_lens, step.block_table,
+                                    block_cache)
+    assert np.isfinite(out).all()
+    assert block_cache.num_blocks == step.num_blocks and block_cache.block_size == 16
+    assert block_cache.elem == "float32" and block_cache.device == "CPU"
+
+
+def test_readonly_numpy_inputs_use_the_buffer_protocol(rng):
+    step = Step(rng, "float16", 0, 8)
+    for a in (step.query, step.current_key, step.current_value):
+        a.flags.writeable = False  # NumPy refuses DLPack export of read-only arrays
+    block_cache = dynattn.paged_block_cache(*step.paged(step.cache, None)[:2])
+    out = dynattn.unified_attention(step.query, step.current_key, step.current_value,
+                                    step.query_start_loc, step.context_lens, step.block_table,
+                                    block_cache)
+    assert out.shape == step.query.shape
+    readonly = np.zeros((step.tokens, step.hq, step.d), np.float16)
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError, match="attn_output: must be a writable buffer"):
+        dynattn.unified_attention(step.query, step.current_key, step.current_value,
+                                  step.query_start_loc, step.context_lens, step.block_table,
+                                  block_cache, out=readonly)
+
+
+def poisoned_call(step, kind, **changes):
+    """Calls unified_attention with `changes`, expecting ValueError; returns its message after
+    checking that the poisoned outputs and the cache were left byte for byte untouched."""
+    wrap = torch.from_numpy if kind == "torch" else (lambda a: a)
+    cache = wrap(step.cache.copy())
+    block_cache = dynattn.paged_block_cache(*step.paged(cache, None)[:2])
+    out = wrap(np.full((step.tokens, step.hq, step.d), np.nan, np.float16))
+    lse = wrap(np.full((step.tokens, step.hq), -7.0, np.float32))
+    args = dict(query=wrap(step.query), current_key=wrap(step.current_key),
+                current_value=wrap(step.current_value), query_start_loc=step.query_start_loc,
+                context_lens=step.context_lens, block_table=step.block_table)
+    args.update(changes)
+    with pytest.raises(ValueError) as error:
+        dynattn.unified_attention(*args.values(), block_cache, out=out, lse=lse)
+    assert np.isnan(np.asarray(out)).all() and (np.asarray(lse) == -7.0).all()
+    np.testing.assert_array_equal(np.asarray(cache), step.cache)
+    return str(error.value)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_errors_name_the_input_and_write_nothing(rng, kind):
+    step = Step(rng, "float16", 0, 8, requests=3)
+    bad_qsl = step.query_start_loc.copy()
+    bad_qsl[1], bad_qsl[2] = bad_qsl[2], bad_qsl[1] - 1
+    assert poisoned_call(step, kind, query_start_loc=bad_qsl).startswith("query_start_loc")
+    bad_table = step.block_table.copy()
+    bad_table[0, 0] = step.num_blocks  # out of range
+    assert poisoned_call(step, kind, block_table=bad_table).startswith("block_table")
+    wrap = torch.from_numpy if kind == "torch" else (lambda a: a)
+    strided = wrap(np.repeat(step.query, 2, axis=2))[:, :, ::2]  # not dense
+    assert "query: must be dense row-major" in poisoned_call(step, kind, query=strided)
+    f64 = wrap(step.current_key.astype(np.float64))
+    assert "current_key: dtype float64" in poisoned_call(step, kind, current_key=f64) or \
+        "current_key: buffer format" in poisoned_call(step, kind, current_key=f64)
+    assert "query: must have rank 3" in poisoned_call(step, kind, query=wrap(step.query[0]))
+    with pytest.raises(ValueError, match="block_table: must be a tensor"):
+        dynattn.unified_attention(step.query, step.current_key, step.current_value,
+                                  step.query_start_loc, step.context_lens, "x",
+                                  dynattn.paged_block_cache(*step.paged(step.cache, None)[:2]))
+
+
+def test_cache_errors_name_the_tensor(rng):
+    step = Step(rng, "float16", 8, 8)
+    k, v, ks, vs = step.paged(step.cache, step.scale)
+    with pytest.raises(ValueError, match="key_scale|scale"):
+        dynattn.paged_block_cache(k, v, quant_bit=8)
+    with pytest.raises(ValueError, match="layout"):
+        dynattn.paged_block_cache(k, v, ks, vs, layout="XYZ", quant_bit=8)
+    with pytest.raises(ValueError, match="value"):
+        dynattn.paged_block_cache(k, v[:, :, :, :-1], ks, vs, quant_bit=8)
+    torch_k = torch.from_numpy(np.ascontiguousarray(k)).float().requires_grad_()
+    with pytest.raises(ValueError, match="key"):
+        dynattn.paged_block_cache(torch_k, torch_k)
+
+
+def test_gil_is_released_while_the_kernels_run(rng):
+    step = Step(rng, "float32", 0, 8, heads=(8, 8), d=64, requests=2)
+    step.context_lens = np.array([2000, 2000])  # two 500-token prompt chunks: about 1 s
+    step.query_start_loc = np.array([0, 500, 1000])
+    step.tokens = 1000
+    step.query = rng.standard_normal((step.tokens, 8, 64)).astype(np.float32)
+    step.current_key = step.query.copy()
+    step.current_value = step.query.copy()
+    need = -(-(step.context_lens + 500) // 16)
+    step.num_blocks = int(need.sum())
+    step.block_table = np.arange(step.num_blocks).reshape(2, -1)
+    kc = np.zeros((step.num_blocks, 16, 8, 64), np.float32)
+    block_cache = dynattn.paged_block_cache(kc, kc.copy())
+    context = dynattn.Context(num_threads=1)  # leaves the other core to the main thread
+    times = {}
+
+    def work():
+        times["start"] = time.monotonic()
+        dynattn.unified_attention(step.query, step.current_key, step.current_value,
+                                  step.query_start_loc, step.context_lens, step.block_table,
+                                  block_cache, context=context)
+        times["end"] = time.monotonic()
+
+    thread = threading.Thread(target=work)
+    samples = []
+    thread.start()
+    while thread.is_alive():
+        for _ in range(1000):
+            pass
+        samples.append(time.monotonic())
+    thread.join()
+    duration = times["end"] - times["start"]
+    middle = [t for t in samples
+              if times["start"] + 0.25 * duration < t < times["end"] - 0.25 * duration]
+    print(f"call {duration:.3f} s, {len(middle)} main-thread samples in its middle half")
+    assert duration > 0.05, "the call was too short to tell"
+    assert len(middle) > 10, "the main thread did not run while the kernels ran"
