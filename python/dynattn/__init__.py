@@ -81,9 +81,12 @@ def _shape(x, name, rank, what):
 
 
 def _index(x):
-    """Index tensors and scalars: Python ints and sequences become int64 NumPy arrays."""
+    """Index tensors and scalars, which the library reads in host memory: Python ints and
+    sequences become int64 NumPy arrays, torch tensors on a GPU are copied to the host."""
     if isinstance(x, (int, numpy.integer, list, tuple)):
         return numpy.asarray(x, dtype=numpy.int64)
+    if _is_torch(x) and x.device.type != "cpu":
+        return x.cpu()
     return x
 
 
@@ -215,8 +218,9 @@ class UnifiedAttentionPlan(Plan):
             return_lse=False, context=None):
         """Writes `current_key`/`current_value` into `cache` (a :class:`BlockCache` of the
         planned geometry), then runs the planned step. Returns `out` (T, Hq, D), or
-        ``(out, lse)`` with ``return_lse=True``. `lse` is allowed iff the plan was made with
-        ``with_lse=True`` (then it is allocated when None)."""
+        ``(out, lse)`` with ``return_lse=True``. A plan made with ``with_lse=True`` (the
+        default) computes the log-sum-exp into `lse`, allocated when None; one made with
+        ``with_lse=False`` refuses `lse`."""
         t, hq, d = _shape(query, "query", 3, "(T, Hq, D)")
         out = _empty(query, (t, hq, d)) if out is None else out
         if lse is None and self._with_lse:
@@ -409,11 +413,12 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
 
 
 def plan_unified_attention(query, current_key, current_value, query_start_loc, context_lens,
-                           block_table, cache, *, alibi=False, is_alibi=None, with_lse=False):
+                           block_table, cache, *, alibi=False, is_alibi=None, with_lse=True):
     """Validates and plans a unified-attention step (writes nothing) and copies its index
     tensors. Returns a :class:`Plan` whose ``run(query, current_key, current_value, cache, *,
     out=None, lse=None, return_lse=False, context=None)`` runs it per layer on tensors of the same
-    shapes. ``with_lse=True`` plans the step with the log-sum-exp output."""
+    shapes. ``with_lse`` (default True) plans the step with the log-sum-exp output, so that
+    ``run`` accepts ``lse=``; ``with_lse=False`` saves its (small) allocation per run."""
     lse = None
     if with_lse:
         lse = _empty(query, (_shape(query, "query", 3, "(T, Hq, D)")[0], query.shape[1]),

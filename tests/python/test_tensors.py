@@ -3,6 +3,7 @@
 ValueErrors naming the input that leave every output untouched, and the GIL is released while
 the kernels run."""
 
+import ctypes
 import threading
 import time
 
@@ -180,3 +181,75 @@ def test_gil_is_released_while_the_kernels_run(rng):
     assert duration > 0.1, "the call was too short to tell"
     # Holding the GIL would stop the main thread for the whole kernel run.
     assert gap < duration / 4, "the main thread did not run while the kernels ran"
+
+
+class FakeDlpack:
+    """A DLPack producer written with ctypes: any device and dtype over a NumPy array's memory,
+    counting the deleter calls (the consumer must call it exactly once)."""
+
+    class Device(ctypes.Structure):
+        _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+    class DType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class Tensor(ctypes.Structure):
+        pass
+
+    DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+    deleted = 0
+
+    def __init__(self, array, device_type=1, code=None, bits=None):
+        self.array = array
+        self.shape = (ctypes.c_int64 * array.ndim)(*array.shape)
+        dt = array.dtype
+        code = code if code is not None else {"f": 2, "i": 0, "u": 1}[dt.kind]
+        bits = bits if bits is not None else dt.itemsize * 8
+        self.managed = FakeDlpack.Tensor(
+            array.ctypes.data, FakeDlpack.Device(device_type, 0), array.ndim,
+            FakeDlpack.DType(code, bits, 1), self.shape, None, 0, None,
+            FakeDlpack.DELETER(FakeDlpack._delete))
+        self.deleter = self.managed.deleter
+
+    @staticmethod
+    def _delete(_):
+        FakeDlpack.deleted += 1
+
+    def __dlpack__(self, stream=None):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                       ctypes.c_void_p]
+        return new(ctypes.addressof(self.managed), b"dltensor", None)
+
+
+FakeDlpack.Tensor._fields_ = [
+    ("data", ctypes.c_void_p), ("device", FakeDlpack.Device), ("ndim", ctypes.c_int32),
+    ("dtype", FakeDlpack.DType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64),
+    ("manager_ctx", ctypes.c_void_p), ("deleter", FakeDlpack.DELETER)]
+
+
+def test_dlpack_devices_dtypes_and_deleters(rng):
+    step = Step(rng, "float16", 0, 8)
+    block_cache = dynattn.paged_block_cache(*step.paged(step.cache, None)[:2])
+    index = (step.query_start_loc, step.context_lens, step.block_table)
+    before = FakeDlpack.deleted
+    out = dynattn.unified_attention(FakeDlpack(step.query), FakeDlpack(step.current_key),
+                                    step.current_value, *index, block_cache,
+                                    out=FakeDlpack(np.zeros_like(step.query)))
+    assert FakeDlpack.deleted == before + 3  # every exported tensor released once
+    assert np.asarray(out.array).any()  # written through the DLPack pointer
+    # A CUDA tensor (device type 2) goes to the CUDA backend: beside CPU tensors it is refused
+    # by name before anything runs, with or without a GPU.
+    with pytest.raises(ValueError, match="CUDA|device") as error:
+        dynattn.unified_attention(FakeDlpack(step.query, device_type=2), step.current_key,
+                                  step.current_value, *index, block_cache,
+                                  out=np.empty_like(step.query))
+    print(error.value)
+    with pytest.raises(ValueError, match="query: dtype bfloat16 is not supported"):
+        dynattn.unified_attention(FakeDlpack(step.query, code=4, bits=16), step.current_key,
+                                  step.current_value, *index, block_cache)
+    with pytest.raises(ValueError, match="query: DLPack device type 7"):
+        dynattn.unified_attention(FakeDlpack(step.query, device_type=7), step.current_key,
+                                  step.current_value, *index, block_cache)
+    assert FakeDlpack.deleted == before + 6

@@ -132,18 +132,19 @@ def test_plan_runs_layers_bitwise_as_one_shot(rng, kind):
 
 
 def test_plan_rejects_other_shapes_and_lse_without_with_lse(rng):
+    """A plan's run checks its tensors against the plan's, optional ones included."""
     step = Step(rng, "float32", 0, 8)
     cache = dynattn.paged_block_cache(*step.paged(step.cache, None)[:2])
     args = (step.query_start_loc, step.context_lens, step.block_table)
     plan = dynattn.plan_unified_attention(step.query, step.current_key, step.current_value,
-                                          *args, cache)
+                                          *args, cache, with_lse=False)
     with pytest.raises(ValueError, match="query"):
         plan.run(step.query[:-1], step.current_key, step.current_value, cache)
     with pytest.raises(ValueError, match="lse"):
         plan.run(step.query, step.current_key, step.current_value, cache,
                  lse=np.empty((step.tokens, step.hq), np.float32))
     plan = dynattn.plan_unified_attention(step.query, step.current_key, step.current_value,
-                                          *args, cache, with_lse=True)
+                                          *args, cache)
     out, lse = plan.run(step.query, step.current_key, step.current_value, cache,
                         return_lse=True)
     assert lse.shape == (step.tokens, step.hq) and np.all(np.isfinite(lse))
