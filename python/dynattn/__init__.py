@@ -99,19 +99,19 @@ def _last(x, name):
 
 
 def _empty(like, shape, dtype=None):
-    """An uninitialised tensor of `like`'s framework and device; dtype `like`'s or "float32"."""
+    """An uninitialised tensor of `like`'s framework and device; dtype `like`'s or "float32".
+    Tensors of other frameworks get a NumPy array (host memory)."""
     if _is_torch(like):
         import torch
         return torch.empty(shape, dtype=like.dtype if dtype is None else getattr(torch, dtype),
                            device=like.device)
-    if dtype is not None:
-        return numpy.empty(shape, dtype=dtype)
-    if isinstance(like, numpy.ndarray):
-        return numpy.empty(shape, dtype=like.dtype)
-    try:
-        return numpy.empty(shape, dtype=numpy.asarray(like).dtype)
-    except (TypeError, ValueError):
-        return numpy.empty(shape, dtype=numpy.from_dlpack(like).dtype)
+    if dtype is None:
+        try:
+            dtype = numpy.dtype(getattr(like, "dtype", None) or numpy.asarray(memoryview(like)).dtype)
+        except TypeError:
+            raise ValueError(f"out: cannot allocate an output like a {type(like).__name__}; pass "
+                             "out= (and lse= etc.)") from None
+    return numpy.empty(shape, dtype=dtype)
 
 
 def _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,

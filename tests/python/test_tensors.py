@@ -248,8 +248,53 @@ def test_dlpack_devices_dtypes_and_deleters(rng):
     print(error.value)
     with pytest.raises(ValueError, match="query: dtype bfloat16 is not supported"):
         dynattn.unified_attention(FakeDlpack(step.query, code=4, bits=16), step.current_key,
-                                  step.current_value, *index, block_cache)
+                                  step.current_value, *index, block_cache,
+                                  out=np.empty_like(step.query))
     with pytest.raises(ValueError, match="query: DLPack device type 7"):
         dynattn.unified_attention(FakeDlpack(step.query, device_type=7), step.current_key,
-                                  step.current_value, *index, block_cache)
+                                  step.current_value, *index, block_cache,
+                                  out=np.empty_like(step.query))
     assert FakeDlpack.deleted == before + 6
+
+
+def test_threads_share_a_context_and_the_default_one(rng):
+    """Calls from several threads on one Context (serialized by its lock), on the default
+    Context and on the pooled one-shot path give the bits of sequential calls."""
+    steps = [Step(np.random.default_rng(int(rng.integers(2**31))), "float16", 8, 8)
+             for _ in range(4)]
+
+    def call(step, how, shared):
+        cache, scale = step.cache.copy(), step.scale.copy()
+        block_cache = dynattn.paged_block_cache(*step.paged(cache, scale), quant_bit=8)
+        args = (step.query, step.current_key, step.current_value, step.query_start_loc,
+                step.context_lens, step.block_table, block_cache)
+        if how == "plan":
+            return dynattn.plan_unified_attention(*args).run(*args[:3], block_cache)
+        return dynattn.unified_attention(*args, context=shared if how == "shared" else None)
+
+    for how in ("shared", "plan", "pooled"):
+        shared = dynattn.Context(num_threads=2)
+        want = [call(step, how, shared) for step in steps]
+        got = [None] * len(steps)
+
+        def work(i):
+            got[i] = call(steps[i], how, shared)
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(steps))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(g.view(np.uint16), w.view(np.uint16), err_msg=how)
+
+
+def test_other_tensor_kinds_get_numpy_outputs(rng):
+    step = Step(rng, "float16", 0, 8)
+    block_cache = dynattn.paged_block_cache(*step.paged(step.cache, None)[:2])
+    index = (step.query_start_loc, step.context_lens, step.block_table)
+    out = dynattn.unified_attention(memoryview(step.query), step.current_key, step.current_value,
+                                    *index, block_cache)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float16
+    with pytest.raises(ValueError, match="pass out="):
+        dynattn.unified_attention(FakeDlpack(step.query), step.current_key, step.current_value,
+                                  *index, block_cache)
