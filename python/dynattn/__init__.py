@@ -107,7 +107,8 @@ def _empty(like, shape, dtype=None):
                            device=like.device)
     if dtype is None:
         try:
-            dtype = numpy.dtype(getattr(like, "dtype", None) or numpy.asarray(memoryview(like)).dtype)
+            dtype = getattr(like, "dtype", None)
+            dtype = numpy.dtype(dtype if dtype is not None else memoryview(like).format)
         except TypeError:
             raise ValueError(f"out: cannot allocate an output like a {type(like).__name__}; pass "
                              "out= (and lse= etc.)") from None
