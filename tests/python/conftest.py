@@ -89,10 +89,15 @@ class Step:
             self.scale = None
         else:
             dc = d if quant_bit == 8 else d // 2
-            lim = 127 if quant_bit == 8 else 127  # int4: any byte is two valid nibbles
-            self.cache = rng.integers(-lim, lim + 1, (1, 2, slots, self.hkv, dc)).astype(np.int8)
+            # int8 codes in [-127, 127]; for int4 any such byte is two valid nibbles
+            self.cache = rng.integers(-127, 128, (1, 2, slots, self.hkv, dc)).astype(np.int8)
             self.scale = rng.uniform(0.005, 0.03, (1, 2, slots, self.hkv, d // quant_group))
             self.scale = self.scale.astype(np.float16)
+
+    def slots(self, b, pos):
+        """Cache slots of positions `pos` of request `b`."""
+        table = self.block_table[b, pos // self.block_size]
+        return table * self.block_size + pos % self.block_size
 
     def cli_inputs(self):
         inputs = dict(query=self.query, current_key=self.current_key,
@@ -127,7 +132,8 @@ def dequantize(cache, scale, quant_bit, quant_group, dtype):
         high = (cache.astype(np.int16) >> 4).astype(np.int8)
         cache = np.stack([low, high], axis=-1).reshape(*cache.shape[:-1], -1)
     s = np.repeat(scale.astype(np.float32), quant_group, axis=-1)
-    return (cache.astype(np.float32) * s).astype(scale.dtype).astype(FLOAT[dtype]).astype(np.float64)
+    product = (cache.astype(np.float32) * s).astype(scale.dtype)
+    return product.astype(FLOAT[dtype]).astype(np.float64)
 
 
 def reference_unified(step, keys, values):
@@ -142,7 +148,7 @@ def reference_unified(step, keys, values):
         begin, end = step.query_start_loc[b], step.query_start_loc[b + 1]
         n = step.context_lens[b] + end - begin
         pos = np.arange(n)
-        slots = step.block_table[b, pos // step.block_size] * step.block_size + pos % step.block_size
+        slots = step.slots(b, pos)
         k, v = keys[slots], values[slots]  # (n, Hkv, D)
         for t in range(begin, end):
             p = step.context_lens[b] + t - begin
@@ -167,5 +173,5 @@ def assert_close(out, ref, vmax, dtype, what):
         tol = 1e-2 * np.abs(ref) + 5e-4 * np.maximum(4, vm)
     err = np.abs(out - ref)
     worst = np.unravel_index(np.argmax(err - tol), err.shape)
-    assert np.all(err <= tol), (f"{what}: |out - ref| = {err[worst]} > {np.broadcast_to(tol, err.shape)[worst]}"
-                                f" at {worst} (seed: see stderr)")
+    limit = np.broadcast_to(tol, err.shape)[worst]
+    assert np.all(err <= tol), f"{what}: |out - ref| = {err[worst]} > {limit} at {worst}"

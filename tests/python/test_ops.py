@@ -90,7 +90,8 @@ def test_key_value_cache_and_mhca_match_cli(rng, tmp_path, kind, dtype, quant_bi
             out = dynattn.multi_head_cache_attention(*args, quant_bit=quant_bit)
         np.testing.assert_array_equal(np.asarray(out).view(np.uint8),
                                       want["attn_output"].view(np.uint8))
-        np.testing.assert_array_equal(np.asarray(cache).view(np.uint8), want["cache"].view(np.uint8))
+        np.testing.assert_array_equal(np.asarray(cache).view(np.uint8),
+                                      want["cache"].view(np.uint8))
 
 
 def reference_mha(q, k, v, seqstarts, kvstarts):
