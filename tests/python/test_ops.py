@@ -73,6 +73,18 @@ def test_key_value_cache_and_mhca_match_cli(rng, tmp_path, kind, dtype, quant_bi
             np.testing.assert_array_equal(np.asarray(got).view(np.uint8),
                                           want[name].view(np.uint8), err_msg=name)
 
+    cache = wrap(s.cache.copy())  # the plan writes into another cache of the same shape
+    scale = None if s.scale is None else wrap(s.scale.copy())
+    plan = dynattn.plan_key_value_cache(wrap(s.current_key), wrap(s.current_value),
+                                        *s.index().values(), s.max_seqlen, s.max_kvlen, cache,
+                                        scale, quant_bit=quant_bit)
+    assert plan.op == "KeyValueCache"
+    key, value = plan.run(wrap(s.current_key), wrap(s.current_value), cache, scale)
+    for name, got in (("key", key), ("value", value), ("cache", cache), ("scale", scale)):
+        if got is not None:
+            np.testing.assert_array_equal(np.asarray(got).view(np.uint8),
+                                          want[name].view(np.uint8), err_msg="plan " + name)
+
     (tmp_path / "mhca").mkdir()
     op = "multi_head_cache_attention"
     want = run_cli(op, s.cli_inputs(op), attrs, tmp_path / "mhca")
