@@ -41,7 +41,7 @@ bench: build
 test-sanitize: setup
 	@[ -f $(SANITIZE_BUILD)/build.ninja ] || meson setup $(SANITIZE_BUILD) -Dcuda=disabled \
 	  --buildtype=plain -Doptimization=1 -Dcpp_args=-g1 -Db_sanitize=address,undefined \
-	  -Db_lundef=false -Dsimd_disabled_targets='HWY_SSSE3|HWY_AVX3_DL|HWY_SSE4'
+	  -Db_lundef=false -Dpython=disabled -Dsimd_disabled_targets='HWY_SSSE3|HWY_AVX3_DL|HWY_SSE4'
 	ninja -C $(SANITIZE_BUILD)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  bash scripts/run_tests.sh $(SANITIZE_BUILD)

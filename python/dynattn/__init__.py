@@ -1,0 +1,551 @@
+# Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+"""libdynattn from Python: attention for LLM serving steps, on tensors used in place.
+
+Tensors are PyTorch tensors, NumPy arrays or any object with ``__dlpack__`` (else the buffer
+protocol); they are never copied. They must be dense row-major (C-contiguous); dtypes float32,
+float16, int8 (quantized caches), int32 and int64 (index tensors). Outputs are written into the
+tensors passed as ``out=`` (and the like), or allocated with the framework of the query (torch in,
+torch out; NumPy in, NumPy out) and returned. The library validates every input before it writes
+anything: a bad input raises ``ValueError`` whose message names the input and the rule, and leaves
+every output and the cache untouched. The kernels run without the GIL.
+
+Example (one decode step over a paged fp16 cache)::
+
+    cache = dynattn.paged_block_cache(key_cache, value_cache)       # [blocks, bs, Hkv, D] each
+    out = dynattn.unified_attention(q, k, v, query_start_loc, context_lens, block_table, cache)
+
+Keyword arguments carry the names of the C++ structs' fields (``dynattn/*.h``); attention
+outputs are ``out=``. ``context=None`` runs one-shot calls on the library's pooled contexts and
+plans on a module-level default :class:`Context`.
+"""
+
+import collections
+import dataclasses
+import threading
+
+import numpy
+
+from . import _dynattn as _C
+
+__all__ = [
+    "__version__", "cpu_target", "Context", "BlockCache", "UnifiedStepSummary", "UnsupportedError",
+    "Plan", "key_value_cache", "multi_head_attention", "multi_head_cache_attention",
+    "unified_attention", "plan_key_value_cache", "plan_multi_head_attention",
+    "plan_multi_head_cache_attention", "plan_unified_attention", "describe_unified_step",
+    "merge_states", "paged_block_cache", "combined_block_cache", "vllm_cpu_block_cache",
+    "pmx_block_cache", "KsanaPool", "ksana_block_cache", "ksana_to_atb_block_table",
+    "atb_slot_mapping", "UnifiedMetadata", "from_vllm", "from_flashinfer",
+]
+
+__version__ = _C.__version__
+Context = _C.Context
+BlockCache = _C.BlockCache
+UnifiedStepSummary = _C.UnifiedStepSummary
+UnsupportedError = _C.UnsupportedError
+
+
+def cpu_target():
+    """Name of the SIMD target the CPU kernels use on this machine, e.g. ``"AVX2"``."""
+    return _C.cpu_target()
+
+
+_default_context_lock = threading.Lock()
+_default_context_instance = None
+
+
+def _default_context():
+    """The module-level Context that runs plans when ``context=None`` (created on first use)."""
+    global _default_context_instance
+    with _default_context_lock:
+        if _default_context_instance is None:
+            _default_context_instance = Context()
+        return _default_context_instance
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor helpers: shapes, index tensors, outputs of the query's framework.
+
+def _is_torch(x):
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _shape(x, name, rank, what):
+    """The shape of tensor `x` as a tuple, checked to have `rank` dimensions."""
+    try:
+        shape = tuple(int(n) for n in x.shape)
+    except AttributeError:
+        shape = numpy.asarray(x).shape
+    if len(shape) != rank:
+        raise ValueError(f"{name}: must have rank {rank} {what}, got shape {shape}")
+    return shape
+
+
+def _index(x):
+    """Index tensors and scalars, which the library reads in host memory: Python ints and
+    sequences become int64 NumPy arrays, torch tensors on a GPU are copied to the host."""
+    if isinstance(x, (int, numpy.integer, list, tuple)):
+        return numpy.asarray(x, dtype=numpy.int64)
+    if _is_torch(x) and x.device.type != "cpu":
+        return x.cpu()
+    return x
+
+
+def _last(x, name):
+    """The last element of 1-D index tensor `x` as an int (the packed length it describes)."""
+    try:
+        return int(x.reshape(-1)[-1])
+    except (AttributeError, IndexError, TypeError, RuntimeError) as e:
+        raise ValueError(f"{name}: must be a non-empty 1-D index tensor ({e})") from None
+
+
+def _empty(like, shape, dtype=None):
+    """An uninitialised tensor of `like`'s framework and device; dtype `like`'s or "float32".
+    Tensors of other frameworks get a NumPy array (host memory)."""
+    if _is_torch(like):
+        import torch
+        return torch.empty(shape, dtype=like.dtype if dtype is None else getattr(torch, dtype),
+                           device=like.device)
+    if dtype is None:
+        try:
+            dtype = getattr(like, "dtype", None)
+            dtype = numpy.dtype(dtype if dtype is not None else memoryview(like).format)
+        except TypeError:
+            raise ValueError(f"out: cannot allocate an output like a {type(like).__name__}; pass "
+                             "out= (and lse= etc.)") from None
+    return numpy.empty(shape, dtype=dtype)
+
+
+def _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
+                 page_size):
+    return dict(num_layer=num_layer, layer_idx=layer_idx, quant_bit=quant_bit,
+                quant_group=quant_group, cache_mode=cache_mode, cache_layout=cache_layout,
+                page_size=page_size)
+
+
+def _alibi(alibi, is_alibi):
+    return bool(alibi if is_alibi is None else is_alibi)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans.
+
+class Plan:
+    """A validated, planned step of one op (``dynattn::Plan``): made once per step by a
+    ``plan_*`` function, run once per layer with :meth:`run` on tensors of the same shapes,
+    dtypes and device (any data; the plan keeps its own copy of the index tensors)."""
+
+    def __init__(self, impl):
+        self._impl = impl
+
+    @property
+    def op(self):
+        """The op it plans: ``"KeyValueCache"``, ``"MultiHeadAttention"``,
+        ``"MultiHeadCacheAttention"`` or ``"UnifiedAttention"``."""
+        return self._impl.op
+
+    @property
+    def backend(self):
+        """The dispatch-table row that runs it, e.g. ``"cpu/int8"``."""
+        return self._impl.backend
+
+    @property
+    def workspace_bytes(self):
+        """Partial-state bytes a Context needs to run it."""
+        return self._impl.workspace_bytes
+
+    @property
+    def unified_summary(self):
+        """Unified plans: the :class:`UnifiedStepSummary`; None for the other ops."""
+        return self._impl.unified_summary
+
+    def _run(self, tensors, cache, context):
+        self._impl.run(tensors, cache, context if context is not None else _default_context())
+
+    def __repr__(self):
+        return f"<dynattn.Plan {self.op} on {self.backend}>"
+
+
+class KeyValueCachePlan(Plan):
+    """Plan of :func:`key_value_cache`."""
+
+    def __init__(self, impl, kv_shape):
+        super().__init__(impl)
+        self._kv_shape = kv_shape
+
+    def run(self, current_key, current_value, cache, scale=None, *, key=None, value=None,
+            context=None):
+        """Writes the new tokens into `cache` (and `scale`) and gathers every request's context
+        into `key` and `value` (allocated when None). Returns ``(key, value)``."""
+        key = _empty(current_key, self._kv_shape) if key is None else key
+        value = _empty(current_key, self._kv_shape) if value is None else value
+        self._run(dict(current_key=current_key, current_value=current_value, cache=cache,
+                       scale=scale, key=key, value=value), None, context)
+        return key, value
+
+
+class MultiHeadAttentionPlan(Plan):
+    """Plan of :func:`multi_head_attention`."""
+
+    def run(self, query, key, value, attn_mask=None, *, out=None, context=None):
+        """Attention of `query` over `key` and `value` as planned; returns `out`."""
+        out = _empty(query, tuple(query.shape)) if out is None else out
+        self._run(dict(query=query, key=key, value=value, attn_mask=attn_mask, attn_output=out),
+                  None, context)
+        return out
+
+
+class MultiHeadCacheAttentionPlan(Plan):
+    """Plan of :func:`multi_head_cache_attention`."""
+
+    def run(self, query, current_key, current_value, cache, scale=None, attn_mask=None, *,
+            out=None, context=None):
+        """Writes the new K/V into `cache` (and `scale`), then attends as planned; returns
+        `out`."""
+        out = _empty(query, tuple(query.shape)) if out is None else out
+        self._run(dict(query=query, current_key=current_key, current_value=current_value,
+                       cache=cache, scale=scale, attn_mask=attn_mask, attn_output=out),
+                  None, context)
+        return out
+
+
+class UnifiedAttentionPlan(Plan):
+    """Plan of :func:`unified_attention`."""
+
+    def __init__(self, impl, with_lse):
+        super().__init__(impl)
+        self._with_lse = with_lse
+
+    def run(self, query, current_key, current_value, cache, *, out=None, lse=None,
+            return_lse=False, context=None):
+        """Writes `current_key`/`current_value` into `cache` (a :class:`BlockCache` of the
+        planned geometry), then runs the planned step. Returns `out` (T, Hq, D), or
+        ``(out, lse)`` with ``return_lse=True``. A plan made with ``with_lse=True`` (the
+        default) computes the log-sum-exp into `lse`, allocated when None; one made with
+        ``with_lse=False`` refuses `lse`."""
+        t, hq, d = _shape(query, "query", 3, "(T, Hq, D)")
+        out = _empty(query, (t, hq, d)) if out is None else out
+        if lse is None and self._with_lse:
+            lse = _empty(query, (t, hq), "float32")
+        self._run(dict(query=query, current_key=current_key, current_value=current_value,
+                       attn_output=out, lse=lse), cache, context)
+        return (out, lse) if return_lse else out
+
+
+# ---------------------------------------------------------------------------------------------
+# KeyValueCache.
+
+def _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
+              max_seqlen, max_kvlen, cache, scale, key, value, attrs):
+    _, hkv, d = _shape(current_key, "current_key", 3, "(Tq, Hkv, D)")
+    kv_shape = (_last(kvstarts, "kvstarts"), hkv * attrs["num_repeat"], d)
+    tensors = dict(current_key=current_key, current_value=current_value,
+                   seqstarts=_index(seqstarts), kvstarts=_index(kvstarts),
+                   cachestarts=_index(cachestarts), start_pos=_index(start_pos),
+                   max_seqlen=_index(max_seqlen), max_kvlen=_index(max_kvlen), cache=cache,
+                   scale=scale,
+                   key=_empty(current_key, kv_shape) if key is None else key,
+                   value=_empty(current_key, kv_shape) if value is None else value)
+    return tensors, kv_shape
+
+
+def key_value_cache(current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
+                    max_seqlen, max_kvlen, cache, scale=None, *, num_layer=1, layer_idx=0,
+                    quant_bit=0, quant_group=8, cache_mode=0, cache_layout=0, page_size=128,
+                    num_repeat=1, key=None, value=None, context=None, num_threads=0):
+    """PMX ``KeyValueCache``: writes the new tokens (Tq, Hkv, D) into the PMX `cache` tensor
+    (rank 5, quantized with `scale` when ``quant_bit`` is 8 or 4), in place, then gathers every
+    request's whole context, dequantized, into `key` and `value` (kvstarts[B], Hkv * num_repeat,
+    D). Index tensors are int32/int64 tensors (or Python ints/lists). Returns ``(key, value)``."""
+    attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
+                         page_size)
+    attrs["num_repeat"] = num_repeat
+    tensors, _ = _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts,
+                           start_pos, max_seqlen, max_kvlen, cache, scale, key, value, attrs)
+    _C._run("key_value_cache", attrs, tensors, None, context, num_threads)
+    return tensors["key"], tensors["value"]
+
+
+def plan_key_value_cache(current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
+                         max_seqlen, max_kvlen, cache, scale=None, *, num_layer=1, layer_idx=0,
+                         quant_bit=0, quant_group=8, cache_mode=0, cache_layout=0,
+                         page_size=128, num_repeat=1):
+    """Validates and plans a :func:`key_value_cache` step (writes nothing); returns a
+    :class:`Plan` whose ``run(current_key, current_value, cache, scale=None, *, key=None,
+    value=None, context=None)`` runs it."""
+    attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
+                         page_size)
+    attrs["num_repeat"] = num_repeat
+    tensors, kv_shape = _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts,
+                                  start_pos, max_seqlen, max_kvlen, cache, scale, None, None,
+                                  attrs)
+    return KeyValueCachePlan(_C._plan("key_value_cache", attrs, tensors, None), kv_shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# MultiHeadAttention.
+
+def _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches, max_seqlen, max_kvlen,
+              attn_mask, out, is_causal, is_alibi):
+    _, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
+    hkv = _shape(key, "key", 3, "(kvstarts[B], Hkv, D)")[1]
+    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_causal=int(is_causal),
+                 is_alibi=int(is_alibi))
+    tensors = dict(query=query, key=key, value=value, seqstarts=_index(seqstarts),
+                   kvstarts=_index(kvstarts), decoding_batches=_index(decoding_batches),
+                   max_seqlen=_index(max_seqlen), max_kvlen=_index(max_kvlen),
+                   attn_mask=attn_mask,
+                   attn_output=_empty(query, tuple(query.shape)) if out is None else out)
+    return attrs, tensors
+
+
+def multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batches, max_seqlen,
+                         max_kvlen, attn_mask=None, *, is_causal=True, is_alibi=False, out=None,
+                         context=None, num_threads=0):
+    """PMX ``MultiHeadAttention`` of packed queries (Tq, Hq, D) over packed keys and values
+    (kvstarts[B], Hkv, D), with an optional additive `attn_mask`. Heads and head_dim come from
+    the shapes. Returns `out` (Tq, Hq, D)."""
+    attrs, tensors = _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches,
+                               max_seqlen, max_kvlen, attn_mask, out, is_causal, is_alibi)
+    _C._run("multi_head_attention", attrs, tensors, None, context, num_threads)
+    return tensors["attn_output"]
+
+
+def plan_multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batches,
+                              max_seqlen, max_kvlen, attn_mask=None, *, is_causal=True,
+                              is_alibi=False):
+    """Plans a :func:`multi_head_attention` step; ``run(query, key, value, attn_mask=None, *,
+    out=None, context=None)`` runs it."""
+    attrs, tensors = _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches,
+                               max_seqlen, max_kvlen, attn_mask, None, is_causal, is_alibi)
+    return MultiHeadAttentionPlan(_C._plan("multi_head_attention", attrs, tensors, None))
+
+
+# ---------------------------------------------------------------------------------------------
+# MultiHeadCacheAttention.
+
+def _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
+               decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask, out, attrs):
+    _, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
+    hkv = _shape(current_key, "current_key", 3, "(Tq, Hkv, D)")[1]
+    attrs.update(num_heads=hq, num_kv_heads=hkv, head_dim=d)
+    return dict(query=query, current_key=current_key, current_value=current_value,
+                seqstarts=_index(seqstarts), kvstarts=_index(kvstarts),
+                cachestarts=_index(cachestarts), start_pos=_index(start_pos),
+                decoding_batches=_index(decoding_batches), max_seqlen=_index(max_seqlen),
+                max_kvlen=_index(max_kvlen), cache=cache, scale=scale, attn_mask=attn_mask,
+                attn_output=_empty(query, tuple(query.shape)) if out is None else out)
+
+
+def multi_head_cache_attention(query, current_key, current_value, seqstarts, kvstarts,
+                               cachestarts, start_pos, decoding_batches, max_seqlen, max_kvlen,
+                               cache, scale=None, attn_mask=None, *, is_causal=True,
+                               is_alibi=False, num_layer=1, layer_idx=0, quant_bit=0,
+                               quant_group=8, cache_mode=0, cache_layout=0, page_size=128,
+                               out=None, context=None, num_threads=0):
+    """PMX ``MultiHeadCacheAttention``: writes the new K/V into the PMX `cache` (and `scale`)
+    in place, then attends over each request's dequantized context. Returns `out` (Tq, Hq, D)."""
+    attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
+                         page_size)
+    attrs.update(is_causal=int(is_causal), is_alibi=int(is_alibi))
+    tensors = _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts,
+                         start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale,
+                         attn_mask, out, attrs)
+    _C._run("multi_head_cache_attention", attrs, tensors, None, context, num_threads)
+    return tensors["attn_output"]
+
+
+def plan_multi_head_cache_attention(query, current_key, current_value, seqstarts, kvstarts,
+                                    cachestarts, start_pos, decoding_batches, max_seqlen,
+                                    max_kvlen, cache, scale=None, attn_mask=None, *,
+                                    is_causal=True, is_alibi=False, num_layer=1, layer_idx=0,
+                                    quant_bit=0, quant_group=8, cache_mode=0, cache_layout=0,
+                                    page_size=128):
+    """Plans a :func:`multi_head_cache_attention` step (writes nothing); ``run(query,
+    current_key, current_value, cache, scale=None, attn_mask=None, *, out=None, context=None)``
+    runs it."""
+    attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
+                         page_size)
+    attrs.update(is_causal=int(is_causal), is_alibi=int(is_alibi))
+    tensors = _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts,
+                         start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale,
+                         attn_mask, None, attrs)
+    return MultiHeadCacheAttentionPlan(
+        _C._plan("multi_head_cache_attention", attrs, tensors, None))
+
+
+# ---------------------------------------------------------------------------------------------
+# Unified attention.
+
+def _unified_call(query, current_key, current_value, query_start_loc, context_lens, block_table,
+                  alibi, out, lse):
+    t, hq, d = _shape(query, "query", 3, "(T, Hq, D)")
+    hkv = _shape(current_key, "current_key", 3, "(T, Hkv, D)")[1]
+    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_alibi=int(alibi))
+    tensors = dict(query=query, current_key=current_key, current_value=current_value,
+                   query_start_loc=_index(query_start_loc), context_lens=_index(context_lens),
+                   block_table=_index(block_table),
+                   attn_output=_empty(query, (t, hq, d)) if out is None else out, lse=lse)
+    return attrs, tensors
+
+
+def unified_attention(query, current_key, current_value, query_start_loc, context_lens,
+                      block_table, cache, *, alibi=False, is_alibi=None, out=None, lse=None,
+                      return_lse=False, context=None, num_threads=0):
+    """One serving step of unified attention (``dynattn::UnifiedAttention``).
+
+    Writes `current_key` and `current_value` (T, Hkv, D) into `cache` (a :class:`BlockCache`,
+    e.g. from :func:`paged_block_cache`) in place, then computes attention of every query token
+    (T, Hq, D): token i of request b attends causally to positions ``0 .. context_lens[b] + i``
+    of its request. `query_start_loc` (B+1), `context_lens` (B) and `block_table`
+    (B, max_blocks) are int32 or int64. num_heads, num_kv_heads and head_dim come from
+    ``query.shape[1]``, ``current_key.shape[1]`` and ``query.shape[2]``.
+
+    Returns `out` (T, Hq, D), of the query's framework and dtype, or ``(out, lse)`` with
+    ``return_lse=True`` (`lse`: (T, Hq) float32 natural-log log-sum-exp; pass ``lse=`` to have it
+    written into your tensor). ``alibi`` (alias ``is_alibi``) adds ALiBi biases.
+    """
+    if lse is None and return_lse:
+        lse = _empty(query, (_shape(query, "query", 3, "(T, Hq, D)")[0], query.shape[1]),
+                     "float32")
+    attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
+                                   context_lens, block_table, _alibi(alibi, is_alibi), out, lse)
+    _C._run("unified_attention", attrs, tensors, cache, context, num_threads)
+    return (tensors["attn_output"], lse) if return_lse else tensors["attn_output"]
+
+
+def plan_unified_attention(query, current_key, current_value, query_start_loc, context_lens,
+                           block_table, cache, *, alibi=False, is_alibi=None, with_lse=True):
+    """Validates and plans a unified-attention step (writes nothing) and copies its index
+    tensors. Returns a :class:`Plan` whose ``run(query, current_key, current_value, cache, *,
+    out=None, lse=None, return_lse=False, context=None)`` runs it per layer on tensors of the same
+    shapes. ``with_lse`` (default True) plans the step with the log-sum-exp output, so that
+    ``run`` accepts ``lse=``; ``with_lse=False`` saves its (small) allocation per run."""
+    lse = None
+    if with_lse:
+        lse = _empty(query, (_shape(query, "query", 3, "(T, Hq, D)")[0], query.shape[1]),
+                     "float32")
+    attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
+                                   context_lens, block_table, _alibi(alibi, is_alibi), None, lse)
+    return UnifiedAttentionPlan(_C._plan("unified_attention", attrs, tensors, cache),
+                                with_lse)
+
+
+def describe_unified_step(query, current_key, current_value, query_start_loc, context_lens,
+                          block_table, cache, *, alibi=False, is_alibi=None):
+    """Validates a unified step and returns its :class:`UnifiedStepSummary` (phase such as
+    ``"csu"``, query_len, num_shared_blocks, num_unique_blocks, num_logits, num_work_items,
+    cache_bytes_read) without writing anything."""
+    attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
+                                   context_lens, block_table, _alibi(alibi, is_alibi), None, None)
+    return _C._describe_unified_step(attrs, tensors, cache)
+
+
+# ---------------------------------------------------------------------------------------------
+# Merging partial states.
+
+def merge_states(*, out=None, lse=None, acc=None, max=None, sum=None, merged_out=None,
+                 merged_lse=None, return_lse=False, num_threads=0):
+    """Merges K partial attention results of T rows of H heads (``dynattn::MergeStates``), all
+    float32: either normalised (`out` (K, T, H, D) and natural-log `lse` (K, T, H)) or
+    unnormalised (`acc` (K, T, H, D), `max` and `sum` (K, T, H)). Returns `merged_out`
+    (T, H, D), or ``(merged_out, merged_lse)`` with ``return_lse=True``."""
+    parts = out if out is not None else acc
+    if parts is None:
+        raise ValueError("out: give out and lse, or acc, max and sum")
+    _, t, h, d = _shape(parts, "out" if out is not None else "acc", 4, "(K, T, H, D)")
+    if merged_out is None:
+        merged_out = _empty(parts, (t, h, d), "float32")
+    if merged_lse is None and return_lse:
+        merged_lse = _empty(parts, (t, h), "float32")
+    _C._merge_states(dict(out=out, lse=lse, acc=acc, max=max, sum=sum, merged_out=merged_out,
+                          merged_lse=merged_lse), num_threads)
+    return (merged_out, merged_lse) if return_lse else merged_out
+
+
+# ---------------------------------------------------------------------------------------------
+# Block caches over engines' tensors (used in place) and their metadata.
+
+def paged_block_cache(key, value, key_scale=None, value_scale=None, layout="NHD", quant_bit=0,
+                      quant_group=8):
+    """A :class:`BlockCache` over separate paged key and value tensors (vLLM, FlashInfer, ATB
+    views; ``dynattn::MakePagedBlockCache``), used in place.
+
+    `key`, `value`: [num_blocks, block_size, Hkv, D] (``layout="NHD"``) or
+    [num_blocks, Hkv, block_size, D] (``"HND"``); float16/float32 when ``quant_bit == 0``, int8
+    when ``quant_bit`` is 8 (last dim D) or 4 (last dim D // 2). `key_scale`, `value_scale`:
+    the same layout with last dim ``D // quant_group``, float16 or float32, required iff
+    quantized. The cache keeps references to the tensors."""
+    return _C._paged_block_cache(key, value, key_scale, value_scale, layout, quant_bit,
+                                 quant_group)
+
+
+def combined_block_cache(kv, kv_scale=None, layout="NHD", quant_bit=0, quant_group=8):
+    """A :class:`BlockCache` over one combined FlashInfer tensor [num_pages, 2, page_size, Hkv,
+    D] (NHD) or [num_pages, 2, Hkv, page_size, D] (HND), K at index 0 of dim 1."""
+    return _C._combined_block_cache(kv, kv_scale, layout, quant_bit, quant_group)
+
+
+def vllm_cpu_block_cache(kv, kv_scale=None, quant_bit=0, quant_group=8):
+    """A :class:`BlockCache` over vLLM's CPU-backend cache [2, num_blocks, Hkv, block_size, D]."""
+    return _C._vllm_cpu_block_cache(kv, kv_scale, quant_bit, quant_group)
+
+
+def pmx_block_cache(cache, scale=None, *, num_kv_heads, head_dim, block_size, num_layer=1,
+                    layer_idx=0, quant_bit=0, quant_group=8, cache_layout=0):
+    """A :class:`BlockCache` over a PMX cache tensor (rank 5, layouts 0-3, MaxT = num_blocks *
+    block_size) and its optional scale tensor (``dynattn::MakePmxBlockCache``)."""
+    return _C._pmx_block_cache(cache, scale, num_kv_heads, head_dim, block_size, num_layer,
+                               layer_idx, quant_bit, quant_group, cache_layout)
+
+
+@dataclasses.dataclass
+class KsanaPool:
+    """Geometry of a KsanaLLM block pool (``dynattn::KsanaPoolAttrs``)."""
+    num_blocks: int
+    block_size: int
+    num_kv_heads: int
+    head_dim: int
+    num_layer: int = 1
+    order: str = "kv_layer"  # "kv_layer": [2][L] sub-blocks (Ascend); "layer_kv": [L][2] (CUDA)
+    slack_block: bool = True
+    quant_bit: int = 0
+    quant_group: int = 8
+
+
+def ksana_block_cache(pool, scale_pool=None, *, attrs, layer):
+    """A :class:`BlockCache` of layer `layer` of a Ksana block pool (`attrs`: :class:`KsanaPool`),
+    addressed by Ksana block ids as they are."""
+    return _C._ksana_block_cache(pool, scale_pool, dataclasses.asdict(attrs), layer)
+
+
+def ksana_to_atb_block_table(ksana_table, *, attrs, layer):
+    """Ksana block table (B, max_blocks) -> ATB block ids of layer `layer` (int64 NumPy array of
+    the same shape; -1 padding stays -1)."""
+    return _C._ksana_to_atb_block_table(_index(ksana_table), dataclasses.asdict(attrs), layer)
+
+
+def atb_slot_mapping(ksana_table, requests, positions, *, attrs, layer):
+    """ATB slot of each (request, position) pair of layer `layer` (int64 NumPy array)."""
+    return _C._atb_slot_mapping(_index(ksana_table), _index(requests), _index(positions),
+                                dataclasses.asdict(attrs), layer)
+
+
+UnifiedMetadata = collections.namedtuple("UnifiedMetadata",
+                                         ["query_start_loc", "context_lens", "block_table"])
+UnifiedMetadata.__doc__ = "Unified-attention index tensors converted from an engine's (int64)."
+
+
+def from_vllm(query_start_loc, seq_lens, block_table, slot_mapping=None, *, block_size,
+              num_blocks):
+    """vLLM attention metadata -> :class:`UnifiedMetadata` (``dynattn::FromVllm``)."""
+    return UnifiedMetadata(*_C._from_vllm(_index(query_start_loc), _index(seq_lens),
+                                          _index(block_table), _index(slot_mapping), block_size,
+                                          num_blocks))
+
+
+def from_flashinfer(qo_indptr, kv_indptr, kv_indices, kv_last_page_len, *, page_size,
+                    num_pages):
+    """FlashInfer paged-KV metadata -> :class:`UnifiedMetadata` (``dynattn::FromFlashInfer``)."""
+    return UnifiedMetadata(*_C._from_flashinfer(_index(qo_indptr), _index(kv_indptr),
+                                                _index(kv_indices), _index(kv_last_page_len),
+                                                page_size, num_pages))

@@ -1,0 +1,239 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Block caches over Python tensors (used in place) and the engines' metadata adapters
+// (dynattn/unified.h, dynattn/adapters.h).
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "python/src/bindings.h"
+
+namespace dynattn_py {
+namespace {
+
+using namespace dynattn;  // NOLINT: the binding of a library uses all of it
+
+using Cache = std::unique_ptr<PyBlockCache>;
+
+PageLayout ParseLayout(const std::string& layout) {
+  if (layout == "NHD") return PageLayout::kNHD;
+  if (layout == "HND") return PageLayout::kHND;
+  throw py::value_error("layout: must be \"NHD\" or \"HND\", got \"" + layout + "\"");
+}
+
+KsanaBlockOrder ParseOrder(const std::string& order) {
+  if (order == "kv_layer") return KsanaBlockOrder::kKvLayer;
+  if (order == "layer_kv") return KsanaBlockOrder::kLayerKv;
+  throw py::value_error("order: must be \"kv_layer\" or \"layer_kv\", got \"" + order + "\"");
+}
+
+Cache NewCache(const char* kind) {
+  auto cache = std::make_unique<PyBlockCache>();
+  cache->kind = kind;
+  return cache;
+}
+
+Cache Paged(const py::object& key, const py::object& value, const py::object& key_scale,
+            const py::object& value_scale, const std::string& layout, int quant_bit,
+            int quant_group) {
+  Cache c = NewCache("paged_block_cache");
+  const TensorView k = ToView(key, "key", true, &c->keep);
+  const TensorView v = ToView(value, "value", true, &c->keep);
+  const TensorView ks = ToView(key_scale, "key_scale", true, &c->keep);
+  const TensorView vs = ToView(value_scale, "value_scale", true, &c->keep);
+  Check(
+      MakePagedBlockCache(k, v, ks, vs, ParseLayout(layout), {quant_bit, quant_group}, &c->cache));
+  return c;
+}
+
+Cache Combined(const py::object& kv, const py::object& kv_scale, const std::string& layout,
+               int quant_bit, int quant_group) {
+  Cache c = NewCache("combined_block_cache");
+  const TensorView t = ToView(kv, "kv", true, &c->keep);
+  const TensorView s = ToView(kv_scale, "kv_scale", true, &c->keep);
+  Check(MakeCombinedBlockCache(t, s, ParseLayout(layout), {quant_bit, quant_group}, &c->cache));
+  return c;
+}
+
+Cache VllmCpu(const py::object& kv, const py::object& kv_scale, int quant_bit, int quant_group) {
+  Cache c = NewCache("vllm_cpu_block_cache");
+  const TensorView t = ToView(kv, "kv", true, &c->keep);
+  const TensorView s = ToView(kv_scale, "kv_scale", true, &c->keep);
+  Check(MakeVllmCpuBlockCache(t, s, {quant_bit, quant_group}, &c->cache));
+  return c;
+}
+
+Cache Pmx(const py::object& cache, const py::object& scale, int num_kv_heads, int head_dim,
+          int block_size, int num_layer, int layer_idx, int quant_bit, int quant_group,
+          int cache_layout) {
+  Cache c = NewCache("pmx_block_cache");
+  const TensorView t = ToView(cache, "cache", true, &c->keep);
+  const TensorView s = ToView(scale, "scale", true, &c->keep);
+  CacheAttrs attrs;
+  attrs.num_layer = num_layer;
+  attrs.layer_idx = layer_idx;
+  attrs.quant_bit = quant_bit;
+  attrs.quant_group = quant_group;
+  attrs.cache_layout = cache_layout;
+  Check(MakePmxBlockCache(t, s, attrs, num_kv_heads, head_dim, block_size, &c->cache));
+  return c;
+}
+
+KsanaPoolAttrs ReadPool(const py::dict& d) {
+  KsanaPoolAttrs a;
+  a.order = ParseOrder(d["order"].cast<std::string>());
+  a.num_layer = d["num_layer"].cast<int>();
+  a.num_blocks = d["num_blocks"].cast<int64_t>();
+  a.slack_block = d["slack_block"].cast<bool>();
+  a.block_size = d["block_size"].cast<int>();
+  a.num_kv_heads = d["num_kv_heads"].cast<int>();
+  a.head_dim = d["head_dim"].cast<int>();
+  a.format = {d["quant_bit"].cast<int>(), d["quant_group"].cast<int>()};
+  return a;
+}
+
+Cache Ksana(const py::object& pool, const py::object& scale_pool, const py::dict& attrs,
+            int layer) {
+  Cache c = NewCache("ksana_block_cache");
+  const TensorView p = ToView(pool, "pool", true, &c->keep);
+  const TensorView s = ToView(scale_pool, "scale_pool", true, &c->keep);
+  Check(MakeKsanaBlockCache(p, s, ReadPool(attrs), layer, &c->cache));
+  return c;
+}
+
+py::array_t<int64_t> ToArray(const std::vector<int64_t>& values, std::vector<py::ssize_t> shape) {
+  py::array_t<int64_t> array(shape);
+  std::copy(values.begin(), values.end(), array.mutable_data());
+  return array;
+}
+
+py::tuple MetadataTuple(const UnifiedMetadata& md) {
+  return py::make_tuple(
+      ToArray(md.query_start_loc, {static_cast<py::ssize_t>(md.query_start_loc.size())}),
+      ToArray(md.context_lens, {static_cast<py::ssize_t>(md.context_lens.size())}),
+      ToArray(md.block_table, {static_cast<py::ssize_t>(md.num_requests()),
+                               static_cast<py::ssize_t>(md.max_blocks)}));
+}
+
+py::tuple Vllm(const py::object& query_start_loc, const py::object& seq_lens,
+               const py::object& block_table, const py::object& slot_mapping, int block_size,
+               int64_t num_blocks) {
+  Keep keep;
+  VllmMetadata in;
+  in.query_start_loc = ToView(query_start_loc, "query_start_loc", false, &keep);
+  in.seq_lens = ToView(seq_lens, "seq_lens", false, &keep);
+  in.block_table = ToView(block_table, "block_table", false, &keep);
+  in.slot_mapping = ToView(slot_mapping, "slot_mapping", false, &keep);
+  UnifiedMetadata out;
+  Check(FromVllm(in, block_size, num_blocks, &out));
+  return MetadataTuple(out);
+}
+
+py::tuple FlashInfer(const py::object& qo_indptr, const py::object& kv_indptr,
+                     const py::object& kv_indices, const py::object& kv_last_page_len,
+                     int page_size, int64_t num_pages) {
+  Keep keep;
+  FlashInferMetadata in;
+  in.qo_indptr = ToView(qo_indptr, "qo_indptr", false, &keep);
+  in.kv_indptr = ToView(kv_indptr, "kv_indptr", false, &keep);
+  in.kv_indices = ToView(kv_indices, "kv_indices", false, &keep);
+  in.kv_last_page_len = ToView(kv_last_page_len, "kv_last_page_len", false, &keep);
+  UnifiedMetadata out;
+  Check(FromFlashInfer(in, page_size, num_pages, &out));
+  return MetadataTuple(out);
+}
+
+py::array_t<int64_t> KsanaToAtb(const py::object& table, const py::dict& attrs, int layer) {
+  Keep keep;
+  const TensorView t = ToView(table, "ksana_table", false, &keep);
+  std::vector<int64_t> out;
+  Check(KsanaToAtbBlockTable(t, ReadPool(attrs), layer, &out));
+  std::vector<py::ssize_t> shape(t.shape, t.shape + (t.rank > 0 ? t.rank : 0));
+  return ToArray(out, shape);
+}
+
+py::array_t<int64_t> SlotMapping(const py::object& table, const py::object& requests,
+                                 const py::object& positions, const py::dict& attrs, int layer) {
+  Keep keep;
+  const TensorView t = ToView(table, "ksana_table", false, &keep);
+  const TensorView r = ToView(requests, "requests", false, &keep);
+  const TensorView p = ToView(positions, "positions", false, &keep);
+  std::vector<int64_t> out;
+  Check(AtbSlotMapping(t, r, p, ReadPool(attrs), layer, &out));
+  return ToArray(out, {static_cast<py::ssize_t>(out.size())});
+}
+
+std::string ElemName(CacheElem e) {
+  switch (e) {
+    case CacheElem::kF32:
+      return "float32";
+    case CacheElem::kF16:
+      return "float16";
+    case CacheElem::kInt8:
+      return "int8";
+    case CacheElem::kInt4:
+      return "int4";
+  }
+  return "?";
+}
+
+std::string CacheRepr(const PyBlockCache& c) {
+  const BlockCache& b = c.cache;
+  return "BlockCache(" + c.kind + ", elem=" + ElemName(b.cache.elem) +
+         ", num_blocks=" + std::to_string(b.num_blocks) +
+         ", block_size=" + std::to_string(b.block_size) +
+         ", num_kv_heads=" + std::to_string(b.cache.num_kv_heads) +
+         ", head_dim=" + std::to_string(b.cache.head_dim) + ")";
+}
+
+void BindBlockCache(py::module_& m) {
+  py::class_<PyBlockCache>(m, "BlockCache",
+                           "A block cache over caller-owned tensors, used in place (no copy). "
+                           "Holds references to its tensors while it lives.")
+      .def_property_readonly("kind", [](const PyBlockCache& c) { return c.kind; })
+      .def_property_readonly("block_size", [](const PyBlockCache& c) { return c.cache.block_size; })
+      .def_property_readonly("block_stride", [](const PyBlockCache& c) { return c.cache.Stride(); })
+      .def_property_readonly("num_blocks", [](const PyBlockCache& c) { return c.cache.num_blocks; })
+      .def_property_readonly("num_slots",
+                             [](const PyBlockCache& c) { return c.cache.cache.num_slots; })
+      .def_property_readonly("num_kv_heads",
+                             [](const PyBlockCache& c) { return c.cache.cache.num_kv_heads; })
+      .def_property_readonly("head_dim",
+                             [](const PyBlockCache& c) { return c.cache.cache.head_dim; })
+      .def_property_readonly("elem",
+                             [](const PyBlockCache& c) { return ElemName(c.cache.cache.elem); })
+      .def_property_readonly("quant_group",
+                             [](const PyBlockCache& c) { return c.cache.cache.quant_group; })
+      .def_property_readonly(
+          "device",
+          [](const PyBlockCache& c) { return std::string(DeviceName(c.cache.cache.device)); })
+      .def("__repr__", &CacheRepr);
+}
+
+}  // namespace
+
+void BindCaches(py::module_& m) {
+  BindBlockCache(m);
+  m.def("_paged_block_cache", &Paged, py::arg("key"), py::arg("value"), py::arg("key_scale"),
+        py::arg("value_scale"), py::arg("layout"), py::arg("quant_bit"), py::arg("quant_group"));
+  m.def("_combined_block_cache", &Combined, py::arg("kv"), py::arg("kv_scale"), py::arg("layout"),
+        py::arg("quant_bit"), py::arg("quant_group"));
+  m.def("_vllm_cpu_block_cache", &VllmCpu, py::arg("kv"), py::arg("kv_scale"), py::arg("quant_bit"),
+        py::arg("quant_group"));
+  m.def("_pmx_block_cache", &Pmx, py::arg("cache"), py::arg("scale"), py::arg("num_kv_heads"),
+        py::arg("head_dim"), py::arg("block_size"), py::arg("num_layer"), py::arg("layer_idx"),
+        py::arg("quant_bit"), py::arg("quant_group"), py::arg("cache_layout"));
+  m.def("_ksana_block_cache", &Ksana, py::arg("pool"), py::arg("scale_pool"), py::arg("attrs"),
+        py::arg("layer"));
+  m.def("_from_vllm", &Vllm);
+  m.def("_from_flashinfer", &FlashInfer);
+  m.def("_ksana_to_atb_block_table", &KsanaToAtb);
+  m.def("_atb_slot_mapping", &SlotMapping);
+}
+
+}  // namespace dynattn_py

@@ -1,0 +1,296 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The ops, their plans, Context, merge_states and describe_unified_step. Each op call takes its
+// attributes and its tensors as dicts keyed by the spec's names (dynattn/named_args.h).
+
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "python/src/bindings.h"
+
+namespace dynattn_py {
+namespace {
+
+using namespace dynattn;  // NOLINT: the binding of a library uses all of it
+
+enum class Op { kKeyValueCache, kMultiHeadAttention, kMultiHeadCacheAttention, kUnified };
+
+Op ParseOp(const std::string& name) {
+  if (name == "key_value_cache") return Op::kKeyValueCache;
+  if (name == "multi_head_attention") return Op::kMultiHeadAttention;
+  if (name == "multi_head_cache_attention") return Op::kMultiHeadCacheAttention;
+  if (name == "unified_attention") return Op::kUnified;
+  throw py::value_error("op: unknown op '" + name + "'");
+}
+
+// The tensors each op writes (outputs, and the cache it updates in place).
+std::vector<std::string> Written(Op op) {
+  switch (op) {
+    case Op::kKeyValueCache:
+      return {"cache", "scale", "key", "value"};
+    case Op::kMultiHeadAttention:
+      return {"attn_output"};
+    case Op::kMultiHeadCacheAttention:
+      return {"cache", "scale", "attn_output"};
+    case Op::kUnified:
+      return {"attn_output", "lse"};
+  }
+  return {};
+}
+
+int Int(const py::dict& d, const char* key, int fallback) {
+  return d.contains(key) ? d[key].cast<int>() : fallback;
+}
+
+CacheAttrs ReadCacheAttrs(const py::dict& d) {
+  CacheAttrs c;
+  c.num_layer = Int(d, "num_layer", c.num_layer);
+  c.layer_idx = Int(d, "layer_idx", c.layer_idx);
+  c.quant_bit = Int(d, "quant_bit", c.quant_bit);
+  c.quant_group = Int(d, "quant_group", c.quant_group);
+  c.cache_mode = Int(d, "cache_mode", c.cache_mode);
+  c.cache_layout = Int(d, "cache_layout", c.cache_layout);
+  c.page_size = Int(d, "page_size", c.page_size);
+  return c;
+}
+
+AttentionAttrs ReadAttentionAttrs(const py::dict& d) {
+  AttentionAttrs a;
+  a.num_heads = Int(d, "num_heads", 0);
+  a.num_kv_heads = Int(d, "num_kv_heads", 0);
+  a.head_dim = Int(d, "head_dim", 0);
+  a.is_causal = Int(d, "is_causal", 1) != 0;
+  a.is_alibi = Int(d, "is_alibi", 0) != 0;
+  return a;
+}
+
+// One op call: its attributes and its borrowed arguments.
+struct Call {
+  Op op = Op::kUnified;
+  KeyValueCacheAttrs kvc_attrs;
+  AttentionAttrs mha_attrs;
+  MultiHeadCacheAttentionAttrs mhca_attrs;
+  UnifiedAttentionAttrs unified_attrs;
+  KeyValueCacheArgs kvc;
+  MultiHeadAttentionArgs mha;
+  MultiHeadCacheAttentionArgs mhca;
+  UnifiedAttentionArgs unified;
+};
+
+Call MakeCall(Op op, const py::dict& attrs, const TensorMap& map, const PyBlockCache* cache) {
+  Call c;
+  c.op = op;
+  const TensorLookup lookup = [&map](const std::string& name) { return Lookup(map, name); };
+  c.kvc_attrs.cache = ReadCacheAttrs(attrs);
+  c.kvc_attrs.num_repeat = Int(attrs, "num_repeat", 1);
+  c.mha_attrs = ReadAttentionAttrs(attrs);
+  c.mhca_attrs = {c.mha_attrs, c.kvc_attrs.cache};
+  c.unified_attrs = {c.mha_attrs.num_heads, c.mha_attrs.num_kv_heads, c.mha_attrs.head_dim,
+                     c.mha_attrs.is_alibi};
+  switch (op) {
+    case Op::kKeyValueCache:
+      c.kvc = KeyValueCacheArgsByName(lookup);
+      break;
+    case Op::kMultiHeadAttention:
+      c.mha = MultiHeadAttentionArgsByName(lookup);
+      break;
+    case Op::kMultiHeadCacheAttention:
+      c.mhca = MultiHeadCacheAttentionArgsByName(lookup);
+      break;
+    case Op::kUnified:
+      if (cache == nullptr) throw py::value_error("cache: is required (a dynattn.BlockCache)");
+      c.unified = UnifiedAttentionArgsByName(lookup, &cache->cache);
+      break;
+  }
+  return c;
+}
+
+Status PlanCall(const Call& c, Plan* plan) {
+  switch (c.op) {
+    case Op::kKeyValueCache:
+      return PlanKeyValueCache(c.kvc_attrs, c.kvc, plan);
+    case Op::kMultiHeadAttention:
+      return PlanMultiHeadAttention(c.mha_attrs, c.mha, plan);
+    case Op::kMultiHeadCacheAttention:
+      return PlanMultiHeadCacheAttention(c.mhca_attrs, c.mhca, plan);
+    case Op::kUnified:
+      return PlanUnifiedAttention(c.unified_attrs, c.unified, plan);
+  }
+  return Status::Internal("unknown op");
+}
+
+Status RunCall(const Call& c, const Plan& plan, Context* context) {
+  switch (c.op) {
+    case Op::kKeyValueCache:
+      return RunKeyValueCache(plan, c.kvc, context);
+    case Op::kMultiHeadAttention:
+      return RunMultiHeadAttention(plan, c.mha, context);
+    case Op::kMultiHeadCacheAttention:
+      return RunMultiHeadCacheAttention(plan, c.mhca, context);
+    case Op::kUnified:
+      return RunUnifiedAttention(plan, c.unified, context);
+  }
+  return Status::Internal("unknown op");
+}
+
+Status OneShot(const Call& c, const RunOptions& options) {
+  switch (c.op) {
+    case Op::kKeyValueCache:
+      return KeyValueCache(c.kvc_attrs, c.kvc, options);
+    case Op::kMultiHeadAttention:
+      return MultiHeadAttention(c.mha_attrs, c.mha, options);
+    case Op::kMultiHeadCacheAttention:
+      return MultiHeadCacheAttention(c.mhca_attrs, c.mhca, options);
+    case Op::kUnified:
+      return UnifiedAttention(c.unified_attrs, c.unified, options);
+  }
+  return Status::Internal("unknown op");
+}
+
+const PyBlockCache* CacheOf(const py::object& cache) {
+  return cache.is_none() ? nullptr : cache.cast<const PyBlockCache*>();
+}
+
+/// One call of `op` (a plan and its run in `context`, or the pooled one-shot call without one).
+void RunOp(const std::string& op_name, const py::dict& attrs, const py::dict& tensors,
+           const py::object& cache, PyContext* context, int num_threads) {
+  const Op op = ParseOp(op_name);
+  Keep keep;
+  const TensorMap map = ToViews(tensors, Written(op), &keep);
+  const Call call = MakeCall(op, attrs, map, CacheOf(cache));
+  if (context == nullptr) {
+    Check(RunReleased([&] { return OneShot(call, RunOptions{num_threads}); }));
+    return;
+  }
+  Plan plan;
+  Check(RunReleased([&] { return PlanCall(call, &plan); }));
+  Check(RunLocked(context, [&](Context* ctx) { return RunCall(call, plan, ctx); }));
+}
+
+/// A Plan and the op it was made for.
+struct PyPlan {
+  Op op = Op::kUnified;
+  std::string op_name;
+  Plan plan;
+};
+
+std::unique_ptr<PyPlan> MakePlan(const std::string& op_name, const py::dict& attrs,
+                                 const py::dict& tensors, const py::object& cache) {
+  auto plan = std::make_unique<PyPlan>();
+  plan->op = ParseOp(op_name);
+  plan->op_name = op_name;
+  Keep keep;
+  const TensorMap map = ToViews(tensors, {}, &keep);  // planning writes nothing
+  const Call call = MakeCall(plan->op, attrs, map, CacheOf(cache));
+  Check(RunReleased([&] { return PlanCall(call, &plan->plan); }));
+  return plan;
+}
+
+void RunPlan(const PyPlan& plan, const py::dict& tensors, const py::object& cache,
+             PyContext* context) {
+  Keep keep;
+  const TensorMap map = ToViews(tensors, Written(plan.op), &keep);
+  const Call call = MakeCall(plan.op, py::dict(), map, CacheOf(cache));
+  Check(RunLocked(context, [&](Context* ctx) { return RunCall(call, plan.plan, ctx); }));
+}
+
+UnifiedStepSummary Describe(const py::dict& attrs, const py::dict& tensors,
+                            const py::object& cache) {
+  Keep keep;
+  const TensorMap map = ToViews(tensors, {}, &keep);
+  const Call call = MakeCall(Op::kUnified, attrs, map, CacheOf(cache));
+  UnifiedStepSummary summary;
+  Check(
+      RunReleased([&] { return DescribeUnifiedStep(call.unified_attrs, call.unified, &summary); }));
+  return summary;
+}
+
+void Merge(const py::dict& tensors, int num_threads) {
+  Keep keep;
+  const TensorMap map = ToViews(tensors, {"merged_out", "merged_lse"}, &keep);
+  MergeStatesArgs args;
+  args.out = Lookup(map, "out");
+  args.lse = Lookup(map, "lse");
+  args.acc = Lookup(map, "acc");
+  args.max = Lookup(map, "max");
+  args.sum = Lookup(map, "sum");
+  args.merged_out = Lookup(map, "merged_out");
+  args.merged_lse = Lookup(map, "merged_lse");
+  Check(RunReleased([&] { return MergeStates(args, RunOptions{num_threads}); }));
+}
+
+std::string SummaryRepr(const UnifiedStepSummary& s) {
+  return "UnifiedStepSummary(phase='" + s.phase + "', query_len=" + std::to_string(s.query_len) +
+         ", num_shared_blocks=" + std::to_string(s.num_shared_blocks) +
+         ", num_unique_blocks=" + std::to_string(s.num_unique_blocks) +
+         ", num_logits=" + std::to_string(s.num_logits) +
+         ", num_work_items=" + std::to_string(s.num_work_items) +
+         ", cache_bytes_read=" + std::to_string(s.cache_bytes_read) + ")";
+}
+
+void BindSummary(py::module_& m) {
+  using S = UnifiedStepSummary;
+  py::class_<S>(m, "UnifiedStepSummary", "What the planner made of a unified-attention step.")
+      .def_readonly("phase", &S::phase, "'c', 's', 'u' per path present, '-' per path absent")
+      .def_readonly("query_len", &S::query_len)
+      .def_readonly("num_shared_blocks", &S::num_shared_blocks)
+      .def_readonly("num_unique_blocks", &S::num_unique_blocks)
+      .def_readonly("num_logits", &S::num_logits)
+      .def_readonly("num_work_items", &S::num_work_items)
+      .def_readonly("cache_bytes_read", &S::cache_bytes_read)
+      .def("__repr__", &SummaryRepr);
+}
+
+void BindContext(py::module_& m) {
+  py::class_<PyContext>(m, "Context",
+                        "Threads, scratch and workspace that run plans (dynattn::Context). Calls "
+                        "on one Context are serialized; give each thread its own for parallelism.")
+      .def(py::init([](int num_threads, std::uintptr_t cuda_stream) {
+             return std::make_unique<PyContext>(
+                 ContextOptions{num_threads, reinterpret_cast<void*>(cuda_stream)});
+           }),
+           py::arg("num_threads") = 0, py::arg("cuda_stream") = 0)
+      .def_property_readonly("num_threads",
+                             [](const PyContext& c) { return c.context.options().num_threads; })
+      .def_property_readonly("workspace_bytes",
+                             [](const PyContext& c) { return c.context.workspace_bytes(); })
+      .def("__repr__", [](const PyContext& c) {
+        return "Context(num_threads=" + std::to_string(c.context.options().num_threads) + ")";
+      });
+}
+
+void BindPlan(py::module_& m) {
+  py::class_<PyPlan>(m, "_Plan")
+      .def_property_readonly("op", [](const PyPlan& p) { return std::string(p.plan.op()); })
+      .def_property_readonly("op_name", [](const PyPlan& p) { return p.op_name; })
+      .def_property_readonly("backend",
+                             [](const PyPlan& p) { return std::string(p.plan.backend()); })
+      .def_property_readonly("workspace_bytes",
+                             [](const PyPlan& p) { return p.plan.workspace_bytes(); })
+      .def_property_readonly("unified_summary",
+                             [](const PyPlan& p) -> py::object {
+                               const UnifiedStepSummary* s = p.plan.unified_summary();
+                               return s == nullptr ? py::none() : py::cast(*s);
+                             })
+      .def("run", &RunPlan, py::arg("tensors"), py::arg("cache"), py::arg("context"));
+}
+
+}  // namespace
+
+void BindOps(py::module_& m) {
+  BindSummary(m);
+  BindContext(m);
+  BindPlan(m);
+  m.def("_run", &RunOp, py::arg("op"), py::arg("attrs"), py::arg("tensors"), py::arg("cache"),
+        py::arg("context"), py::arg("num_threads"));
+  m.def("_plan", &MakePlan, py::arg("op"), py::arg("attrs"), py::arg("tensors"), py::arg("cache"));
+  m.def("_describe_unified_step", &Describe, py::arg("attrs"), py::arg("tensors"),
+        py::arg("cache"));
+  m.def("_merge_states", &Merge, py::arg("tensors"), py::arg("num_threads"));
+}
+
+}  // namespace dynattn_py

@@ -1,0 +1,212 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// DLPack and buffer-protocol tensors as borrowed TensorViews.
+
+#include "python/src/tensors.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace dynattn_py {
+namespace {
+
+using dynattn::Device;
+using dynattn::DType;
+using dynattn::TensorView;
+
+// The DLPack exchange ABI (legacy, unversioned capsule "dltensor"): the stable C layout every
+// framework exports, written out here from its specification.
+struct DLDevice {
+  int32_t device_type;  // 1 CPU, 2 CUDA, 3 CUDA host (pinned), 13 CUDA managed, ...
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;  // 0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;  // in elements; null = compact row-major
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+
+constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+constexpr uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4;
+
+[[noreturn]] void Fail(const std::string& name, const std::string& rule) {
+  throw py::value_error(name + ": " + rule);
+}
+
+std::string DlDTypeName(DLDataType t) {
+  const char* kinds[] = {"int", "uint", "float", "handle", "bfloat", "complex", "bool"};
+  const std::string kind = t.code < 7 ? kinds[t.code] : "code" + std::to_string(t.code) + "_";
+  return kind + std::to_string(t.bits) + (t.lanes != 1 ? "x" + std::to_string(t.lanes) : "");
+}
+
+DType DlDType(DLDataType t, const std::string& name) {
+  if (t.lanes == 1) {
+    if (t.code == kDLFloat && t.bits == 32) return DType::kF32;
+    if (t.code == kDLFloat && t.bits == 16) return DType::kF16;
+    if (t.code == kDLInt && t.bits == 8) return DType::kI8;
+    if (t.code == kDLInt && t.bits == 32) return DType::kI32;
+    if (t.code == kDLInt && t.bits == 64) return DType::kI64;
+  }
+  Fail(name,
+       "dtype " + DlDTypeName(t) + " is not supported (float32, float16, int8, int32 or int64)");
+}
+
+Device DlDevice(DLDevice d, const std::string& name) {
+  if (d.device_type == kDLCPU || d.device_type == kDLCUDAHost) return Device::kCpu;
+  if (d.device_type == kDLCUDA || d.device_type == kDLCUDAManaged) return Device::kCuda;
+  Fail(name,
+       "DLPack device type " + std::to_string(d.device_type) + " is not supported (CPU or CUDA)");
+}
+
+std::string Join(const int64_t* values, int n) {
+  std::string s = "(";
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  return s + (n == 1 ? ",)" : ")");
+}
+
+// A dense row-major view of `shape`, after checking that `strides` (elements; null = dense) are
+// those of one. Extents of 1 may have any stride (frameworks leave them arbitrary).
+TensorView DenseView(void* data, DType dtype, int rank, const int64_t* shape,
+                     const int64_t* strides, Device device, const std::string& name) {
+  if (rank > dynattn::kMaxRank) {
+    Fail(name, "rank " + std::to_string(rank) + " exceeds " + std::to_string(dynattn::kMaxRank));
+  }
+  if (strides != nullptr) {
+    bool empty = false;
+    for (int i = 0; i < rank; ++i) empty |= shape[i] == 0;
+    int64_t expected = 1;
+    for (int i = rank - 1; i >= 0 && !empty; --i) {
+      if (shape[i] != 1 && strides[i] != expected) {
+        Fail(name, "must be dense row-major (C-contiguous): shape " + Join(shape, rank) +
+                       ", strides " + Join(strides, rank) + " (elements)");
+      }
+      expected *= shape[i];
+    }
+  }
+  return TensorView::Dense(data, dtype, rank, shape, device);
+}
+
+// Owns an exported DLManagedTensor: its deleter runs when the capsule holding this dies.
+py::object TakeDlpack(py::capsule exported, DLManagedTensor** out) {
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(exported.ptr(), "dltensor"));
+  if (managed == nullptr) throw py::error_already_set();
+  // The consumer renames the capsule so that the producer's capsule destructor leaves it alone.
+  if (PyCapsule_SetName(exported.ptr(), "used_dltensor") != 0) throw py::error_already_set();
+  *out = managed;
+  return py::capsule(managed, [](void* p) {
+    auto* m = static_cast<DLManagedTensor*>(p);
+    if (m->deleter != nullptr) m->deleter(m);
+  });
+}
+
+TensorView FromDlpack(py::handle object, const std::string& name, Keep* keep) {
+  py::object exported = object.attr("__dlpack__")();
+  if (!PyCapsule_IsValid(exported.ptr(), "dltensor")) {
+    Fail(name, "__dlpack__ did not return a \"dltensor\" capsule");
+  }
+  DLManagedTensor* managed = nullptr;
+  keep->Add(TakeDlpack(py::reinterpret_borrow<py::capsule>(exported), &managed));
+  const DLTensor& t = managed->dl_tensor;
+  void* data = static_cast<char*>(t.data) + t.byte_offset;
+  return DenseView(data, DlDType(t.dtype, name), t.ndim, t.shape, t.strides,
+                   DlDevice(t.device, name), name);
+}
+
+DType BufferDType(const Py_buffer& b, const std::string& name) {
+  std::string format = b.format != nullptr ? b.format : "B";
+  if (!format.empty() && (format[0] == '@' || format[0] == '=' || format[0] == '<')) {
+    format = format.substr(1);
+  }
+  if (format == "f" && b.itemsize == 4) return DType::kF32;
+  if (format == "e" && b.itemsize == 2) return DType::kF16;
+  if (format == "b" && b.itemsize == 1) return DType::kI8;
+  if ((format == "i" || format == "l" || format == "q") && b.itemsize == 4) return DType::kI32;
+  if ((format == "i" || format == "l" || format == "q") && b.itemsize == 8) return DType::kI64;
+  Fail(name, "buffer format '" + std::string(b.format != nullptr ? b.format : "B") +
+                 "' is not supported (float32 'f', float16 'e', int8 'b', int32, int64)");
+}
+
+TensorView FromBuffer(py::handle object, const std::string& name, bool writable, Keep* keep) {
+  auto* buffer = new Py_buffer();
+  const int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(object.ptr(), buffer, flags) != 0) {
+    delete buffer;
+    PyErr_Clear();
+    Fail(name, writable ? "must be a writable buffer (the call writes into it)"
+                        : "cannot be read through the buffer protocol");
+  }
+  keep->Add(py::capsule(buffer, [](void* p) {
+    auto* b = static_cast<Py_buffer*>(p);
+    PyBuffer_Release(b);
+    delete b;
+  }));
+  const DType dtype = BufferDType(*buffer, name);
+  int64_t shape[dynattn::kMaxRank + 1] = {}, strides[dynattn::kMaxRank + 1] = {};
+  if (buffer->ndim > dynattn::kMaxRank) {
+    Fail(name,
+         "rank " + std::to_string(buffer->ndim) + " exceeds " + std::to_string(dynattn::kMaxRank));
+  }
+  for (int i = 0; i < buffer->ndim; ++i) {
+    shape[i] = buffer->shape[i];
+    const Py_ssize_t stride = buffer->strides[i];
+    // A byte stride that is not a whole number of elements can never be dense.
+    strides[i] = stride % buffer->itemsize == 0 ? stride / buffer->itemsize : -1;
+  }
+  return DenseView(buffer->buf, dtype, buffer->ndim, shape, strides, Device::kCpu, name);
+}
+
+}  // namespace
+
+void Keep::MoveTo(Keep* other) {
+  for (py::object& object : objects_) other->Add(std::move(object));
+  objects_.clear();
+}
+
+TensorView ToView(py::handle object, const std::string& name, bool writable, Keep* keep) {
+  if (object.is_none()) return TensorView{};
+  const bool buffer = PyObject_CheckBuffer(object.ptr()) != 0;
+  if (py::hasattr(object, "__dlpack__")) {
+    try {
+      return FromDlpack(object, name, keep);
+    } catch (py::error_already_set& e) {
+      // NumPy refuses to export read-only arrays through DLPack: read them as buffers instead.
+      if (!buffer) Fail(name, std::string("cannot be exported through DLPack: ") + e.what());
+    }
+  }
+  if (buffer) return FromBuffer(object, name, writable, keep);
+  Fail(name, "must be a tensor (an object with __dlpack__ or the buffer protocol), got " +
+                 std::string(py::str(py::type::handle_of(object).attr("__name__"))));
+}
+
+TensorMap ToViews(const py::dict& tensors, const std::vector<std::string>& writable, Keep* keep) {
+  TensorMap map;
+  for (const auto& item : tensors) {
+    const std::string name = py::str(item.first);
+    bool out = false;
+    for (const std::string& w : writable) out |= w == name;
+    map[name] = ToView(item.second, name, out, keep);
+  }
+  return map;
+}
+
+TensorView Lookup(const TensorMap& map, const std::string& name) {
+  auto it = map.find(name);
+  return it == map.end() ? TensorView{} : it->second;
+}
+
+}  // namespace dynattn_py

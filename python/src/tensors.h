@@ -1,0 +1,52 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// Python tensors as borrowed dynattn::TensorViews, without copying: any object with `__dlpack__`
+// (PyTorch tensors, NumPy >= 1.22 arrays), else the buffer protocol (NumPy arrays, memoryviews).
+
+#ifndef DYNATTN_PYTHON_TENSORS_H_
+#define DYNATTN_PYTHON_TENSORS_H_
+
+#include <pybind11/pybind11.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dynattn/dynattn.h"
+
+namespace dynattn_py {
+
+namespace py = pybind11;
+
+/// Keeps what a borrowed view points into alive: the exported DLPack tensors (their deleters run
+/// when this is destroyed) and the buffers held through the buffer protocol. Destroy it with the
+/// GIL held (the destructors of its members call into Python).
+class Keep {
+ public:
+  /// Holds `object` until this Keep is destroyed.
+  void Add(py::object object) { objects_.push_back(std::move(object)); }
+  /// Moves everything held into `other`.
+  void MoveTo(Keep* other);
+
+ private:
+  std::vector<py::object> objects_;
+};
+
+/// Converts `object` to a dense row-major view named `name` (the name errors use). None gives an
+/// absent view. `writable`: the library writes into it (outputs, caches), so a read-only buffer
+/// is refused. Raises ValueError naming `name` for an unsupported dtype, device or a non-dense
+/// tensor.
+dynattn::TensorView ToView(py::handle object, const std::string& name, bool writable, Keep* keep);
+
+/// Named tensors of one call, borrowed from a dict name -> tensor (None entries are absent).
+using TensorMap = std::map<std::string, dynattn::TensorView>;
+
+/// Borrows every entry of `tensors`; the names in `writable` are written by the call.
+TensorMap ToViews(const py::dict& tensors, const std::vector<std::string>& writable, Keep* keep);
+
+/// The view called `name` in `map`, absent when there is none.
+dynattn::TensorView Lookup(const TensorMap& map, const std::string& name);
+
+}  // namespace dynattn_py
+
+#endif  // DYNATTN_PYTHON_TENSORS_H_
