@@ -195,6 +195,10 @@ class Scheduler:
         Returns the requests that finished in this step."""
         done = []
         for r, n in zip(batch.requests, batch.num_tokens):
+            if (n == r.pending) != (r.rid in sampled):
+                raise ValueError(f"request {r.rid}: a token is sampled exactly when its input "
+                                 f"is used up")
+        for r, n in zip(batch.requests, batch.num_tokens):
             r.num_computed += n
             self._register_full_blocks(r)
             if r.rid in sampled:

@@ -71,7 +71,8 @@ def paged_block_cache(key: torch.Tensor, value: torch.Tensor,
 def quantize_int8(x: torch.Tensor, group: int):
     """Spec int8 quantization of x (..., D): per group s = max(fp16(max|x|/127), fp16(1e-5))."""
     g = x.float().reshape(*x.shape[:-1], x.shape[-1] // group, group)
-    scale = (g.abs().amax(dim=-1) / 127.0).half().clamp_min(1e-5).half()
+    floor = float(torch.tensor(1e-5).half())
+    scale = (g.abs().amax(dim=-1) / 127.0).half().float().clamp_min(floor).half()
     q = (g / scale.float().unsqueeze(-1)).half().float().round().clamp(-127, 127)
     return q.to(torch.int8).reshape(x.shape), scale
 
