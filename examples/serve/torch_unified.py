@@ -69,18 +69,29 @@ def paged_block_cache(key: torch.Tensor, value: torch.Tensor,
 
 
 def quantize_int8(x: torch.Tensor, group: int):
-    """Spec int8 quantization of x (..., D): per group s = max(fp16(max|x|/127), fp16(1e-5))."""
+    """Spec int8 quantization of x (..., D) per group of ``group`` elements, in x's dtype T1:
+    s = max(T1(m / 127), T1(1e-5)) for the group's max |x| = m, q = clamp(rne(T1(x / s)), ±127),
+    and s is stored as fp16. Returns (q int8, stored s float16)."""
     g = x.float().reshape(*x.shape[:-1], x.shape[-1] // group, group)
-    floor = float(torch.tensor(1e-5).half())
-    scale = (g.abs().amax(dim=-1) / 127.0).half().float().clamp_min(floor).half()
-    q = (g / scale.float().unsqueeze(-1)).half().float().round().clamp(-127, 127)
-    return q.to(torch.int8).reshape(x.shape), scale
+    scale = g.abs().amax(dim=-1) / 127.0
+    floor = torch.tensor(1e-5)
+    if x.dtype == torch.float16:
+        scale, floor = scale.half().float(), floor.half().float()
+    scale = torch.maximum(scale, floor)
+    ratio = g / scale.unsqueeze(-1)
+    if x.dtype == torch.float16:
+        ratio = ratio.half().float()
+    q = ratio.round().clamp(-127, 127)
+    return q.to(torch.int8).reshape(x.shape), scale.half()
 
 
 def dequantize_int8(q: torch.Tensor, scale: torch.Tensor, group: int) -> torch.Tensor:
-    """Float32 values of int8 groups: q * s."""
+    """Float32 values of int8 groups: q * s, rounded to the scale's type (fp16 or fp32)."""
     g = q.float().reshape(*q.shape[:-1], q.shape[-1] // group, group)
-    return (g * scale.float().unsqueeze(-1)).reshape(q.shape)
+    values = g * scale.float().unsqueeze(-1)
+    if scale.dtype == torch.float16:
+        values = values.half().float()
+    return values.reshape(q.shape)
 
 
 class UnifiedPlan:

@@ -316,28 +316,40 @@ def test_dynattn_int8_end_to_end_runs(model):
 
 
 @needs_dynattn
-def test_dynattn_step_matches_stand_in():
-    """One mixed step (decode + chunk + prompt) through dynattn and the stand-in, fp16 cache."""
+@pytest.mark.parametrize("cache_dtype", ["fp16", "int8"])
+def test_dynattn_step_matches_stand_in(cache_dtype):
+    """One mixed step (decode + chunk + prompt) through dynattn and the stand-in: the cache
+    bytes written (and int8 scales) are identical, the outputs agree."""
     torch.manual_seed(0)
-    nb, bs, hkv, hq, d = 12, 4, 2, 4, 16
+    nb, bs, hkv, hq, d, group = 12, 4, 2, 4, 16, 8
     qsl = torch.tensor([0, 1, 6, 9], dtype=torch.int32)
     ctx = torch.tensor([6, 4, 0], dtype=torch.int32)
     table = torch.tensor([[3, 7, 0], [5, 2, 9], [11, 0, 0]], dtype=torch.int32)
-    caches = []
-    for lib in (dynattn, torch_unified):
-        g = torch.Generator().manual_seed(1)
-        key = torch.randn(nb, bs, hkv, d, generator=g).half()
-        value = torch.randn(nb, bs, hkv, d, generator=g).half()
-        caches.append((lib, key, value, lib.paged_block_cache(key, value)))
     q = torch.randn(9, hq, d)
     k = torch.randn(9, hkv, d)
     v = torch.randn(9, hkv, d)
-    outs = []
-    for lib, key, value, cache in caches:
+    outs, tensors = [], []
+    for lib in (dynattn, torch_unified):
+        g = torch.Generator().manual_seed(1)
+        plain = [torch.randn(nb, bs, hkv, d, generator=g) for _ in range(2)]
+        if cache_dtype == "int8":
+            parts = [torch_unified.quantize_int8(x, group) for x in plain]
+            key, value = parts[0][0], parts[1][0]
+            scales = [parts[0][1].clone(), parts[1][1].clone()]
+            cache = lib.paged_block_cache(key, value, key_scale=scales[0],
+                                          value_scale=scales[1], quant_bit=8,
+                                          quant_group=group)
+        else:
+            key, value = plain[0].half(), plain[1].half()
+            scales = []
+            cache = lib.paged_block_cache(key, value)
         plan = lib.plan_unified_attention(q, k, v, qsl, ctx, table, cache)
         outs.append(plan.run(q, k, v, cache))
-    assert torch.equal(caches[0][1], caches[1][1]) and torch.equal(caches[0][2], caches[1][2])
-    assert torch.allclose(outs[0], outs[1], atol=1e-4, rtol=1e-4)
+        tensors.append([key, value] + scales)
+    for mine, theirs in zip(tensors[1], tensors[0]):
+        assert torch.equal(mine, theirs)
+    tol = 1e-4 if cache_dtype == "fp16" else 1e-3
+    assert torch.allclose(outs[0], outs[1], atol=tol, rtol=tol)
 
 
 def test_serve_cli_runs_small(checkpoint, capsys):
