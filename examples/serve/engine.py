@@ -11,7 +11,7 @@ row, the reference run on its own would have produced exactly the same tokens).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import torch
@@ -41,6 +41,7 @@ class UnifiedBackend:
         self.cache = PagedKVCache(spec)
         self.layer_caches = self.cache.layer_caches(lib)
         self.plan = None
+        self.seconds = 0.0  # time spent in the library (plans and runs)
 
     def begin_step(self, num_heads: int, query_start_loc: torch.Tensor,
                    context_lens: torch.Tensor, block_table: torch.Tensor) -> None:
@@ -48,8 +49,10 @@ class UnifiedBackend:
         t = int(query_start_loc[-1])
         q = torch.empty(t, num_heads, self.spec.head_dim, dtype=self.attn_dtype)
         kv = torch.empty(t, self.spec.num_kv_heads, self.spec.head_dim, dtype=self.attn_dtype)
+        start = time.perf_counter()
         self.plan = self.lib.plan_unified_attention(q, kv, kv, query_start_loc, context_lens,
                                                     block_table, self.layer_caches[0])
+        self.seconds += time.perf_counter() - start
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
                v: torch.Tensor) -> torch.Tensor:
@@ -57,8 +60,11 @@ class UnifiedBackend:
         if self.round_kv is not None:
             k, v = k.to(self.round_kv), v.to(self.round_kv)
         dt = self.attn_dtype
-        return self.plan.run(q.to(dt).contiguous(), k.to(dt).contiguous(), v.to(dt).contiguous(),
-                             self.layer_caches[layer], context=self.context)
+        q, k, v = q.to(dt).contiguous(), k.to(dt).contiguous(), v.to(dt).contiguous()
+        start = time.perf_counter()
+        out = self.plan.run(q, k, v, self.layer_caches[layer], context=self.context)
+        self.seconds += time.perf_counter() - start
+        return out
 
 
 @dataclass
@@ -70,16 +76,17 @@ class EngineStats:
     generated_tokens: int = 0
     prefix_hit_tokens: int = 0    # prompt tokens reused from the cache, never computed
     engine_seconds: float = 0.0   # scheduling + primary model + sampling
+    attention_seconds: float = 0.0  # of which in the primary attention library
     reference_seconds: float = 0.0
     peak_blocks: int = 0          # physical blocks held by running requests (max over steps)
     peak_logical_blocks: int = 0  # what they would hold without prefix sharing
     max_saved_blocks: int = 0
     max_mixed_step: str = ""      # largest step that mixed prefill chunks with decodes
+    mixed_step_tokens: int = 0
     compared_rows: int = 0
     agreeing_rows: int = 0
     max_logit_error: float = 0.0
     max_logit_violation: float = 0.0  # max of |err| / (atol + rtol*|ref|); <= 1 passes
-    step_log: List[str] = field(default_factory=list)
 
 
 class Engine:
@@ -106,6 +113,7 @@ class Engine:
             self.step(step)
             step += 1
         self.stats.prefix_hit_tokens = sum(r.prefix_hit_tokens for r in requests)
+        self.stats.attention_seconds = self.primary.seconds
         return self.stats
 
     def step(self, step: int) -> Optional[StepBatch]:
@@ -169,6 +177,7 @@ class Engine:
                       if c >= len(r.prompt))
         chunks = [n for r, n, c in zip(batch.requests, batch.num_tokens, batch.context_lens)
                   if c < len(r.prompt)]
-        if decodes and chunks:
+        if decodes and chunks and batch.total_tokens > s.mixed_step_tokens:
+            s.mixed_step_tokens = batch.total_tokens
             s.max_mixed_step = (f"step {batch.step}: {decodes} decodes + prefill chunks "
                                 f"{chunks} = {batch.total_tokens} tokens")

@@ -108,7 +108,8 @@ def report(stats: EngineStats, spec: CacheSpec, requests: List[Request], args,
           f"token budget {args.token_budget}, {len(requests)} requests, {stats.steps} steps")
     print(f"throughput: {stats.step_tokens / stats.engine_seconds:.0f} tokens/s through the "
           f"model ({stats.step_tokens} tokens), {stats.generated_tokens / stats.engine_seconds:.0f}"
-          f" generated tokens/s ({stats.generated_tokens} tokens) in {stats.engine_seconds:.2f} s")
+          f" generated tokens/s ({stats.generated_tokens} tokens) in {stats.engine_seconds:.2f} s"
+          f" (attention library {stats.attention_seconds:.2f} s)")
     print(f"prefix sharing: {stats.prefix_hit_tokens} of {prompt_tokens} prompt tokens reused "
           f"from cached blocks (not recomputed)")
     print(f"KV memory: {bpb} bytes/block; peak {stats.peak_blocks} blocks in use = "
@@ -116,7 +117,7 @@ def report(stats: EngineStats, spec: CacheSpec, requests: List[Request], args,
           f" blocks = {stats.peak_logical_blocks * bpb / mib:.2f} MiB); sharing saves up to "
           f"{stats.max_saved_blocks} blocks = {stats.max_saved_blocks * bpb / mib:.2f} MiB")
     if stats.max_mixed_step:
-        print(f"mixed step: {stats.max_mixed_step}")
+        print(f"largest mixed step: {stats.max_mixed_step}")
     if not args.check:
         return True
     rate = stats.agreeing_rows / max(1, stats.compared_rows)

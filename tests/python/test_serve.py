@@ -10,7 +10,6 @@ import json
 import math
 import os
 import sys
-from types import SimpleNamespace
 from typing import List
 
 import pytest
