@@ -9,6 +9,7 @@ RoPE in Hugging Face's rotate-half convention, GQA projections, SwiGLU MLP, lm_h
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, fields
 from typing import Callable, Dict, List, Optional
@@ -38,6 +39,7 @@ class LlamaConfig:
     bos_token_id: int = 1
     eos_token_id: int = 2
     head_dim: int = 0  # 0: hidden_size // num_attention_heads
+    rope_scaling: Optional[Dict[str, object]] = None  # None, "linear" or "llama3"
 
     def __post_init__(self) -> None:
         if self.head_dim == 0:
@@ -60,6 +62,8 @@ class LlamaConfig:
     def to_dict(self) -> Dict[str, object]:
         """The ``config.json`` contents of this config."""
         raw: Dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
+        if raw["rope_scaling"] is None:
+            del raw["rope_scaling"]
         raw.update({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
                     "hidden_act": "silu", "torch_dtype": "bfloat16"})
         return raw
@@ -86,12 +90,39 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return x * torch.rsqrt(variance + eps) * weight
 
 
+def scale_frequencies(inv_freq: torch.Tensor,
+                      scaling: Optional[Dict[str, object]]) -> torch.Tensor:
+    """Applies a config's ``rope_scaling`` to the RoPE frequencies.
+
+    "linear" divides every frequency by ``factor``. "llama3" (Llama 3.1) keeps the frequencies
+    whose wavelength is below original_max_position_embeddings / high_freq_factor, divides those
+    above original_max_position_embeddings / low_freq_factor by ``factor``, and blends linearly
+    (in 1/wavelength) in between.
+    """
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if kind in (None, "default"):
+        return inv_freq
+    factor = float(scaling["factor"])
+    if kind == "linear":
+        return inv_freq / factor
+    if kind != "llama3":
+        raise ValueError(f"rope_scaling type {kind!r} is not supported")
+    original = float(scaling["original_max_position_embeddings"])
+    low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+    wavelength = 2 * math.pi / inv_freq
+    smooth = (original / wavelength - low) / (high - low)
+    blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    out = torch.where(wavelength > original / low, inv_freq / factor, blended)
+    return torch.where(wavelength < original / high, inv_freq, out)
+
+
 class RotaryEmbedding:
     """RoPE with Hugging Face's convention: dims i and i + D/2 form a rotated pair."""
 
-    def __init__(self, head_dim: int, theta: float, max_positions: int) -> None:
+    def __init__(self, head_dim: int, theta: float, max_positions: int,
+                 scaling: Optional[Dict[str, object]] = None) -> None:
         exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
-        inv_freq = 1.0 / (theta ** exponents)
+        inv_freq = scale_frequencies(1.0 / (theta ** exponents), scaling)
         angles = torch.outer(torch.arange(max_positions, dtype=torch.float64), inv_freq)
         angles = torch.cat([angles, angles], dim=-1)  # (P, D)
         self.cos = angles.cos().float()
@@ -120,7 +151,7 @@ class LlamaModel:
         self.layers: List[LayerWeights] = [
             _layer_weights(weights, i) for i in range(config.num_hidden_layers)]
         self.rope = RotaryEmbedding(config.head_dim, config.rope_theta,
-                                    config.max_position_embeddings)
+                                    config.max_position_embeddings, config.rope_scaling)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, attend: AttendFn,
                 logit_rows: Optional[torch.Tensor] = None) -> torch.Tensor:

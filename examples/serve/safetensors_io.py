@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Dict, Mapping, Optional, Tuple
+from typing import BinaryIO, Dict, Mapping, Optional, Tuple
 
 import torch
 
@@ -85,14 +85,14 @@ def read_header(path: str) -> Tuple[Dict[str, dict], Dict[str, str], int]:
 
 
 def load_file(path: str) -> Dict[str, torch.Tensor]:
-    """Reads every tensor of a safetensors file (into memory, as CPU tensors)."""
+    """Reads every tensor of a safetensors file (into memory, as CPU tensors, one copy)."""
     header, _, data_start = read_header(path)
-    with open(path, "rb") as f:
-        f.seek(data_start)
-        data = f.read()
     tensors: Dict[str, torch.Tensor] = {}
-    for name, entry in header.items():
-        tensors[name] = _decode(name, entry, data)
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        data_len = f.tell() - data_start
+        for name, entry in header.items():
+            tensors[name] = _read_tensor(f, name, entry, data_start, data_len)
     return tensors
 
 
@@ -101,8 +101,9 @@ def load_metadata(path: str) -> Dict[str, str]:
     return read_header(path)[1]
 
 
-def _decode(name: str, entry: dict, data: bytes) -> torch.Tensor:
-    """One tensor from its header entry and the data section."""
+def _read_tensor(f: BinaryIO, name: str, entry: dict, data_start: int,
+                 data_len: int) -> torch.Tensor:
+    """One tensor, read from its header entry's byte range of the data section."""
     dtype = _DTYPES.get(entry.get("dtype", ""))
     if dtype is None:
         raise ValueError(f"{name}: unsupported dtype {entry.get('dtype')!r}")
@@ -112,9 +113,12 @@ def _decode(name: str, entry: dict, data: bytes) -> torch.Tensor:
     for s in shape:
         numel *= s
     itemsize = torch.empty((), dtype=dtype).element_size()
-    if not 0 <= begin <= end <= len(data) or end - begin != numel * itemsize:
+    if not 0 <= begin <= end <= data_len or end - begin != numel * itemsize:
         raise ValueError(f"{name}: data_offsets {begin}..{end} do not match shape {shape}")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
-    flat = torch.frombuffer(bytearray(data[begin:end]), dtype=dtype)
-    return flat.reshape(shape)
+    buffer = bytearray(end - begin)
+    f.seek(data_start + begin)
+    if f.readinto(buffer) != len(buffer):
+        raise ValueError(f"{name}: file truncated")
+    return torch.frombuffer(buffer, dtype=dtype).reshape(shape)

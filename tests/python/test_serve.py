@@ -105,6 +105,31 @@ def test_rope_rotates_pairs_i_and_i_plus_half():
     assert torch.allclose(y[0, 0], torch.tensor([math.cos(1), 0.0, math.sin(1), 0.0]), atol=1e-6)
 
 
+def test_rope_scaling_types():
+    inv = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert torch.allclose(llama.scale_frequencies(inv, {"type": "linear", "factor": 4.0}),
+                          inv / 4)
+    cfg = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    out = llama.scale_frequencies(inv, cfg)
+    wavelength = 2 * math.pi / inv
+    assert torch.equal(out[wavelength < 2048], inv[wavelength < 2048])
+    assert torch.allclose(out[wavelength > 8192], inv[wavelength > 8192] / 8)
+    assert bool(((out <= inv) & (out >= inv / 8)).all())
+    with pytest.raises(ValueError):
+        llama.scale_frequencies(inv, {"rope_type": "yarn", "factor": 2.0})
+
+
+def test_tied_embeddings_checkpoint(tmp_path):
+    sizes = tiny_checkpoint.TinySizes(**{**SMALL.__dict__, "tie_word_embeddings": True,
+                                         "num_hidden_layers": 1})
+    tiny_checkpoint.make_tiny_checkpoint(str(tmp_path), sizes, seed=2)
+    assert os.path.exists(tmp_path / "model.safetensors")
+    assert "lm_head.weight" not in safetensors_io.load_file(str(tmp_path / "model.safetensors"))
+    m = llama.load_model(str(tmp_path))
+    assert m.lm_head is m.embed
+
+
 # -- allocator ----------------------------------------------------------------------------------
 
 def test_allocator_refcounts_sharing_and_freeing():
