@@ -11,6 +11,7 @@ row, the reference run on its own would have produced exactly the same tokens).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -42,6 +43,7 @@ class UnifiedBackend:
         self.layer_caches = self.cache.layer_caches(lib)
         self.plan = None
         self.seconds = 0.0  # time spent in the library (plans and runs)
+        self.phases: Counter = Counter()  # plan phases ("csu", "c-u", ...) when reported
 
     def begin_step(self, num_heads: int, query_start_loc: torch.Tensor,
                    context_lens: torch.Tensor, block_table: torch.Tensor) -> None:
@@ -53,6 +55,9 @@ class UnifiedBackend:
         self.plan = self.lib.plan_unified_attention(q, kv, kv, query_start_loc, context_lens,
                                                     block_table, self.layer_caches[0])
         self.seconds += time.perf_counter() - start
+        summary = getattr(self.plan, "unified_summary", None)  # dynattn reports its paths
+        if summary is not None:
+            self.phases[summary.phase] += 1
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
                v: torch.Tensor) -> torch.Tensor:
@@ -179,5 +184,5 @@ class Engine:
                   if c < len(r.prompt)]
         if decodes and chunks and batch.total_tokens > s.mixed_step_tokens:
             s.mixed_step_tokens = batch.total_tokens
-            s.max_mixed_step = (f"step {batch.step}: {decodes} decodes + prefill chunks "
+            s.max_mixed_step = (f"step {batch.step}: {decodes} decode(s) + prefill chunk(s) "
                                 f"{chunks} = {batch.total_tokens} tokens")

@@ -17,7 +17,7 @@ import os
 import random
 import sys
 import tempfile
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import sentencepiece as spm
 import torch
@@ -99,7 +99,7 @@ def build_engine(model: llama.LlamaModel, lib, args) -> Tuple[Engine, CacheSpec]
 
 
 def report(stats: EngineStats, spec: CacheSpec, requests: List[Request], args,
-           lib_name: str) -> bool:
+           lib_name: str, phases: Dict[str, int]) -> bool:
     """Prints throughput, KV memory and the check; returns whether the check passed."""
     mib = 1024 * 1024
     bpb = spec.bytes_per_block()
@@ -118,6 +118,9 @@ def report(stats: EngineStats, spec: CacheSpec, requests: List[Request], args,
           f"{stats.max_saved_blocks} blocks = {stats.max_saved_blocks * bpb / mib:.2f} MiB")
     if stats.max_mixed_step:
         print(f"largest mixed step: {stats.max_mixed_step}")
+    if phases:
+        print("plan phases (c causal, s shared blocks, u unique blocks): "
+              + ", ".join(f"{p} x{n}" for p, n in sorted(phases.items())))
     if not args.check:
         return True
     rate = stats.agreeing_rows / max(1, stats.compared_rows)
@@ -178,7 +181,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"request {r.rid} (prompt {len(r.prompt)}, steps {r.first_step}-{r.finish_step}):"
               f" {sp.decode(r.output)!r}")
     name = f"{getattr(lib, '__name__', 'lib')} {getattr(lib, '__version__', '')}".strip()
-    return 0 if report(stats, spec, requests, args, name) else 1
+    ok = report(stats, spec, requests, args, name, engine.primary.phases)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
