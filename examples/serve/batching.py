@@ -16,7 +16,7 @@ import torch
 from paged_kv import BlockAllocator, block_hash
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two requests are never "equal"
 class Request:
     """One generation request and its progress."""
 
@@ -176,7 +176,7 @@ class Scheduler:
         counts: List[int] = []
         budget = self.token_budget
         for r in decodes + prefills:
-            n = min(r.pending, budget) if r in prefills else r.pending
+            n = r.pending if r.num_computed >= len(r.prompt) else min(r.pending, budget)
             if n <= 0:
                 continue
             chosen.append(r)
