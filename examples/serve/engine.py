@@ -162,11 +162,14 @@ class Engine:
         """Accumulates the logit error and the greedy agreement against the reference."""
         if ref.numel() == 0:
             return
+        inf = torch.tensor(float("inf"))
         err = (logits - ref).abs()
-        bound = self.atol + self.rtol * ref.abs()
+        err = torch.where(torch.isfinite(err), err, inf)  # NaN or inf on either side fails
+        ratio = err / (self.atol + self.rtol * ref.abs())
+        ratio = torch.where(torch.isnan(ratio), inf, ratio)
         s = self.stats
         s.max_logit_error = max(s.max_logit_error, float(err.max()))
-        s.max_logit_violation = max(s.max_logit_violation, float((err / bound).max()))
+        s.max_logit_violation = max(s.max_logit_violation, float(ratio.max()))
         s.compared_rows += len(choice)
         s.agreeing_rows += sum(int(a == b) for a, b in zip(ref.argmax(dim=-1).tolist(), choice))
 

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import sys
+from types import SimpleNamespace
 from typing import List
 
 import pytest
@@ -326,6 +327,41 @@ def test_engine_matches_full_recompute(model):
         assert r.output == _naive_generate(model, r.prompt, r.max_new_tokens), r.rid
     outputs = [t for r in requests for t in r.output]
     assert len(set(outputs)) >= len(outputs) // 3, "greedy output should not be degenerate"
+
+
+def test_check_catches_a_wrong_attention(model):
+    """The lockstep check has teeth: an attention that drops the oldest cached position fails."""
+
+    class DropFirstPlan:
+        def __init__(self, plan):
+            self.plan = plan
+
+        def run(self, q, k, v, cache, **kwargs):
+            saved = [m.clone() for m in self.plan.masks]
+            for m in self.plan.masks:
+                if m.shape[1] > 1:  # position 0 hidden from every query that sees position 1
+                    m[:, 0] = ~m[:, 1]
+            try:
+                return self.plan.run(q, k, v, cache, **kwargs)
+            finally:
+                self.plan.masks = saved
+
+    broken = SimpleNamespace(
+        paged_block_cache=torch_unified.paged_block_cache,
+        plan_unified_attention=lambda *a, **kw: DropFirstPlan(
+            torch_unified.plan_unified_attention(*a, **kw)))
+    stats = _engine(model, broken, "fp16", check=True).run(_workload())
+    assert stats.max_logit_violation > 1.0
+
+
+def test_check_flags_non_finite_logits(model):
+    engine = _engine(model, torch_unified, "fp16", check=True)
+    engine._compare(torch.tensor([[1.0, float("nan")]]), torch.tensor([[1.0, 2.0]]), [1])
+    assert engine.stats.max_logit_violation == float("inf")
+    assert engine.stats.max_logit_error == float("inf")
+    other = _engine(model, torch_unified, "fp16", check=True)
+    other._compare(torch.tensor([[1.0, 2.0]]), torch.tensor([[1.0, float("nan")]]), [1])
+    assert other.stats.max_logit_violation == float("inf")
 
 
 def test_engine_int8_stand_in_reports_error(model):
