@@ -112,7 +112,8 @@ def report(stats: EngineStats, spec: CacheSpec, requests: List[Request], args,
           f" (attention library {stats.attention_seconds:.2f} s)")
     print(f"prefix sharing: {stats.prefix_hit_tokens} of {prompt_tokens} prompt tokens reused "
           f"from cached blocks (not recomputed)")
-    print(f"KV memory: {bpb} bytes/block; peak {stats.peak_blocks} blocks in use = "
+    print(f"KV memory: pool {spec.num_blocks} blocks x {bpb} bytes = "
+          f"{spec.num_blocks * bpb / mib:.2f} MiB; peak {stats.peak_blocks} blocks in use = "
           f"{stats.peak_blocks * bpb / mib:.2f} MiB (without sharing {stats.peak_logical_blocks}"
           f" blocks = {stats.peak_logical_blocks * bpb / mib:.2f} MiB); sharing saves up to "
           f"{stats.max_saved_blocks} blocks = {stats.max_saved_blocks * bpb / mib:.2f} MiB")
@@ -151,6 +152,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--token-budget", type=int, default=64, help="tokens per step")
     p.add_argument("--quant-group", type=int, default=8)
     p.add_argument("--threads", type=int, default=0, help="attention threads (0: all)")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch intra-op threads for the model's matmuls (1: its small "
+                        "matmuls gain nothing from more, and idle torch threads spinning "
+                        "slow down the attention library's)")
     p.add_argument("--no-prefix-sharing", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--show", type=int, default=3, help="print this many decoded outputs")
@@ -159,7 +164,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(max(1, args.torch_threads))
     lib = load_attention_lib(args.backend)
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.checkpoint
