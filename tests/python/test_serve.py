@@ -42,6 +42,15 @@ SMALL = tiny_checkpoint.TinySizes(vocab_size=256, hidden_size=64, intermediate_s
                                   num_key_value_heads=2, max_position_embeddings=512)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Small matmuls: one torch thread is faster and leaves the cores to dynattn."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> str:
     directory = str(tmp_path_factory.mktemp("ckpt"))
