@@ -1,5 +1,6 @@
 # libdynattn: the two commands of the README, and their parts.
-#   make demo   installs what is missing, builds, and runs one realistic serving step
+#   make demo   installs what is missing, builds, runs one realistic serving step, then a model
+#               serving requests with continuous batching on the library (examples/serve/)
 #   make test   installs what is missing, builds, and runs every test suite
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
@@ -21,8 +22,12 @@ build: setup
 	@[ -f $(BUILD)/build.ninja ] || meson setup $(BUILD) --buildtype=release
 	ninja -C $(BUILD)
 
+# Debian's interpreter: it has the packages setup.sh installs (a pyenv python3 in PATH may not).
+PYTHON ?= /usr/bin/python3
+
 demo: build
 	./$(BUILD)/tools/dynattn demo
+	PYTHONPATH=$(BUILD)/python $(PYTHON) examples/serve/serve.py --backend dynattn --check
 
 test: build
 	bash scripts/run_tests.sh $(BUILD)

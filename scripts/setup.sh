@@ -16,6 +16,7 @@ packages=(
   python3-dev pybind11-dev          # the dynattn Python package (python/): headers, bindings
   python3-numpy python3-torch       # its tensors (NumPy arrays, PyTorch tensors) and tests
   python3-pytest python3-mesonpy    # its tests; `pip install .` (pyproject.toml, meson-python)
+  python3-sentencepiece             # the serving example's tokenizer (examples/serve/)
 )
 
 missing=()
