@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every meson test suite of build folder $1 and ends with the line "N passed, M failed".
+# Runs every meson test suite of build folder $1 and ends with the line "N passed, M failed"
+# (a pytest file counts as the tests it ran).
 # The counts are also left in $1/test-counts for .ci/run to add up. A skipped suite (exit status
 # 77: the gpu suite without a CUDA device) counts as neither; a line before the last says so.
 set -uo pipefail
@@ -15,6 +16,10 @@ count() {  # the number on meson's summary line "$1:", 0 when there is none
 passed=$(( $(count Ok) + $(count 'Expected Fail') ))  # should_fail tests that failed pass
 failed=$(( $(count Fail) + $(count Timeout) + $(count 'Unexpected Pass') ))
 skipped=$(count Skipped)
+# The same, with each pytest file counted as the tests it ran (scripts/count_tests.py).
+if counts=$(python3 "$(dirname "$0")/count_tests.py" "$build/meson-logs/testlog.json" 2>/dev/null); then
+  read -r passed failed skipped <<<"$counts"
+fi
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi  # meson itself failed
 rm -f "$log"
 echo "$passed $failed" > "$build/test-counts"
