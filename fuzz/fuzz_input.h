@@ -49,7 +49,7 @@ const std::vector<TensorSpec>& OpTensors(Op op);
 enum class Mutation : uint8_t {
   kNone,
   kNullData,       ///< data = nullptr.
-  kBrokenStride,   ///< strides[0] += 1: not dense.
+  kBrokenStride,   ///< strides[0] ^= 1: not dense.
   kOnCuda,         ///< device = kCuda.
   kAliasPrevious,  ///< data = the previous present tensor's data.
   kAliasInside,    ///< data = one element into the previous present tensor.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,13 @@ Status CheckStorage(const char* name, const TensorView& t, PlanData data_rule) {
   if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major (C order)");
   if (count > 0 && t.data == nullptr && data_rule == PlanData::kRequired) {
     return Status::Invalid(name, "data is null");
+  }
+  // Elements are read as their type: an address that is not a multiple of the element size
+  // would be undefined behaviour to load (NumPy and PyTorch always align to it).
+  const size_t size = DTypeSize(t.dtype);
+  if (size > 1 && reinterpret_cast<uintptr_t>(t.data) % size != 0) {
+    return Status::Invalid(name, "data must be aligned to its element size (" + to_string(size) +
+                                     " bytes for " + DTypeName(t.dtype) + ")");
   }
   return Status::Ok();
 }

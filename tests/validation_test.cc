@@ -320,6 +320,28 @@ TEST_SUITE("validation") {
     bad = args;
     bad.attn_output.shape[1] = 2;
     expect_error(bad, "attn_output", dynattn::StatusCode::kInvalidArgument);
+    // An empty mask (no elements) is no mask (spec §5.4): same bits, and nothing reads it (the
+    // one-shot call used to hand its pointer to the kernels; found by the fuzzer under ASan).
+    {
+      Array no_mask_out = out;
+      REQUIRE(dynattn::MultiHeadAttention(attrs, args).ok());
+      no_mask_out = out;
+      std::memset(out.bytes.data(), 0xFF, out.bytes.size());
+      std::vector<uint16_t> one_element(1);
+      dynattn::MultiHeadAttentionArgs empty_mask = args;
+      empty_mask.attn_mask =
+          dynattn::TensorView::Dense(one_element.data(), dynattn::DType::kF16, {4, 0});
+      REQUIRE(dynattn::MultiHeadAttention(attrs, empty_mask).ok());
+      std::string why;
+      CHECK_MESSAGE(SameBytes(out, no_mask_out, &why), why);
+      std::memset(out.bytes.data(), 0xFF, out.bytes.size());
+    }
+    bad = args;  // an index tensor one byte off its element alignment (found by the fuzzer)
+    std::vector<int64_t> room(8);
+    std::memcpy(reinterpret_cast<char*>(room.data()) + 4, c.inputs["kvstarts"].bytes.data(), 24);
+    bad.kvstarts.data = reinterpret_cast<char*>(room.data()) + 4;
+    expect_error(bad, "kvstarts: data must be aligned to its element size",
+                 dynattn::StatusCode::kInvalidArgument);
     for (int threads : {-1, 1 << 20}) {
       dynattn::RunOptions options;
       options.num_threads = threads;

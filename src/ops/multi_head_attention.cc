@@ -68,7 +68,8 @@ Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& arg
   cache.value.data = args.value.data;
   internal::AttentionProblem attention =
       internal::AttentionFor(*s, args.query, args.attn_output, cache);
-  attention.mask = args.attn_mask.present() ? args.attn_mask.data : nullptr;
+  // The plan decides whether there is a mask: an empty one (no elements) counts as none.
+  attention.mask = s->attention.mask != nullptr ? args.attn_mask.data : nullptr;
   const internal::BackendKernels& row = *s->kernels;
   return row.run_attention(row, attention, s->attention_plan, context->state());
 }

@@ -73,7 +73,8 @@ Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentio
   DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, s->cache.scale.present(), false));
   internal::AttentionProblem attention =
       internal::AttentionFor(*s, args.query, args.attn_output, cache);
-  attention.mask = args.attn_mask.present() ? args.attn_mask.data : nullptr;
+  // The plan decides whether there is a mask: an empty one (no elements) counts as none.
+  attention.mask = s->attention.mask != nullptr ? args.attn_mask.data : nullptr;
   const internal::BackendKernels& row = *s->kernels;
   DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(
       row, internal::WriteFor(*s, args.current_key, args.current_value, cache), context->state()));
