@@ -19,13 +19,15 @@ mkdir -p "$corpus"
 regressions=()
 [ -d fuzz/corpus ] && regressions=(fuzz/corpus)
 log="$fuzz_build/fuzz.log"
+parallel=()  # libFuzzer's -jobs writes one fuzz-N.log per job in the working directory
+[ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   "$fuzz_build/fuzz/op_fuzzer" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 \
-  -max_len=4096 -print_final_stats=1 -artifact_prefix="$fuzz_build/" -jobs="$jobs" \
-  -workers="$jobs" "$corpus" "$seeds" "${regressions[@]}" >"$log" 2>&1
+  -max_len=4096 -print_final_stats=1 -artifact_prefix="$fuzz_build/" "${parallel[@]}" \
+  "$corpus" "$seeds" "${regressions[@]}" >"$log" 2>&1
 status=$?
-[ "$jobs" -gt 1 ] && cat fuzz-*.log >>"$log" 2>/dev/null && rm -f fuzz-*.log
+if [ "$jobs" -gt 1 ]; then cat fuzz-*.log >>"$log" 2>/dev/null; rm -f fuzz-*.log; fi
 grep -E "^stat::number_of_executed_units|Done [0-9]+ runs|ERROR|SUMMARY|contract broken" "$log" | tail -n 8
 if [ "$status" -eq 0 ]; then
   echo "1 0" > "$fuzz_build/test-counts"
