@@ -63,6 +63,8 @@ bool IsWritten(Role role) {
          role == Role::kLse;
 }
 
+bool IsCacheMemory(Role role) { return role == Role::kCache || role == Role::kScale; }
+
 DType RoleDType(Role role, const Call& call) {
   const DType act = call.flags.f16 ? DType::kF16 : DType::kF32;
   switch (role) {
@@ -185,7 +187,11 @@ bool BuildBuffers(const Call& call, std::vector<Buffer>* buffers) {
         break;
       case Mutation::kAliasPrevious:
       case Mutation::kAliasInside:
-        if (previous != nullptr) {
+        // A unified call's cache is a BlockCache, raw memory trusted by design: a tensor laid
+        // over it is the caller's contract to break, not the library's to detect. (Scale over
+        // cache is still checked: MakePmxBlockCache sees both tensors.)
+        if (previous != nullptr &&
+            !(call.op == Op::kUnified && IsCacheMemory(b.role) != IsCacheMemory(previous->role))) {
           Alias(*previous, bytes, t.mutation == Mutation::kAliasInside, &b);
         }
         break;

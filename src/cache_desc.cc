@@ -9,6 +9,7 @@
 
 #include "dynattn/cache.h"
 #include "dynattn/unified.h"
+#include "src/aliasing.h"
 #include "src/validate.h"
 
 namespace dynattn {
@@ -126,6 +127,7 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
   }
   DYNATTN_RETURN_IF_ERROR(internal::CheckQuantization(a.quant_bit, a.quant_group, head_dim));
   if (!cache.present()) return Status::Invalid("cache", "is required");
+  DYNATTN_RETURN_IF_ERROR(internal::CheckStorage("cache", cache));
   DYNATTN_RETURN_IF_ERROR(CheckCacheDType(cache, a.quant_bit));
   const int64_t row = a.quant_bit == 4 ? head_dim / 2 : head_dim;
   DYNATTN_RETURN_IF_ERROR(
@@ -159,6 +161,10 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
                                           " slots, got " +
                                           std::to_string(scale.shape[SlotDim(a.cache_layout)]));
     }
+    // Both are written in place: a scale inside the cache would be overwritten by new tokens
+    // (found by the fuzzer through a block cache, whose memory is otherwise trusted).
+    DYNATTN_RETURN_IF_ERROR(internal::CheckNoAliasing(
+        {internal::WrittenBuffer("scale", scale), internal::WrittenBuffer("cache", cache)}));
     d.scale_type = scale.dtype == DType::kF16 ? ScaleType::kF16 : ScaleType::kF32;
     FillScalePlanes(a, num_kv_heads, slots, groups, scale.data, DTypeSize(scale.dtype), &d);
   }

@@ -490,7 +490,7 @@ TEST_SUITE("validation") {
     expect([&](auto* a) { a->attn_output.data = a->query.data; }, "attn_output", "query");
     expect([&](auto* a) { a->attn_output.data = static_cast<char*>(a->current_value.data) + 2; },
            "attn_output", "current_value");
-    expect([&](auto* a) { a->scale.data = c.inputs["cache"].bytes.data() + 64; }, "cache", "scale");
+    expect([&](auto* a) { a->scale.data = c.inputs["cache"].bytes.data() + 64; }, "scale", "cache");
   }
 
   TEST_CASE("KeyValueCache refuses a key output laid over its value output") {
