@@ -1,6 +1,7 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The three OpenPPL PMX dynamic-batching ops (spec: shared/spec/pmx-ops.md).
+// The three OpenPPL PMX dynamic-batching ops (spec: the PMX ops spec (README.md, "Numerics
+// contract")).
 //
 // Inputs are packed: request b owns query rows [seqstarts[b], seqstarts[b+1]) and context rows
 // [kvstarts[b], kvstarts[b+1]). Every call validates all of its inputs before it writes anything;

@@ -1,10 +1,10 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Random valid cases for the three PMX ops across the whole attribute matrix of
-// shared/spec/pmx-ops.md, so that libdynattn can be compared with the reference on inputs nobody
-// wrote by hand. Every case is valid per §7.3/§12, and every byte a correct implementation must
-// not read (unwritten cache slots, other layers, mask padding and off-block entries) is garbage,
-// NaN and Inf included.
+// the PMX ops spec (README.md, "Numerics contract"), so that libdynattn can be compared with the
+// reference on inputs nobody wrote by hand. Every case is valid per §7.3/§12, and every byte a
+// correct implementation must not read (unwritten cache slots, other layers, mask padding and
+// off-block entries) is garbage, NaN and Inf included.
 
 #ifndef DYNATTN_TESTS_REFERENCE_CASE_GEN_H_
 #define DYNATTN_TESTS_REFERENCE_CASE_GEN_H_

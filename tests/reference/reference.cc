@@ -1,9 +1,10 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The float64 reference of shared/spec/pmx-ops.md. Each function transcribes one rule of the spec
-// (the § it implements is named next to it); clarity wins over speed everywhere. Values that the
-// spec rounds to a narrower type (T1, the cache type T2, the scale type T3) are rounded with
-// detail::RoundTo right where the spec rounds them; everything else is exact or float64.
+// The float64 reference of the PMX ops spec (README.md, "Numerics contract"). Each function
+// transcribes one rule of the spec (the § it implements is named next to it); clarity wins over
+// speed everywhere. Values that the spec rounds to a narrower type (T1, the cache type T2, the
+// scale type T3) are rounded with detail::RoundTo right where the spec rounds them; everything else
+// is exact or float64.
 
 #include "tests/reference/reference.h"
 

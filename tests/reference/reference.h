@@ -1,10 +1,10 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Independent float64 reference of the three OpenPPL PMX dynamic-batching ops (KeyValueCache,
-// MultiHeadAttention, MultiHeadCacheAttention), written from shared/spec/pmx-ops.md alone.
-// It is the oracle libdynattn is tested against, so it deliberately shares no code with
-// include/dynattn or src/: tensors are plain byte vectors, every formula is the spec's own.
-// Section numbers (§) below refer to that spec.
+// MultiHeadAttention, MultiHeadCacheAttention), written from the PMX ops spec (README.md, "Numerics
+// contract") alone. It is the oracle libdynattn is tested against, so it deliberately shares no
+// code with include/dynattn or src/: tensors are plain byte vectors, every formula is the spec's
+// own. Section numbers (§) below refer to that spec.
 
 #ifndef DYNATTN_TESTS_REFERENCE_REFERENCE_H_
 #define DYNATTN_TESTS_REFERENCE_REFERENCE_H_

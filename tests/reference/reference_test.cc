@@ -1,8 +1,9 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Checks the float64 reference against the worked examples of shared/spec/pmx-ops.md (bit-exact
-// where the spec is), and checks that RandomCase yields deterministic, valid cases across the
-// attribute matrix. If these fail, the oracle itself is wrong, so nothing else can be trusted.
+// Checks the float64 reference against the worked examples of the PMX ops spec (README.md,
+// "Numerics contract") (bit-exact where the spec is), and checks that RandomCase yields
+// deterministic, valid cases across the attribute matrix. If these fail, the oracle itself is
+// wrong, so nothing else can be trusted.
 
 #include "tests/reference/reference.h"
 
