@@ -18,17 +18,26 @@
 
 namespace dynattn::internal {
 
-/// One buffer of a call: its input name, the tensor, and whether the call writes it.
+/// One buffer of a call: its input name, the tensor, whether the call writes it, and whether it
+/// is an index tensor (read when the call is planned, never by a Run).
 struct CallBuffer {
   const char* name;
   const TensorView* view;
   bool written;
+  bool index = false;
 };
 
 /// A buffer the call reads (absent views are ignored).
 inline CallBuffer ReadBuffer(const char* name, const TensorView& t) { return {name, &t, false}; }
 /// A buffer the call writes (absent views are ignored).
 inline CallBuffer WrittenBuffer(const char* name, const TensorView& t) { return {name, &t, true}; }
+/// An index tensor: read by Plan* (which copies it), not by Run*.
+inline CallBuffer IndexBuffer(const char* name, const TensorView& t) {
+  return {name, &t, false, true};
+}
+
+/// Which buffers a check covers: a plan's (all) or a Run's (all but the index tensors).
+enum class CallPhase { kPlan, kRun };
 
 /// True when the bytes of two present, non-empty views share at least one address (a null data
 /// pointer, an output planned before it is allocated, overlaps nothing).
@@ -36,7 +45,9 @@ bool Overlap(const TensorView& a, const TensorView& b);
 
 /// The aliasing rule over `buffers`: the first written buffer that overlaps any other one gives
 /// an InvalidArgument naming both, e.g. "attn_output: overlaps seqstarts (...)".
-Status CheckNoAliasing(std::initializer_list<CallBuffer> buffers);
+/// Index buffers are left out in the kRun phase.
+Status CheckNoAliasing(std::initializer_list<CallBuffer> buffers,
+                       CallPhase phase = CallPhase::kPlan);
 
 }  // namespace dynattn::internal
 

@@ -17,21 +17,22 @@ internal::DataTensors TensorsOf(const KeyValueCacheArgs& args) {
           {"value", args.value}};
 }
 
-/// The aliasing rule (src/aliasing.h). A plan reads the index tensors; a Run does not.
-Status CheckAliasing(const KeyValueCacheArgs& a, bool quantized, bool with_indices) {
+/// The aliasing rule (src/aliasing.h) over the call's tensors.
+Status CheckAliasing(const KeyValueCacheArgs& a, bool quantized, internal::CallPhase phase) {
+  using internal::IndexBuffer;
   using internal::ReadBuffer;
   using internal::WrittenBuffer;
   const TensorView none;
   const bool pmx = a.cache_desc == nullptr;
-  auto index = [&](const TensorView& t) -> const TensorView& { return with_indices ? t : none; };
   return internal::CheckNoAliasing(
       {ReadBuffer("current_key", a.current_key), ReadBuffer("current_value", a.current_value),
-       ReadBuffer("seqstarts", index(a.seqstarts)), ReadBuffer("kvstarts", index(a.kvstarts)),
-       ReadBuffer("cachestarts", index(a.cachestarts)), ReadBuffer("start_pos", index(a.start_pos)),
-       ReadBuffer("max_seqlen", index(a.max_seqlen)), ReadBuffer("max_kvlen", index(a.max_kvlen)),
+       IndexBuffer("seqstarts", a.seqstarts), IndexBuffer("kvstarts", a.kvstarts),
+       IndexBuffer("cachestarts", a.cachestarts), IndexBuffer("start_pos", a.start_pos),
+       IndexBuffer("max_seqlen", a.max_seqlen), IndexBuffer("max_kvlen", a.max_kvlen),
        WrittenBuffer("key", a.key), WrittenBuffer("value", a.value),
        WrittenBuffer("cache", pmx ? a.cache : none),
-       WrittenBuffer("scale", pmx && quantized ? a.scale : none)});
+       WrittenBuffer("scale", pmx && quantized ? a.scale : none)},
+      phase);
 }
 
 }  // namespace
@@ -45,7 +46,8 @@ Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArg
                &args.max_seqlen, &args.max_kvlen});
   internal::KeyValueCacheCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateKeyValueCache(attrs, args, &call));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, attrs.cache.quant_bit != 0, true));
+  DYNATTN_RETURN_IF_ERROR(
+      CheckAliasing(caller_args, attrs.cache.quant_bit != 0, internal::CallPhase::kPlan));
   std::unique_ptr<internal::PlanState> s;
   DYNATTN_RETURN_IF_ERROR(internal::StartPlan(internal::OpKind::kKeyValueCache, call.write.kv.cache,
                                               "current_key", &s));
@@ -66,7 +68,7 @@ Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
   CacheDesc cache;
   DYNATTN_RETURN_IF_ERROR(s->RunCache(args.cache, args.scale, args.cache_desc, &cache));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, s->cache.scale.present(), false));
+  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, s->cache.scale.present(), internal::CallPhase::kRun));
   internal::GatherProblem gather = s->gather;
   gather.key = args.key.data;
   gather.value = args.value.data;

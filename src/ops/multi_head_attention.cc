@@ -18,18 +18,17 @@ internal::DataTensors TensorsOf(const MultiHeadAttentionArgs& args) {
           {"attn_output", args.attn_output}};
 }
 
-/// The aliasing rule (src/aliasing.h). A plan reads the index tensors; a Run does not.
-Status CheckAliasing(const MultiHeadAttentionArgs& a, bool with_indices) {
+/// The aliasing rule (src/aliasing.h) over the call's tensors.
+Status CheckAliasing(const MultiHeadAttentionArgs& a, internal::CallPhase phase) {
+  using internal::IndexBuffer;
   using internal::ReadBuffer;
-  const TensorView none;
-  auto index = [&](const TensorView& t) -> const TensorView& { return with_indices ? t : none; };
   return internal::CheckNoAliasing(
       {ReadBuffer("query", a.query), ReadBuffer("key", a.key), ReadBuffer("value", a.value),
-       ReadBuffer("attn_mask", a.attn_mask), ReadBuffer("seqstarts", index(a.seqstarts)),
-       ReadBuffer("kvstarts", index(a.kvstarts)),
-       ReadBuffer("decoding_batches", index(a.decoding_batches)),
-       ReadBuffer("max_seqlen", index(a.max_seqlen)), ReadBuffer("max_kvlen", index(a.max_kvlen)),
-       internal::WrittenBuffer("attn_output", a.attn_output)});
+       ReadBuffer("attn_mask", a.attn_mask), IndexBuffer("seqstarts", a.seqstarts),
+       IndexBuffer("kvstarts", a.kvstarts), IndexBuffer("decoding_batches", a.decoding_batches),
+       IndexBuffer("max_seqlen", a.max_seqlen), IndexBuffer("max_kvlen", a.max_kvlen),
+       internal::WrittenBuffer("attn_output", a.attn_output)},
+      phase);
 }
 
 }  // namespace
@@ -43,7 +42,7 @@ Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
       {&args.seqstarts, &args.kvstarts, &args.decoding_batches, &args.max_seqlen, &args.max_kvlen});
   internal::MultiHeadAttentionCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadAttention(attrs, args, &call));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, true));
+  DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, internal::CallPhase::kPlan));
   std::unique_ptr<internal::PlanState> s;
   DYNATTN_RETURN_IF_ERROR(internal::StartPlan(internal::OpKind::kMultiHeadAttention,
                                               call.attention.kv.cache, "query", &s));
@@ -61,7 +60,7 @@ Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& arg
   DYNATTN_RETURN_IF_ERROR(
       internal::CheckRun(plan, internal::OpKind::kMultiHeadAttention, context, &s));
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, false));
+  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun));
   // The packed K/V are the problem's cache: its planes move to this call's tensors.
   CacheDesc cache = s->attention.kv.cache;
   cache.key.data = args.key.data;

@@ -18,22 +18,24 @@ internal::DataTensors TensorsOf(const MultiHeadCacheAttentionArgs& args) {
           {"attn_output", args.attn_output}};
 }
 
-/// The aliasing rule (src/aliasing.h). A plan reads the index tensors; a Run does not.
-Status CheckAliasing(const MultiHeadCacheAttentionArgs& a, bool quantized, bool with_indices) {
+/// The aliasing rule (src/aliasing.h) over the call's tensors.
+Status CheckAliasing(const MultiHeadCacheAttentionArgs& a, bool quantized,
+                     internal::CallPhase phase) {
+  using internal::IndexBuffer;
   using internal::ReadBuffer;
   using internal::WrittenBuffer;
   const TensorView none;
   const bool pmx = a.cache_desc == nullptr;
-  auto index = [&](const TensorView& t) -> const TensorView& { return with_indices ? t : none; };
   return internal::CheckNoAliasing(
       {ReadBuffer("query", a.query), ReadBuffer("current_key", a.current_key),
        ReadBuffer("current_value", a.current_value), ReadBuffer("attn_mask", a.attn_mask),
-       ReadBuffer("seqstarts", index(a.seqstarts)), ReadBuffer("kvstarts", index(a.kvstarts)),
-       ReadBuffer("cachestarts", index(a.cachestarts)), ReadBuffer("start_pos", index(a.start_pos)),
-       ReadBuffer("decoding_batches", index(a.decoding_batches)),
-       ReadBuffer("max_seqlen", index(a.max_seqlen)), ReadBuffer("max_kvlen", index(a.max_kvlen)),
-       WrittenBuffer("attn_output", a.attn_output), WrittenBuffer("cache", pmx ? a.cache : none),
-       WrittenBuffer("scale", pmx && quantized ? a.scale : none)});
+       IndexBuffer("seqstarts", a.seqstarts), IndexBuffer("kvstarts", a.kvstarts),
+       IndexBuffer("cachestarts", a.cachestarts), IndexBuffer("start_pos", a.start_pos),
+       IndexBuffer("decoding_batches", a.decoding_batches), IndexBuffer("max_seqlen", a.max_seqlen),
+       IndexBuffer("max_kvlen", a.max_kvlen), WrittenBuffer("attn_output", a.attn_output),
+       WrittenBuffer("cache", pmx ? a.cache : none),
+       WrittenBuffer("scale", pmx && quantized ? a.scale : none)},
+      phase);
 }
 
 }  // namespace
@@ -47,7 +49,8 @@ Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
                &args.decoding_batches, &args.max_seqlen, &args.max_kvlen});
   internal::MultiHeadCacheAttentionCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadCacheAttention(attrs, args, &call));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, attrs.cache.quant_bit != 0, true));
+  DYNATTN_RETURN_IF_ERROR(
+      CheckAliasing(caller_args, attrs.cache.quant_bit != 0, internal::CallPhase::kPlan));
   std::unique_ptr<internal::PlanState> s;
   DYNATTN_RETURN_IF_ERROR(internal::StartPlan(internal::OpKind::kMultiHeadCacheAttention,
                                               call.attention.kv.cache, "cache", &s));
@@ -70,7 +73,7 @@ Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentio
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
   CacheDesc cache;
   DYNATTN_RETURN_IF_ERROR(s->RunCache(args.cache, args.scale, args.cache_desc, &cache));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, s->cache.scale.present(), false));
+  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, s->cache.scale.present(), internal::CallPhase::kRun));
   internal::AttentionProblem attention =
       internal::AttentionFor(*s, args.query, args.attn_output, cache);
   // The plan decides whether there is a mask: an empty one (no elements) counts as none.

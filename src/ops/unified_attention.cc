@@ -55,20 +55,18 @@ internal::DataTensors TensorsOf(const UnifiedAttentionArgs& args) {
           {"lse", args.lse}};
 }
 
-/// The aliasing rule (src/aliasing.h); the BlockCache is raw memory, trusted. A plan reads the
-/// index tensors; a Run does not.
-Status CheckAliasing(const UnifiedAttentionArgs& a, bool with_indices) {
+/// The aliasing rule (src/aliasing.h); the BlockCache is raw memory, trusted.
+Status CheckAliasing(const UnifiedAttentionArgs& a, internal::CallPhase phase) {
+  using internal::IndexBuffer;
   using internal::ReadBuffer;
   using internal::WrittenBuffer;
-  const TensorView none;
-  auto index = [&](const TensorView& t) -> const TensorView& { return with_indices ? t : none; };
   return internal::CheckNoAliasing(
       {ReadBuffer("query", a.query), ReadBuffer("current_key", a.current_key),
        ReadBuffer("current_value", a.current_value),
-       ReadBuffer("query_start_loc", index(a.query_start_loc)),
-       ReadBuffer("context_lens", index(a.context_lens)),
-       ReadBuffer("block_table", index(a.block_table)), WrittenBuffer("attn_output", a.attn_output),
-       WrittenBuffer("lse", a.lse)});
+       IndexBuffer("query_start_loc", a.query_start_loc),
+       IndexBuffer("context_lens", a.context_lens), IndexBuffer("block_table", a.block_table),
+       WrittenBuffer("attn_output", a.attn_output), WrittenBuffer("lse", a.lse)},
+      phase);
 }
 
 }  // namespace
@@ -81,7 +79,7 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   widen.Apply({&args.query_start_loc, &args.context_lens, &args.block_table});
   internal::UnifiedCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateUnifiedAttention(attrs, args, &call));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, true));
+  DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, internal::CallPhase::kPlan));
   std::unique_ptr<internal::PlanState> s;
   DYNATTN_RETURN_IF_ERROR(
       internal::StartPlan(OpKind::kUnifiedAttention, args.cache->cache, "cache", &s));
@@ -112,7 +110,7 @@ Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, C
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, OpKind::kUnifiedAttention, context, &s));
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, false));
+  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun));
   if (args.cache == nullptr) return Status::Invalid("cache", "is required but null");
   const BlockCache& planned = s->block_cache;
   if (args.cache->block_size != planned.block_size || args.cache->Stride() != planned.Stride() ||
