@@ -20,8 +20,11 @@ DYNATTN_HD int64_t ByteOffset(CacheElem elem, int64_t offset) {
     case CacheElem::kF32:
       return offset * 4;
     case CacheElem::kF16:
+    case CacheElem::kBF16:
       return offset * 2;
     case CacheElem::kInt8:
+    case CacheElem::kF8E4M3:
+    case CacheElem::kF8E5M2:
       return offset;
     case CacheElem::kInt4:
       return offset / 2;

@@ -1,8 +1,9 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The scalar cache codec: fp16 rounding and one group's quantize/dequantize rules (spec pmx-ops
-// §2), the single definition that the CPU's vector codec (simd/codec-inl.h), the CUDA kernels
-// (gpu/) and the public fp16 helpers all follow.
+// The scalar cache codec: fp16, bf16 and fp8 rounding and one group's quantize/dequantize rules
+// (spec pmx-ops §2; fp8 as vLLM's per-tensor-scaled fp8 KV cache), the single definition that the
+// CPU's vector codec (simd/codec-inl.h), the CUDA kernels (gpu/) and the public fp16 helpers all
+// follow.
 //
 // Why it looks like this: the numerics contract fixes every cache byte and scale, so every backend
 // must quantize identically. Every function here is DYNATTN_HD and uses only integer operations,
@@ -128,6 +129,87 @@ DYNATTN_HD uint16_t F32ToBf16(float f) {
 /// bfloat16 bits -> float (exact).
 DYNATTN_HD float Bf16ToF32(uint16_t b) { return BitsFloat(static_cast<uint32_t>(b) << 16); }
 
+/// The two OCP fp8 formats of an fp8 cache.
+enum class Fp8Format : uint8_t { kE4M3, kE5M2 };
+
+/// Largest finite value of an fp8 format: 448 (e4m3fn) or 57344 (e5m2).
+DYNATTN_HD float Fp8Max(Fp8Format format) { return format == Fp8Format::kE4M3 ? 448.0f : 57344.0f; }
+
+/// fp8 byte -> float (exact for every byte). e4m3fn: bias 7, no infinities, S.1111.111 is NaN.
+/// e5m2: bias 15, IEEE-like (S.11111.00 infinity, S.11111.xx NaN).
+DYNATTN_HD float Fp8ToF32(uint8_t byte, Fp8Format format) {
+  const bool e4m3 = format == Fp8Format::kE4M3;
+  const int mant_bits = e4m3 ? 3 : 2;
+  const int bias = e4m3 ? 7 : 15;
+  const uint32_t sign = static_cast<uint32_t>(byte & 0x80) << 24;
+  const uint32_t exp = (byte & 0x7F) >> mant_bits;
+  const uint32_t mant = byte & ((1u << mant_bits) - 1);
+  const uint32_t max_exp = e4m3 ? 15u : 31u;
+  if (e4m3 && exp == max_exp && mant == 7) return BitsFloat(sign | 0x7FC00000u);
+  if (!e4m3 && exp == max_exp) return BitsFloat(sign | 0x7F800000u | (mant ? 0x400000u : 0u));
+  if (exp != 0) {
+    return BitsFloat(sign | ((exp - bias + 127) << 23) | (mant << (23 - mant_bits)));
+  }
+  // Subnormal or zero: mant * 2^(1 - bias - mant_bits), exact in float.
+  const float unit = BitsFloat(static_cast<uint32_t>(127 + 1 - bias - mant_bits) << 23);
+  const float magnitude = MulRn(static_cast<float>(mant), unit);
+  return sign ? -magnitude : magnitude;
+}
+
+/// float -> fp8 byte: round to nearest even, saturating every finite value (and, for e4m3fn,
+/// infinities, which it cannot hold; e5m2 keeps them) to the format's largest finite value; a NaN
+/// gives the format's quiet NaN with the input's sign (e4m3fn S.1111.111, e5m2 S.11111.10).
+DYNATTN_HD uint8_t F32ToFp8(float f, Fp8Format format) {
+  const bool e4m3 = format == Fp8Format::kE4M3;
+  const int mant_bits = e4m3 ? 3 : 2;
+  const int bias = e4m3 ? 7 : 15;
+  const uint32_t bits = FloatBits(f);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  const uint32_t abs = bits & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return static_cast<uint8_t>(sign | (e4m3 ? 0x7F : 0x7E));
+  const uint8_t max_code = e4m3 ? 0x7E : 0x7B;
+  if (abs == 0x7F800000u) return static_cast<uint8_t>(sign | (e4m3 ? max_code : 0x7C));
+  // Below the smallest normal 2^(1 - bias) the result is a multiple of the subnormal unit
+  // 2^(1 - bias - mant_bits): scale it to an integer count of units and round that (ties to even,
+  // exact in float); a count of 2^mant_bits is the smallest normal, which the code also encodes.
+  const uint32_t min_normal = static_cast<uint32_t>(127 + 1 - bias) << 23;
+  if (abs < min_normal) {
+    const float units_per_one =
+        BitsFloat(static_cast<uint32_t>(127 - (1 - bias - mant_bits)) << 23);
+    const float units = RoundHalfEven(MulRn(BitsFloat(abs), units_per_one));
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(units));
+  }
+  // Normal: round the float's mantissa to mant_bits (ties to even); a carry into the exponent is
+  // the right result. Past the largest finite value the result saturates.
+  const int drop = 23 - mant_bits;
+  const uint32_t lsb = (abs >> drop) & 1;
+  const uint32_t rounded = (abs + ((1u << (drop - 1)) - 1) + lsb) >> drop;
+  const uint32_t rebased = rounded - (static_cast<uint32_t>(127 - bias) << mant_bits);
+  if (rebased > max_code) return static_cast<uint8_t>(sign | max_code);
+  return static_cast<uint8_t>(sign | rebased);
+}
+
+/// A value as an fp8 cache stores it: fp8_satfinite_rne(x / scale), the division correctly
+/// rounded in fp32.
+DYNATTN_HD uint8_t EncodeFp8(float x, float tensor_scale, Fp8Format format) {
+  return F32ToFp8(DivRn(x, tensor_scale), format);
+}
+
+/// A stored fp8 byte as read back: float(byte) * scale in fp32.
+DYNATTN_HD float DecodeFp8(uint8_t byte, float tensor_scale, Fp8Format format) {
+  return MulRn(Fp8ToF32(byte, format), tensor_scale);
+}
+
+/// The fp8 format of an fp8 cache element (kE4M3 for any other element).
+DYNATTN_HD Fp8Format Fp8FormatOf(CacheElem elem) {
+  return elem == CacheElem::kF8E5M2 ? Fp8Format::kE5M2 : Fp8Format::kE4M3;
+}
+
+/// True for the two fp8 cache elements.
+DYNATTN_HD bool IsFp8(CacheElem elem) {
+  return elem == CacheElem::kF8E4M3 || elem == CacheElem::kF8E5M2;
+}
+
 /// Rounds a float to the nearest binary16 value, kept as a float.
 DYNATTN_HD float RoundToF16(float f) { return F16ToF32(F32ToF16(f)); }
 
@@ -192,6 +274,21 @@ DYNATTN_HD void StoreActivation(float x, void* dst, int64_t i, bool io_is_f16) {
   }
 }
 
+/// Loads activation i of type `io` (fp32, fp16 or bf16) as a float (exact).
+DYNATTN_HD float LoadActivationOf(const void* src, int64_t i, DType io) {
+  if (io == DType::kBF16) return Bf16ToF32(static_cast<const uint16_t*>(src)[i]);
+  return LoadActivation(src, i, io == DType::kF16);
+}
+
+/// Stores a float as activation i of type `io`, rounding to nearest even for fp16 and bf16.
+DYNATTN_HD void StoreActivationOf(float x, void* dst, int64_t i, DType io) {
+  if (io == DType::kBF16) {
+    static_cast<uint16_t*>(dst)[i] = F32ToBf16(x);
+  } else {
+    StoreActivation(x, dst, i, io == DType::kF16);
+  }
+}
+
 /// The scale s (in T1) of the group of `count` values load(first), load(first + 1), ...
 template <class Load>
 DYNATTN_HD float GroupScaleOf(const Load& load, int first, int count, int qmax, bool io_is_f16) {
@@ -211,15 +308,29 @@ DYNATTN_HD float GroupScaleOf(const Load& load, int first, int count, int qmax, 
 /// `row` (its first byte; for int4 element 0 is the low nibble of that byte) with its group
 /// scales at `scale` (quantized caches only): the bytes simd/codec-inl.h EncodeRow writes with its
 /// vector code.
+///
+/// bf16 activations quantize with the fp32 rules (io_is_f16 false): the values are exact fp32.
+/// An fp8 plane stores EncodeFp8(x, tensor_scale) and has no group scales.
 template <class Load>
 DYNATTN_HD void EncodeRow(const Load& load, CacheElem elem, int dim, int group, bool scale_is_f16,
-                          bool io_is_f16, void* row, void* scale) {
+                          bool io_is_f16, void* row, void* scale, float tensor_scale = 1.0f) {
   if (elem == CacheElem::kF32) {
     for (int d = 0; d < dim; ++d) static_cast<float*>(row)[d] = load(d);
     return;
   }
   if (elem == CacheElem::kF16) {
     for (int d = 0; d < dim; ++d) static_cast<uint16_t*>(row)[d] = F32ToF16(load(d));
+    return;
+  }
+  if (elem == CacheElem::kBF16) {
+    for (int d = 0; d < dim; ++d) static_cast<uint16_t*>(row)[d] = F32ToBf16(load(d));
+    return;
+  }
+  if (IsFp8(elem)) {
+    const Fp8Format format = Fp8FormatOf(elem);
+    for (int d = 0; d < dim; ++d) {
+      static_cast<uint8_t*>(row)[d] = EncodeFp8(load(d), tensor_scale, format);
+    }
     return;
   }
   const bool int4 = elem == CacheElem::kInt4;
@@ -248,9 +359,19 @@ DYNATTN_HD void EncodeRow(const Load& load, CacheElem elem, int dim, int group, 
 
 /// Element d of cache row `row` (with its group scales at `scale`) as T1 sees it: the value
 /// simd/codec-inl.h DecodeRow gives.
+///
+/// Every format decodes to an fp32 value first (an fp8 byte to fp8(b) * tensor_scale); with fp16
+/// activations that value is rounded to fp16 (T1), with fp32 or bf16 activations it is kept.
 DYNATTN_HD float DecodeElement(const void* row, const void* scale, int d, CacheElem elem, int group,
-                               bool scale_is_f16, bool io_is_f16) {
+                               bool scale_is_f16, bool io_is_f16, float tensor_scale = 1.0f) {
   switch (elem) {
+    case CacheElem::kBF16:
+      return DecodeF32(Bf16ToF32(static_cast<const uint16_t*>(row)[d]), io_is_f16);
+    case CacheElem::kF8E4M3:
+    case CacheElem::kF8E5M2:
+      return DecodeF32(
+          DecodeFp8(static_cast<const uint8_t*>(row)[d], tensor_scale, Fp8FormatOf(elem)),
+          io_is_f16);
     case CacheElem::kF32:
       return DecodeF32(static_cast<const float*>(row)[d], io_is_f16);
     case CacheElem::kF16:

@@ -99,9 +99,12 @@ struct AttentionProblem {
   int group_size = 1;           ///< R = Hq / Hkv query heads per KV head.
   int head_dim = 0;             ///< D.
   int padded_dim = 0;           ///< D rounded up to kVirtualLanes (scratch row length).
-  float score_scale = 1.0f;     ///< 1 / sqrt(D).
+  float score_scale = 1.0f;     ///< softmax_scale, or 1 / sqrt(D) when the caller left it 0.
+  float soft_cap = 0.0f;        ///< Logit soft-cap: 0 = off, else s = cap * tanh(s0 / cap).
+  int64_t window_left = -1;     ///< Sliding window: -1 = off, else keys [i - window_left, i].
   bool is_causal = false;
   const float* alibi_slopes = nullptr;  ///< (Hq) slopes when ALiBi is on, else null.
+  const float* sinks = nullptr;         ///< (Hq) attention sinks, or null.
   const void* query = nullptr;          ///< (Tq, Hq, D).
   void* output = nullptr;               ///< (Tq, Hq, D).
   float* lse = nullptr;                 ///< Optional (Tq, Hq) natural-log log-sum-exp.
@@ -112,17 +115,31 @@ struct AttentionProblem {
 
   /// True when request b's query row i may only see keys j <= kvlen - seqlen + i (spec §5.3:
   /// the causal mask is bottom-right aligned, decodes are never masked, and ALiBi carries its own
-  /// causal -inf, §5.5).
+  /// causal -inf, §5.5). A sliding window limits every row the same way (its keys are
+  /// [i - window_left, i]).
   DYNATTN_HD bool BottomRightLimited(int64_t b) const {
-    return alibi_slopes != nullptr ||
+    return alibi_slopes != nullptr || window_left >= 0 ||
            (is_causal && batch.SeqLen(b) > 1 && b >= batch.decoding_batches);
+  }
+  /// Position of query row `row` of request b in key numbers: kvlen - seqlen + row (bottom-right).
+  DYNATTN_HD int64_t QueryPosition(int64_t b, int64_t row) const {
+    return batch.KvLen(b) - batch.SeqLen(b) + row;
   }
   /// The last key (inclusive) that query row `row` of request b sees: the bottom-right causal
   /// limit kvlen - seqlen + row when limited, else the last context key. Also the query's position
   /// in key numbers, which ALiBi's distance is measured from.
   DYNATTN_HD int64_t LastVisibleKey(int64_t b, int64_t row) const {
-    const int64_t kvlen = batch.KvLen(b);
-    return BottomRightLimited(b) ? kvlen - batch.SeqLen(b) + row : kvlen - 1;
+    return BottomRightLimited(b) ? QueryPosition(b, row) : batch.KvLen(b) - 1;
+  }
+  /// The first key that query row `row` of request b sees: 0, or max(0, i - window_left) under a
+  /// sliding window. Keys before it are neither read nor counted.
+  DYNATTN_HD int64_t FirstVisibleKey(int64_t b, int64_t row) const {
+    return WindowStart(QueryPosition(b, row), window_left);
+  }
+  /// First key of a window of `window_left` keys left of position `position` (0 when off).
+  DYNATTN_HD static int64_t WindowStart(int64_t position, int64_t window_left) {
+    if (window_left < 0 || position <= window_left) return 0;
+    return position - window_left;
   }
 };
 

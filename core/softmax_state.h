@@ -43,6 +43,28 @@ DYNATTN_HD T MergeWeight(T part_max, T merged_max, const Exp& exp) {
   return part_max == merged_max ? static_cast<T>(1) : exp(part_max - merged_max);
 }
 
+/// A finished state with an attention sink folded in: the sink adds exp(sink) to the
+/// denominator and nothing to the numerator, once per query vector, after every part has merged.
+template <typename T>
+struct SinkFolded {
+  T max;        ///< max(m, sink).
+  T sum;        ///< l * acc_scale + exp(sink - max).
+  T acc_scale;  ///< Factor on the accumulator: exp(m - max) (0 for an empty state).
+};
+
+/// Folds sink value `sink` into a finished (m, l): output = acc * acc_scale / sum and
+/// LSE = max + log(sum). A state that saw no key (m = -inf) gives output 0 and LSE = sink.
+template <typename T, typename Exp>
+DYNATTN_HD SinkFolded<T> FoldSink(T max, T sum, T sink, const Exp& exp) {
+  if (IsEmptyPart(max) || !(sum > static_cast<T>(0))) {
+    return {sink, static_cast<T>(1), static_cast<T>(0)};
+  }
+  const T merged = max > sink ? max : sink;
+  const T acc_scale = MergeWeight(max, merged, exp);
+  const T sink_weight = MergeWeight(sink, merged, exp);
+  return {merged, sum * acc_scale + sink_weight, acc_scale};
+}
+
 }  // namespace dynattn::internal
 
 #endif  // DYNATTN_CORE_SOFTMAX_STATE_H_

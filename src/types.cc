@@ -24,6 +24,11 @@ size_t DTypeSize(DType dtype) {
       return 8;
     case DType::kI32:
       return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+      return 1;
   }
   return 0;
 }
@@ -40,6 +45,12 @@ const char* DTypeName(DType dtype) {
       return "int64";
     case DType::kI32:
       return "int32";
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kF8E4M3:
+      return "float8_e4m3fn";
+    case DType::kF8E5M2:
+      return "float8_e5m2";
   }
   return "?";
 }

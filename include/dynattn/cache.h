@@ -22,10 +22,13 @@ namespace dynattn {
 
 /// How cached elements are stored.
 enum class CacheElem : uint8_t {
-  kF32,   ///< fp32 values (quant_bit 0).
-  kF16,   ///< fp16 values (quant_bit 0).
-  kInt8,  ///< int8 in [-127, 127], one scale per group (quant_bit 8).
-  kInt4,  ///< two's-complement nibbles, element 2k in the low nibble (quant_bit 4).
+  kF32,     ///< fp32 values (quant_bit 0).
+  kF16,     ///< fp16 values (quant_bit 0).
+  kInt8,    ///< int8 in [-127, 127], one scale per group (quant_bit 8).
+  kInt4,    ///< two's-complement nibbles, element 2k in the low nibble (quant_bit 4).
+  kBF16,    ///< bfloat16 values (quant_bit 0).
+  kF8E4M3,  ///< float8_e4m3fn bytes times the plane's `tensor_scale` (quant_bit 0).
+  kF8E5M2,  ///< float8_e5m2 bytes times the plane's `tensor_scale` (quant_bit 0).
 };
 
 /// Element type of the group scales (ignored for unquantized caches).
@@ -45,6 +48,10 @@ struct CachePlane {
   void* scale = nullptr;          ///< Scale of group 0 of (0,0); null when unquantized.
   int64_t scale_slot_stride = 0;  ///< Scales between consecutive slots.
   int64_t scale_head_stride = 0;  ///< Scales between consecutive KV heads.
+  /// fp8 planes only: the per-tensor scale (finite, > 0). A byte b stands for `fp8(b) *
+  /// tensor_scale`; a value x is stored as `fp8_satfinite_rne(x / tensor_scale)`. The ops' optional
+  /// `k_scale` / `v_scale` inputs replace it for the call. Ignored by every other format.
+  float tensor_scale = 1.0f;
 };
 
 /// Everything the kernels need to read and write one layer of a KV cache.
@@ -70,7 +77,7 @@ struct CacheDesc {
 struct CacheAttrs {
   int num_layer = 1;     ///< Layers sharing the cache tensor (L).
   int layer_idx = 0;     ///< Layer this call reads and writes, in [0, num_layer).
-  int quant_bit = 0;     ///< 0 (plain fp32/fp16), 8 (int8) or 4 (packed int4).
+  int quant_bit = 0;     ///< 0 (plain: the cache tensor's dtype, fp32/fp16/bf16/fp8), 8 or 4.
   int quant_group = 8;   ///< Elements per scale group; divides head_dim (even for int4).
   int cache_mode = 0;    ///< 0: slot = cachestarts[b] + p. 1: paged, see `page_size`.
   int cache_layout = 0;  ///< 0-3, the current PMX layouts (spec pmx-ops §3.2).

@@ -37,6 +37,14 @@ struct AttentionAttrs {
   int head_dim = 0;       ///< D, any value >= 1.
   bool is_causal = true;  ///< Bottom-right causal mask for requests b >= decoding_batches.
   bool is_alibi = false;  ///< ALiBi bias with its built-in causal -inf (spec §5.5 [REC]).
+  /// Sliding window: -1 = off; W >= 0 lets the query at position i see keys
+  /// max(0, i - W) <= j <= i only (a Mistral window of N tokens is N - 1).
+  int window_left = -1;
+  /// Logit soft-cap: 0 = off; cap > 0 turns a score s0 into cap * tanh(s0 / cap) (Gemma 2),
+  /// before ALiBi and the mask.
+  float logits_soft_cap = 0.0f;
+  /// Score scale: 0 = 1 / sqrt(head_dim); else any finite value > 0 (Gemma's query_pre_attn).
+  float softmax_scale = 0.0f;
 };
 
 /// `KeyValueCache` attributes (spec §4).
@@ -55,7 +63,7 @@ struct MultiHeadCacheAttentionAttrs {
 /// pass them; an int32 tensor is widened once, when the call is planned); scalars are 0-d (or
 /// one-element).
 struct KeyValueCacheArgs {
-  TensorView current_key;    ///< (Tq, Hkv, D), fp32 or fp16: the new tokens' keys.
+  TensorView current_key;    ///< (Tq, Hkv, D), fp32, fp16 or bf16: the new tokens' keys.
   TensorView current_value;  ///< (Tq, Hkv, D), same dtype.
   TensorView seqstarts;      ///< (B+1): query-row offsets.
   TensorView kvstarts;       ///< (B+1): context-row offsets; kvlen_b = start_pos_b + seqlen_b.
@@ -65,6 +73,8 @@ struct KeyValueCacheArgs {
   TensorView max_kvlen;      ///< Scalar hint (checked >= the true maximum).
   TensorView cache;          ///< In/out PMX cache (rank 5); ignored when `cache_desc` is set.
   TensorView scale;          ///< In/out group scales; required iff quant_bit != 0.
+  TensorView k_scale;        ///< fp8 caches: optional 0-d fp32 key scale (default: the desc's).
+  TensorView v_scale;        ///< fp8 caches: optional 0-d fp32 value scale.
   const CacheDesc* cache_desc = nullptr;  ///< Optional raw descriptor replacing cache/scale.
   TensorView key;    ///< Out (kvstarts[B], Hkv * num_repeat, D), dtype of current_key.
   TensorView value;  ///< Out, same shape and dtype.
@@ -72,7 +82,7 @@ struct KeyValueCacheArgs {
 
 /// `MultiHeadAttention` tensors.
 struct MultiHeadAttentionArgs {
-  TensorView query;             ///< (Tq, Hq, D), fp32 or fp16.
+  TensorView query;             ///< (Tq, Hq, D), fp32, fp16 or bf16.
   TensorView key;               ///< (kvstarts[B], Hkv, D), dtype of query.
   TensorView value;             ///< (kvstarts[B], Hkv, D), dtype of query.
   TensorView seqstarts;         ///< (B+1).
@@ -81,12 +91,13 @@ struct MultiHeadAttentionArgs {
   TensorView max_seqlen;        ///< Scalar hint.
   TensorView max_kvlen;         ///< Scalar hint.
   TensorView attn_mask;         ///< Optional additive mask (Tq, >=kvstarts[B]) or (Hq, Tq, ...).
+  TensorView sinks;             ///< Optional fp32 (Hq): per-head attention sinks (CPU memory).
   TensorView attn_output;       ///< Out (Tq, Hq, D), dtype of query.
 };
 
 /// `MultiHeadCacheAttention` tensors: KeyValueCache, then attention over the dequantized cache.
 struct MultiHeadCacheAttentionArgs {
-  TensorView query;                       ///< (Tq, Hq, D), fp32 or fp16.
+  TensorView query;                       ///< (Tq, Hq, D), fp32, fp16 or bf16.
   TensorView current_key;                 ///< (Tq, Hkv, D), dtype of query.
   TensorView current_value;               ///< (Tq, Hkv, D), dtype of query.
   TensorView seqstarts;                   ///< (B+1).
@@ -99,6 +110,9 @@ struct MultiHeadCacheAttentionArgs {
   TensorView cache;                       ///< In/out PMX cache; ignored when `cache_desc` is set.
   TensorView scale;                       ///< In/out scales; required iff quant_bit != 0.
   TensorView attn_mask;                   ///< Optional additive mask.
+  TensorView sinks;                       ///< Optional fp32 (Hq) attention sinks (CPU memory).
+  TensorView k_scale;                     ///< fp8 caches: optional 0-d fp32 key scale.
+  TensorView v_scale;                     ///< fp8 caches: optional 0-d fp32 value scale.
   const CacheDesc* cache_desc = nullptr;  ///< Optional raw descriptor replacing cache/scale.
   TensorView attn_output;                 ///< Out (Tq, Hq, D), dtype of query.
 };

@@ -15,17 +15,21 @@ namespace dynattn {
 
 /// Element type of a tensor. Packed int4 caches are passed as `kI8` tensors whose last dimension
 /// is `head_dim / 2` bytes (two two's-complement nibbles per byte, element 2k in the low nibble).
+/// The fp8 types are cache formats only (one byte per element, read with a per-tensor scale).
 enum class DType : uint8_t {
-  kF32,  ///< IEEE binary32.
-  kF16,  ///< IEEE binary16, stored as its 16-bit pattern.
-  kI8,   ///< int8 (quantized caches; packed int4 caches).
-  kI64,  ///< int64 (index tensors and scalars).
-  kI32,  ///< int32 (engines' index tensors: every op and adapter accepts them for indices).
+  kF32,     ///< IEEE binary32.
+  kF16,     ///< IEEE binary16, stored as its 16-bit pattern.
+  kI8,      ///< int8 (quantized caches; packed int4 caches).
+  kI64,     ///< int64 (index tensors and scalars).
+  kI32,     ///< int32 (engines' index tensors: every op and adapter accepts them for indices).
+  kBF16,    ///< bfloat16, stored as its 16-bit pattern (activations and plain caches).
+  kF8E4M3,  ///< OCP float8_e4m3fn (max 448, no infinities, NaN 0x7F/0xFF): fp8 caches.
+  kF8E5M2,  ///< OCP float8_e5m2 (IEEE-like, max 57344, infinities): fp8 caches.
 };
 
 /// Bytes per element of `dtype`.
 DYNATTN_EXPORT size_t DTypeSize(DType dtype);
-/// "float32", "float16", "int8", "int64" or "int32".
+/// "float32", "float16", "int8", "int64", "int32", "bfloat16", "float8_e4m3fn" or "float8_e5m2".
 DYNATTN_EXPORT const char* DTypeName(DType dtype);
 
 /// Where a tensor's memory lives; the backend of a call follows its tensors.

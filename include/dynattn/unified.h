@@ -58,19 +58,25 @@ struct UnifiedAttentionAttrs {
   int num_kv_heads = 0;   ///< Hkv; 0 means Hq. Hq must be a multiple of Hkv (GQA).
   int head_dim = 0;       ///< D, any value >= 1.
   bool is_alibi = false;  ///< Adds slope_h * (key position - query position), spec pmx-ops §5.5.
+  int window_left = -1;   ///< Sliding window, as AttentionAttrs::window_left.
+  float logits_soft_cap = 0.0f;  ///< Logit soft-cap, as AttentionAttrs::logits_soft_cap.
+  float softmax_scale = 0.0f;    ///< Score scale, as AttentionAttrs::softmax_scale.
 };
 
 /// Unified attention tensors. Index tensors are int64 or int32 (widened once, at plan time).
 struct UnifiedAttentionArgs {
-  TensorView query;            ///< (T, Hq, D), fp32 or fp16: the step's flattened query tokens.
-  TensorView current_key;      ///< (T, Hkv, D), dtype of query: the fresh keys, written first.
-  TensorView current_value;    ///< (T, Hkv, D), dtype of query.
+  TensorView query;          ///< (T, Hq, D), fp32, fp16 or bf16: the step's flattened query tokens.
+  TensorView current_key;    ///< (T, Hkv, D), dtype of query: the fresh keys, written first.
+  TensorView current_value;  ///< (T, Hkv, D), dtype of query.
   TensorView query_start_loc;  ///< (B+1): request b owns tokens [qsl[b], qsl[b+1]); qsl[B] = T.
   TensorView context_lens;     ///< (B): tokens of request b already in the cache.
   TensorView block_table;      ///< (B, max_blocks): physical block ids; entries past a request's
                                ///< last block (context + query tokens) are never read.
   const BlockCache* cache = nullptr;  ///< In/out cache; the fresh K/V are written into it.
-  TensorView attn_output;             ///< Out (T, Hq, D), dtype of query.
+  TensorView k_scale;  ///< fp8 caches: optional 0-d fp32, replaces cache->cache.key.tensor_scale.
+  TensorView v_scale;  ///< fp8 caches: optional 0-d fp32, replaces cache->cache.value.tensor_scale.
+  TensorView sinks;    ///< Optional fp32 (Hq): per-head attention sinks (CPU memory).
+  TensorView attn_output;  ///< Out (T, Hq, D), dtype of query.
   TensorView lse;  ///< Optional out (T, Hq) fp32: natural-log log-sum-exp of each row's scores.
 };
 
