@@ -18,6 +18,8 @@ KeyValueCacheArgs KeyValueCacheArgsByName(const TensorLookup& tensor) {
   a.max_kvlen = tensor("max_kvlen");
   a.cache = tensor("cache");
   a.scale = tensor("scale");
+  a.k_scale = tensor("k_scale");
+  a.v_scale = tensor("v_scale");
   a.key = tensor("key");
   a.value = tensor("value");
   return a;
@@ -34,6 +36,7 @@ MultiHeadAttentionArgs MultiHeadAttentionArgsByName(const TensorLookup& tensor) 
   a.max_seqlen = tensor("max_seqlen");
   a.max_kvlen = tensor("max_kvlen");
   a.attn_mask = tensor("attn_mask");
+  a.sinks = tensor("sinks");
   a.attn_output = tensor("attn_output");
   return a;
 }
@@ -52,7 +55,10 @@ MultiHeadCacheAttentionArgs MultiHeadCacheAttentionArgsByName(const TensorLookup
   a.max_kvlen = tensor("max_kvlen");
   a.cache = tensor("cache");
   a.scale = tensor("scale");
+  a.k_scale = tensor("k_scale");
+  a.v_scale = tensor("v_scale");
   a.attn_mask = tensor("attn_mask");
+  a.sinks = tensor("sinks");
   a.attn_output = tensor("attn_output");
   return a;
 }
@@ -67,6 +73,9 @@ UnifiedAttentionArgs UnifiedAttentionArgsByName(const TensorLookup& tensor,
   a.context_lens = tensor("context_lens");
   a.block_table = tensor("block_table");
   a.cache = cache;
+  a.k_scale = tensor("k_scale");
+  a.v_scale = tensor("v_scale");
+  a.sinks = tensor("sinks");
   a.attn_output = tensor("attn_output");
   a.lse = tensor("lse");
   return a;

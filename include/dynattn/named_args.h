@@ -19,21 +19,21 @@ namespace dynattn {
 using TensorLookup = std::function<TensorView(const std::string& name)>;
 
 /// KeyValueCache: inputs current_key, current_value, seqstarts, kvstarts, cachestarts,
-/// start_pos, max_seqlen, max_kvlen, cache, scale; outputs key, value.
+/// start_pos, max_seqlen, max_kvlen, cache, scale, k_scale, v_scale; outputs key, value.
 DYNATTN_EXPORT KeyValueCacheArgs KeyValueCacheArgsByName(const TensorLookup& tensor);
 
 /// MultiHeadAttention: inputs query, key, value, seqstarts, kvstarts, decoding_batches,
-/// max_seqlen, max_kvlen, attn_mask; output attn_output.
+/// max_seqlen, max_kvlen, attn_mask, sinks; output attn_output.
 DYNATTN_EXPORT MultiHeadAttentionArgs MultiHeadAttentionArgsByName(const TensorLookup& tensor);
 
 /// MultiHeadCacheAttention: inputs query, current_key, current_value, seqstarts, kvstarts,
-/// cachestarts, start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask;
-/// output attn_output.
+/// cachestarts, start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale, k_scale,
+/// v_scale, attn_mask, sinks; output attn_output.
 DYNATTN_EXPORT MultiHeadCacheAttentionArgs
 MultiHeadCacheAttentionArgsByName(const TensorLookup& tensor);
 
 /// UnifiedAttention: inputs query, current_key, current_value, query_start_loc, context_lens,
-/// block_table; outputs attn_output, lse (optional). The cache is not a named tensor: pass its
+/// block_table, k_scale, v_scale, sinks (optional); outputs attn_output, lse (optional). The cache is not a named tensor: pass its
 /// BlockCache (e.g. from MakePmxBlockCache).
 DYNATTN_EXPORT UnifiedAttentionArgs UnifiedAttentionArgsByName(const TensorLookup& tensor,
                                                                const BlockCache* cache);
