@@ -26,8 +26,10 @@ using dynattn_ref::Array;
 using dynattn_ref::Case;
 using dynattn_ref::GoldenSpec;
 
-// The value of one `run` attribute for a case (unified attention always returns its lse).
-int AttributeValue(const dynattn_ref::Attrs& a, const std::string& name) {
+// The value of one `run` attribute for a case, as text (unified attention always returns its
+// lse); empty for an attribute the case leaves at its default and that has no text form
+// (cache_dtype of a cache that is not fp8).
+std::string AttributeValue(const dynattn_ref::Attrs& a, const std::string& name) {
   const std::vector<std::pair<const char*, int>> values = {{"num_heads", a.num_heads},
                                                            {"head_dim", a.head_dim},
                                                            {"is_causal", a.is_causal},
@@ -42,11 +44,13 @@ int AttributeValue(const dynattn_ref::Attrs& a, const std::string& name) {
                                                            {"cache_layout", a.cache_layout},
                                                            {"page_size", a.page_size},
                                                            {"block_size", a.block_size},
-                                                           {"return_lse", 1}};
+                                                           {"return_lse", 1},
+                                                           {"window_left", -1}};
   for (const auto& [key, value] : values) {
-    if (name == key) return value;
+    if (name == key) return std::to_string(value);
   }
-  return 0;
+  if (name == "logits_soft_cap" || name == "softmax_scale") return "0";
+  return "";
 }
 
 // The `run` request that computes `c` from DIR/NAME/inputs into DIR/NAME/outputs.
@@ -56,7 +60,8 @@ RunRequest MakeRunRequest(const Case& c, const fs::path& case_dir) {
   request.inputs_dir = (case_dir / "inputs").string();
   request.outputs_dir = (case_dir / "outputs").string();
   for (const std::string& name : OpAttributeNames(c.op)) {
-    request.attributes.emplace_back(name, std::to_string(AttributeValue(c.attrs, name)));
+    const std::string value = AttributeValue(c.attrs, name);
+    if (!value.empty()) request.attributes.emplace_back(name, value);
   }
   return request;
 }
@@ -84,7 +89,7 @@ Status WriteDescription(const Case& c, const RunRequest& request, const fs::path
   std::string command = "dynattn run " + c.op + " --inputs inputs --outputs out";
   for (const auto& [name, value] : request.attributes) {
     attributes += name + " " + value + "\n";
-    command += " --" + name + " " + value;
+    command += " --" + name + "=" + value;
   }
   DYNATTN_RETURN_IF_ERROR(WriteText(case_dir / "attributes.txt", attributes));
   return WriteText(case_dir / "command.txt", command + "\n");
