@@ -87,6 +87,20 @@ const char* CacheName(int quant_bit) {
   return quant_bit == 0 ? "f16" : quant_bit == 8 ? "int8" : "int4";
 }
 
+const char* CacheLabel(const StepShape& shape) {
+  if (shape.quant_bit != 0) return CacheName(shape.quant_bit);
+  switch (shape.plain_cache) {
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF8E4M3:
+      return "fp8e4m3";
+    case DType::kF8E5M2:
+      return "fp8e5m2";
+    default:
+      return "f16";
+  }
+}
+
 const char* CacheModeName(int cache_mode) { return cache_mode == 0 ? "offset" : "paged"; }
 
 std::vector<BenchRow> StepMatrix(bool quick) {
