@@ -294,7 +294,7 @@ Status MergeStates(const MergeStatesArgs& args, const RunOptions& options) {
     for (int64_t row = 0; row < call.rows; ++row) MergeRow(call, row, &scratch);
     return Status::Ok();
   }
-  internal::PooledContext context(options.num_threads);
+  internal::PooledContext context(options.num_threads, options.pin_threads);
   context.get()->state()->ParallelFor(
       (call.rows + grain - 1) / grain, [&call, grain](int64_t chunk, internal::Scratch*) {
         RowScratch scratch;
