@@ -299,6 +299,12 @@ dynattn::AttentionAttrs AttentionAttrsOf(const Call& call) {
   return t;
 }
 
+dynattn::ContextOptions ContextOptionsOf(int threads) {
+  dynattn::ContextOptions options;
+  options.num_threads = threads;
+  return options;
+}
+
 /// Plan, then Run twice with the bits of the outputs and the cache compared; or the one-shot.
 template <typename Attrs_, typename Args>
 Status Invoke(const Call& call, bool plan_only, const Attrs_& attrs, const Args& args,
@@ -316,8 +322,8 @@ Status Invoke(const Call& call, bool plan_only, const Attrs_& attrs, const Args&
   Status status = plan_fn(attrs, args, &plan);
   if (!status.ok() || plan_only) return status;
   // Contexts are reused across inputs, as an engine reuses its own across steps.
-  static dynattn::Context contexts[2] = {dynattn::Context(dynattn::ContextOptions{1, nullptr}),
-                                         dynattn::Context(dynattn::ContextOptions{2, nullptr})};
+  static dynattn::Context contexts[2] = {dynattn::Context(ContextOptionsOf(1)),
+                                         dynattn::Context(ContextOptionsOf(2))};
   dynattn::Context& context = contexts[threads - 1];
   status = run_fn(plan, args, &context);
   if (!status.ok()) return status;

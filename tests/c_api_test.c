@@ -910,7 +910,7 @@ static void test_null_handles_and_helpers(void) {
               DYNATTN_STATUS_INVALID_ARGUMENT, "rank");
   CHECK_ERROR(dynattn_tensor_dense(NULL, DYNATTN_DTYPE_F32, 2, NULL, DYNATTN_DEVICE_CPU, &t),
               DYNATTN_STATUS_INVALID_ARGUMENT, "shape");
-  CHECK_ERROR(dynattn_tensor_dense(NULL, (dynattn_dtype_t)5, 1, SHAPE(1), DYNATTN_DEVICE_CPU, &t),
+  CHECK_ERROR(dynattn_tensor_dense(NULL, (dynattn_dtype_t)8, 1, SHAPE(1), DYNATTN_DEVICE_CPU, &t),
               DYNATTN_STATUS_INVALID_ARGUMENT, "dtype");
   CHECK_OK(dynattn_tensor_dense(NULL, DYNATTN_DTYPE_F16, 2, SHAPE(3, 5), DYNATTN_DEVICE_CPU, &t));
   CHECK(t.rank == 2 && t.strides[0] == 5 && t.strides[1] == 1 && t.dtype == DYNATTN_DTYPE_F16);

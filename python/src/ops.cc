@@ -275,8 +275,10 @@ void BindContext(py::module_& m) {
                         "Threads, scratch and workspace that run plans (dynattn::Context). Calls "
                         "on one Context are serialized; give each thread its own for parallelism.")
       .def(py::init([](int num_threads, std::uintptr_t cuda_stream) {
-             return std::make_unique<PyContext>(
-                 ContextOptions{num_threads, reinterpret_cast<void*>(cuda_stream)});
+             ContextOptions options;
+             options.num_threads = num_threads;
+             options.cuda_stream = reinterpret_cast<void*>(cuda_stream);
+             return std::make_unique<PyContext>(options);
            }),
            py::arg("num_threads") = 0, py::arg("cuda_stream") = 0)
       .def_property_readonly("num_threads",
