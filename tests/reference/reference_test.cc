@@ -823,10 +823,11 @@ double SoftmaxDot(const std::vector<double>& s, const std::vector<double>& v, do
   return num / den;
 }
 
-// A bf16 case widened to f32 (every bf16 tensor converted exactly): the same computation.
+// A bf16 case widened to f32 (every bf16 activation converted exactly; a bf16 cache stays):
+// the same computation.
 Case WidenBf16(Case c) {
   for (auto& [name, array] : c.inputs) {
-    if (array.dt != Dt::kBF16) continue;
+    if (array.dt != Dt::kBF16 || name == "cache") continue;
     Array wide = MakeArray(Dt::kF32, array.shape);
     for (int64_t i = 0; i < array.numel(); ++i) StoreRounded(&wide, i, LoadAsDouble(array, i));
     array = wide;
