@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -458,6 +459,59 @@ void AddCache(Rng& rng, Plan* plan, const Attrs& attrs, Tensors* inputs) {
   WritePastContext(rng, *plan, attrs, inputs);
 }
 
+// Where a sliding window leaves context unread (detail::UnreadContextPrefix): NaN in MHA's key and
+// value rows, and in a cache the slots no request reads get NaN elements (a NaN scale when
+// quantized), so a path that reads them anyway shows NaN. `cachestarts` in `mode` / `page_size`.
+struct UnreadPoison {
+  std::vector<int64_t> seqlen, kvlen;
+  int window_left = -1;
+};
+
+void PoisonUnreadRows(const UnreadPoison& u, Tensors* inputs) {
+  const std::vector<int64_t> kvstarts = PrefixStarts(u.kvlen);
+  for (const char* name : {"key", "value"}) {
+    Array& tensor = inputs->at(name);
+    const int64_t row_size = tensor.shape[1] * tensor.shape[2];
+    for (size_t b = 0; b < u.kvlen.size(); ++b) {
+      const int64_t unread = detail::UnreadContextPrefix(u.window_left, u.kvlen[b], u.seqlen[b]);
+      for (int64_t i = kvstarts[b] * row_size; i < (kvstarts[b] + unread) * row_size; ++i) {
+        StoreRounded(&tensor, i, std::nan(""));
+      }
+    }
+  }
+}
+
+void PoisonUnreadSlots(const UnreadPoison& u, const Attrs& attrs, const Array& cachestarts,
+                       int mode, int64_t page_size, Tensors* inputs) {
+  std::set<int64_t> read, unread_slots;
+  for (size_t b = 0; b < u.kvlen.size(); ++b) {
+    const int64_t unread = detail::UnreadContextPrefix(u.window_left, u.kvlen[b], u.seqlen[b]);
+    for (int64_t p = 0; p < u.kvlen[b]; ++p) {
+      const int64_t slot = detail::SlotOf(cachestarts, mode, page_size, static_cast<int64_t>(b), p);
+      (p < unread ? unread_slots : read).insert(slot);
+    }
+  }
+  Array& cache = inputs->at("cache");
+  Array* scale = inputs->count("scale") ? &inputs->at("scale") : nullptr;
+  const int64_t max_t = cache.shape[attrs.cache_layout], hkv = cache.shape[3];
+  const int64_t last = cache.shape[4];
+  for (int64_t slot : unread_slots) {
+    if (read.count(slot)) continue;
+    for (int kv = 0; kv < 2; ++kv) {
+      for (int64_t h = 0; h < hkv; ++h) {
+        Array& target = scale != nullptr ? *scale : cache;
+        const int64_t extent = target.shape[4];
+        for (int64_t i = 0; i < (scale != nullptr ? extent : last); ++i) {
+          StoreRounded(&target,
+                       detail::CacheOffset(attrs.cache_layout, slot, attrs.layer_idx, kv, h, i,
+                                           attrs.num_layer, max_t, hkv, extent),
+                       std::nan(""));
+        }
+      }
+    }
+  }
+}
+
 // Garbage everywhere, then each request's block (rows of its queries, columns of its context)
 // gets finite values, some -inf entries and some fully -inf rows.
 Array BuildMask(Rng& rng, const Plan& plan) {
@@ -688,6 +742,14 @@ Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options)
   AddActivations(rng, plan, &result.inputs);
   AddIssue13Inputs(extra, plan, &result.inputs);
   if (plan.has_cache()) AddCache(rng, &plan, result.attrs, &result.inputs);
+  if (plan.has_query() && plan.window_left >= 0) {
+    const UnreadPoison poison{plan.seqlen, plan.kvlen, plan.window_left};
+    if (plan.op == Op::kMha) PoisonUnreadRows(poison, &result.inputs);
+    if (plan.op == Op::kMhca) {
+      PoisonUnreadSlots(poison, result.attrs, result.inputs.at("cachestarts"), plan.cache_mode,
+                        plan.page_size, &result.inputs);
+    }
+  }
   if (plan.has_query() && plan.mask_rank != 0) result.inputs["attn_mask"] = BuildMask(rng, plan);
   result.description = Describe(op, seed, plan);
   return result;
@@ -750,6 +812,13 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
         detail::CacheShape(plan.layout, plan.num_layer, plan.max_t, plan.hkv, plan.d / plan.group));
   }
   WriteUnifiedHistory(rng, plan, requests, group_blocks, block, result.attrs, &in);
+  if (plan.window_left >= 0) {
+    const UnreadPoison poison{queries, plan.kvlen, plan.window_left};
+    std::vector<int64_t> pages;
+    const Array& table = in.at("block_table");
+    for (int64_t i = 0; i < table.numel(); ++i) pages.push_back(table.data<int64_t>()[i] * block);
+    PoisonUnreadSlots(poison, result.attrs, MakeI64(table.shape, pages), 1, block, &in);
+  }
   std::ostringstream text;
   text << "unified_attention seed=" << seed << " T1=" << DtName(plan.t1) << " B=" << count
        << " queries=" << Join(queries) << " context=" << Join(context) << " Hq=" << plan.hq

@@ -467,8 +467,9 @@ struct Gathered {
 };
 
 // §3.1 reads + §4.2/§4.3: context row kvstarts[b] + p, output head o reads kv head o / num_repeat.
+// Positions p < unread[b] (when given) are left out: NaN in `values`, 0 in `out`.
 Gathered GatherContext(const KvcCall& call, const Array& cache, const Array* scale, int kv,
-                       int64_t num_repeat) {
+                       int64_t num_repeat, const std::vector<int64_t>* unread) {
   const CacheGeometry& geo = call.geo;
   const int64_t out_heads = geo.hkv * num_repeat;
   Gathered gathered;
@@ -479,7 +480,12 @@ Gathered GatherContext(const KvcCall& call, const Array& cache, const Array* sca
     for (int64_t p = 0; p < call.batches.kvlen(b); ++p) {
       const int64_t slot = call.slots.Slot(b, p);
       const int64_t row = call.batches.kvstarts[b] + p;
-      for (int64_t o = 0; o < out_heads; ++o) {
+      const bool skipped = unread != nullptr && p < (*unread)[b];
+      for (int64_t o = 0; o < out_heads && skipped; ++o) {
+        for (int64_t i = 0; i < geo.d; ++i)
+          gathered.values[(row * out_heads + o) * geo.d + i] = kNaN;
+      }
+      for (int64_t o = 0; o < out_heads && !skipped; ++o) {
         for (int64_t i = 0; i < geo.d; ++i) {
           const double x = LoadDequantized(geo, cache, scale, slot, kv, o / num_repeat, i);
           Require(std::isfinite(x), "the context reads a non-finite cache value");
@@ -496,15 +502,16 @@ Gathered GatherContext(const KvcCall& call, const Array& cache, const Array* sca
 // gathered K and V as attention computes with them.
 KvcResult RunKeyValueCache(const KvcCall& call, int64_t num_repeat,
                            std::vector<double>* context_k = nullptr,
-                           std::vector<double>* context_v = nullptr) {
+                           std::vector<double>* context_v = nullptr,
+                           const std::vector<int64_t>* unread = nullptr) {
   Require(num_repeat >= 1, "num_repeat must be >= 1");
   KvcResult result;
   result.cache = *call.cache;
   result.scale = call.scale != nullptr ? *call.scale : MakeArray(Dt::kF16, {0});
   Array* scale = call.scale != nullptr ? &result.scale : nullptr;
   WriteNewTokens(call, &result.cache, scale);
-  Gathered key = GatherContext(call, result.cache, scale, 0, num_repeat);
-  Gathered value = GatherContext(call, result.cache, scale, 1, num_repeat);
+  Gathered key = GatherContext(call, result.cache, scale, 0, num_repeat, unread);
+  Gathered value = GatherContext(call, result.cache, scale, 1, num_repeat, unread);
   result.key = std::move(key.out);
   result.value = std::move(value.out);
   if (context_k != nullptr) *context_k = std::move(key.values);
@@ -528,6 +535,7 @@ struct AttentionCall {
   double soft_cap = 0;          // 0: no soft-cap
   double score_scale = 1;       // softmax_scale, or 1 / sqrt(D)
   std::vector<double> sinks;    // per query head, empty when absent
+  std::vector<int64_t> unread;  // per request: context positions below it are never read
 };
 
 // Context K and V as T1 values in float64, (kvstarts[B], Hkv, D).
@@ -559,13 +567,17 @@ void ReadIssue13Attrs(const Attrs& attrs, const Tensors& inputs, AttentionCall* 
   call->soft_cap = attrs.logits_soft_cap;
   call->score_scale =
       attrs.softmax_scale > 0 ? attrs.softmax_scale : 1.0 / std::sqrt(static_cast<double>(call->d));
+  for (int64_t b = 0; b < call->batches.count(); ++b) {
+    call->unread.push_back(detail::UnreadContextPrefix(attrs.window_left, call->batches.kvlen(b),
+                                                       call->batches.seqlen(b)));
+  }
   const Array* sinks = Optional(inputs, "sinks");
   if (sinks == nullptr) return;
   Require(sinks->dt == Dt::kF32, "sinks must be float32");
   RequireShape(*sinks, {call->hq}, "sinks");
   for (int64_t h = 0; h < call->hq; ++h) {
     call->sinks.push_back(LoadAsDouble(*sinks, h));
-    Require(std::isfinite(call->sinks.back()), "sinks holds a non-finite value");
+    Require(std::isfinite(call->sinks.back()), "sinks must be finite");
   }
 }
 
@@ -664,6 +676,7 @@ bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int
   double sum = std::exp(sink - best);  // 0 without a sink
   std::vector<double> acc(d, 0.0);
   for (int64_t j = 0; j < kvlen; ++j) {
+    if (scores[j] == -kInf) continue;  // weight 0 (and maybe never read)
     const double weight = std::exp(scores[j] - best);
     const double* v = &context.v[((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d];
     sum += weight;
@@ -674,10 +687,10 @@ bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int
   return true;
 }
 
-// Largest |V element| over the context rows of request b (all kv heads).
+// Largest |V element| over the context rows of request b (all kv heads) that are read.
 double ContextValueMax(const AttentionCall& call, const Context& context, int64_t b) {
   double vmax = 0;
-  const int64_t begin = call.batches.kvstarts[b] * call.hkv * call.d;
+  const int64_t begin = (call.batches.kvstarts[b] + call.unread[b]) * call.hkv * call.d;
   const int64_t end = call.batches.kvstarts[b + 1] * call.hkv * call.d;
   for (int64_t i = begin; i < end; ++i) vmax = std::max(vmax, std::fabs(context.v[i]));
   return vmax;
@@ -720,12 +733,22 @@ AttnResult Attend(const AttentionCall& call, const Context& context,
   return result;
 }
 
+// MHA's key or value; rows a window leaves unread (AttentionCall::unread) may hold anything.
 std::vector<double> ReadContextTensor(const Tensors& inputs, const char* name,
                                       const AttentionCall& call) {
   const Array& tensor = Need(inputs, name);
   Require(tensor.dt == call.t1, std::string(name) + " must have the query's dtype");
   RequireShape(tensor, {call.batches.context_rows(), call.hkv, call.d}, name);
-  return LoadFinite(tensor, name);
+  const int64_t row_size = call.hkv * call.d;
+  std::vector<double> values(tensor.numel(), kNaN);
+  for (int64_t b = 0; b < call.batches.count(); ++b) {
+    const int64_t first = (call.batches.kvstarts[b] + call.unread[b]) * row_size;
+    for (int64_t i = first; i < call.batches.kvstarts[b + 1] * row_size; ++i) {
+      values[i] = LoadAsDouble(tensor, i);
+      Require(std::isfinite(values[i]), std::string(name) + " holds a non-finite value");
+    }
+  }
+  return values;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -982,7 +1005,7 @@ AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
   const KvcCall kvc_call = ReadKvcCall(attrs, inputs, call.hkv, call.d);
   Require(kvc_call.geo.t1 == call.t1, "current_key/value must have the query's dtype");
   Context context;
-  KvcResult kvc = RunKeyValueCache(kvc_call, 1, &context.k, &context.v);
+  KvcResult kvc = RunKeyValueCache(kvc_call, 1, &context.k, &context.v, &call.unread);
   AttnResult result = Attend(call, context, only_heads);
   result.cache = std::move(kvc.cache);
   result.scale = std::move(kvc.scale);
@@ -1174,6 +1197,12 @@ int64_t SlotOf(const Array& cachestarts, int cache_mode, int64_t page_size, int6
   const int64_t max_pages = cachestarts.shape[1];
   Require(p / page_size < max_pages, "position past the page table");
   return LoadI64(cachestarts, b * max_pages + p / page_size) + p % page_size;
+}
+
+int64_t UnreadContextPrefix(int window_left, int64_t kvlen, int64_t seqlen) {
+  if (window_left < 0 || seqlen == 0) return 0;
+  const int64_t first_start = std::max<int64_t>(0, kvlen - seqlen - window_left);
+  return first_start / kWindowSkipAlign * kWindowSkipAlign;
 }
 
 std::vector<double> AlibiSlopes(int num_heads) {

@@ -208,6 +208,14 @@ std::vector<int64_t> CacheShape(int cache_layout, int64_t num_layer, int64_t max
                                 int64_t num_kv_heads, int64_t last_dim);
 // §3.1 slot of logical position p of request b (no range checks).
 int64_t SlotOf(const Array& cachestarts, int cache_mode, int64_t page_size, int64_t b, int64_t p);
+// Keys left of a sliding window are neither read nor counted. Implementations skip them in units
+// of their own (tiles, cache blocks, context splits); every such unit lies inside an aligned run of
+// kWindowSkipAlign keys (the library's context split), so the keys of request b before
+// UnreadContextPrefix (the first query row's window start rounded down to a multiple of
+// kWindowSkipAlign) must never be read. The reference does not read them either, and the cases
+// put NaN there.
+inline constexpr int64_t kWindowSkipAlign = 1024;
+int64_t UnreadContextPrefix(int window_left, int64_t kvlen, int64_t seqlen);
 // §5.5 ALiBi slope of every head.
 std::vector<double> AlibiSlopes(int num_heads);
 

@@ -1062,6 +1062,40 @@ TEST_SUITE("reference") {
     CHECK(big.lse[0] == doctest::Approx(30.0));
   }
 
+  TEST_CASE("context a window leaves unread holds NaN, and the reference never reads it") {
+    GenOptions options;
+    options.max_batch = 4;
+    options.max_seqlen = 4;
+    options.max_context = 2100;
+    options.pins.window = 5;
+    options.pins.step = 1;
+    options.pins.head_dim = 4;
+    int poisoned = 0;
+    for (uint64_t i = 0; i < 18; ++i) {
+      const uint64_t seed = dynattn_test::BaseSeed() + 600 + i;
+      const char* op = i % 3 == 0 ? "multi_head_attention" : "multi_head_cache_attention";
+      const Case c = i % 3 == 2 ? RandomUnifiedCase(seed, options) : RandomCase(op, seed, options);
+      INFO("seed " << seed << ": " << c.description);
+      const Array& data = c.inputs.count("key")     ? c.inputs.at("key")
+                          : c.inputs.count("scale") ? c.inputs.at("scale")
+                                                    : c.inputs.at("cache");
+      bool has_nan = false;
+      for (int64_t e = 0; e < data.numel() && !has_nan; ++e)
+        has_nan = std::isnan(LoadAsDouble(data, e));
+      poisoned += has_nan && c.op == "multi_head_attention";  // cache garbage holds NaN anyway
+      AttnResult r;
+      if (c.op == "unified_attention") {
+        CHECK_NOTHROW(r = UnifiedAttention(c.attrs, c.inputs));
+      } else if (c.op == "multi_head_attention") {
+        CHECK_NOTHROW(r = MultiHeadAttention(c.attrs, c.inputs));
+      } else {
+        CHECK_NOTHROW(r = MultiHeadCacheAttention(c.attrs, c.inputs));
+      }
+      for (double x : r.out) CHECK(std::isfinite(x));
+    }
+    CHECK(poisoned >= 1);
+  }
+
   TEST_CASE("CheckAttention applies the bf16 tolerance") {
     AttnResult ref;
     ref.out = {1.0, 0.001};
