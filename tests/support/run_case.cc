@@ -32,6 +32,9 @@ dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
   attn.is_causal = a.is_causal != 0;
   attn.is_alibi = a.is_alibi != 0;
   attn.num_kv_heads = a.num_kv_heads;
+  attn.window_left = a.window_left;
+  attn.logits_soft_cap = static_cast<float>(a.logits_soft_cap);
+  attn.softmax_scale = static_cast<float>(a.softmax_scale);
   return attn;
 }
 
@@ -46,7 +49,7 @@ Array InputOrAbsent(const Case& c, const char* name, bool* present) {
   return *present ? it->second : Array{};
 }
 
-/// Output array of the given dtype/shape, filled with 0xFF bytes (NaN for floats).
+/// Output array of the given dtype/shape, filled with 0xFF bytes (NaN for f32, f16 and bf16).
 Array Poisoned(Dt dt, const std::vector<int64_t>& shape) {
   Array a = dynattn_ref::MakeArray(dt, shape);
   if (!a.bytes.empty()) std::memset(a.bytes.data(), 0xFF, a.bytes.size());
@@ -133,6 +136,9 @@ dynattn::Status RunUnified(const Case& c, Tensors* t, const dynattn::RunOptions&
   attrs.head_dim = c.attrs.head_dim;
   attrs.num_kv_heads = c.attrs.num_kv_heads;
   attrs.is_alibi = c.attrs.is_alibi != 0;
+  attrs.window_left = c.attrs.window_left;
+  attrs.logits_soft_cap = static_cast<float>(c.attrs.logits_soft_cap);
+  attrs.softmax_scale = static_cast<float>(c.attrs.softmax_scale);
   return dynattn::UnifiedAttention(attrs, dynattn::UnifiedAttentionArgsByName(lookup, &cache),
                                    options);
 }
