@@ -35,8 +35,8 @@ constexpr int64_t kExtremes[16] = {
 // Compact reals: 0 is 0; 0x01-0xFE pick one of kReals (valid and hostile values alike); 0xFF is
 // followed by the 4 little-endian bytes of any float.
 constexpr float kReals[16] = {
-    1.0f,    0.5f,  2.0f,     30.0f,     50.0f,  0.125f, 1e-3f, 1e4f,
-    -1.0f,   NAN,   INFINITY, -INFINITY, 1e-30f, 1e-45f, 448.0f, 3.4e38f,
+    1.0f,  0.5f, 2.0f,     30.0f,     50.0f,  0.125f, 1e-3f,  1e4f,
+    -1.0f, NAN,  INFINITY, -INFINITY, 1e-30f, 1e-45f, 448.0f, 3.4e38f,
 };
 constexpr uint8_t kRawReal = 0xFF;
 

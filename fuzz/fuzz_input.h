@@ -35,14 +35,14 @@ inline constexpr int kNumOps = 4;
 
 /// What a tensor is to its op: decides its default dtype and how it is filled.
 enum class Role : uint8_t {
-  kActivation,  ///< fp32/fp16 input (query, keys, values, mask).
-  kIndex,       ///< int64/int32 offsets, tables and scalars: values come from the input.
-  kCache,       ///< The PMX cache: int8 when quantized, else the activation dtype.
-  kScale,       ///< Group scales: fp16 or fp32.
-  kOutput,      ///< Written by the call, activation dtype.
-  kLse,         ///< Written by the call, fp32.
-  kSinks,       ///< fp32 (Hq) attention sinks: values from the input (or drawn).
-  kTensorScale, ///< fp32 0-d fp8 per-tensor scale: value from the input.
+  kActivation,   ///< fp32/fp16 input (query, keys, values, mask).
+  kIndex,        ///< int64/int32 offsets, tables and scalars: values come from the input.
+  kCache,        ///< The PMX cache: int8 when quantized, else the activation dtype.
+  kScale,        ///< Group scales: fp16 or fp32.
+  kOutput,       ///< Written by the call, activation dtype.
+  kLse,          ///< Written by the call, fp32.
+  kSinks,        ///< fp32 (Hq) attention sinks: values from the input (or drawn).
+  kTensorScale,  ///< fp32 0-d fp8 per-tensor scale: value from the input.
 };
 
 /// A tensor of an op, by its spec name.
@@ -87,11 +87,11 @@ enum class CacheChoice : uint8_t { kDefault, kBF16, kF8E4M3, kF8E5M2 };
 
 /// The extension's draws: the issue-13 attributes, bf16 activations and the cache element.
 struct Ext {
-  bool bf16 = false;                            ///< Activations bf16 (overrides Flags::f16).
-  CacheChoice cache = CacheChoice::kDefault;    ///< Element of the cache tensor.
-  int64_t window_left = -1;                     ///< AttentionAttrs::window_left.
-  float logits_soft_cap = 0.0f;                 ///< AttentionAttrs::logits_soft_cap.
-  float softmax_scale = 0.0f;                   ///< AttentionAttrs::softmax_scale.
+  bool bf16 = false;                          ///< Activations bf16 (overrides Flags::f16).
+  CacheChoice cache = CacheChoice::kDefault;  ///< Element of the cache tensor.
+  int64_t window_left = -1;                   ///< AttentionAttrs::window_left.
+  float logits_soft_cap = 0.0f;               ///< AttentionAttrs::logits_soft_cap.
+  float softmax_scale = 0.0f;                 ///< AttentionAttrs::softmax_scale.
 };
 
 /// The attributes of every op, in input order.

@@ -29,8 +29,8 @@ using dynattn::TensorView;
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 19;  // 512 KiB per tensor
 constexpr int64_t kMaxCallBytes = int64_t{1} << 21;    // 2 MiB per call
 constexpr int64_t kMaxWork = int64_t{1} << 23;  // ~ query elements x key rows, past it: plan only
-constexpr DType kDTypes[] = {DType::kF32,  DType::kF16,    DType::kI8,     DType::kI64,
-                             DType::kI32,  DType::kBF16,   DType::kF8E4M3, DType::kF8E5M2};
+constexpr DType kDTypes[] = {DType::kF32, DType::kF16,  DType::kI8,     DType::kI64,
+                             DType::kI32, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2};
 // fp8 scales past this may overflow fp32 once multiplied by an fp8 maximum and summed over a
 // row: a call with one is checked for everything but the finiteness of its outputs.
 constexpr float kMaxFiniteSafeScale = 1e30f;
@@ -85,8 +85,7 @@ DType CacheDType(const Call& call, DType act) {
 }
 
 DType RoleDType(Role role, const Call& call) {
-  const DType act =
-      call.ext.bf16 ? DType::kBF16 : (call.flags.f16 ? DType::kF16 : DType::kF32);
+  const DType act = call.ext.bf16 ? DType::kBF16 : (call.flags.f16 ? DType::kF16 : DType::kF32);
   switch (role) {
     case Role::kActivation:
     case Role::kOutput:
@@ -117,8 +116,8 @@ uint16_t ToBf16(float x) {
 // output that reads them NaN, which the finiteness check cannot tell from a kernel bug.
 uint8_t FiniteFp8(DType dtype, uint64_t random) {
   uint8_t b = static_cast<uint8_t>(random & 0xFF);
-  if (dtype == DType::kF8E4M3 && (b & 0x7F) == 0x7F) b ^= 1;            // 0x7F/0xFF: NaN
-  if (dtype == DType::kF8E5M2 && (b & 0x7C) == 0x7C) b &= 0x7B;          // exponent 31
+  if (dtype == DType::kF8E4M3 && (b & 0x7F) == 0x7F) b ^= 1;     // 0x7F/0xFF: NaN
+  if (dtype == DType::kF8E5M2 && (b & 0x7C) == 0x7C) b &= 0x7B;  // exponent 31
   return b;
 }
 

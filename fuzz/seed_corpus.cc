@@ -68,8 +68,8 @@ void SetExt(const std::map<std::string, std::string>& values, dynattn_fuzz::Ext*
   if (const std::string* v = value("logits_soft_cap")) ext->logits_soft_cap = std::stof(*v);
   if (const std::string* v = value("softmax_scale")) ext->softmax_scale = std::stof(*v);
   if (const std::string* v = value("cache_dtype")) {
-    ext->cache = *v == "fp8_e5m2" ? dynattn_fuzz::CacheChoice::kF8E5M2
-                                  : dynattn_fuzz::CacheChoice::kF8E4M3;
+    ext->cache =
+        *v == "fp8_e5m2" ? dynattn_fuzz::CacheChoice::kF8E5M2 : dynattn_fuzz::CacheChoice::kF8E4M3;
   }
 }
 
@@ -121,7 +121,8 @@ bool CaseToCall(const fs::path& case_dir, int ordinal, dynattn_fuzz::Call* call)
       if (spec.role == dynattn_fuzz::Role::kCache && a.dtype == DType::kBF16) {
         call->ext.cache = dynattn_fuzz::CacheChoice::kBF16;
       }
-      if (spec.role == dynattn_fuzz::Role::kSinks || spec.role == dynattn_fuzz::Role::kTensorScale) {
+      if (spec.role == dynattn_fuzz::Role::kSinks ||
+          spec.role == dynattn_fuzz::Role::kTensorScale) {
         t.real_values = RealValues(a);
       }
       if (spec.role == dynattn_fuzz::Role::kScale) call->flags.f32_scale = a.dtype == DType::kF32;

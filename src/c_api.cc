@@ -139,7 +139,8 @@ Status ToTensor(const dynattn_tensor_t& in, const std::string& name, TensorView*
         name, "rank " + std::to_string(in.rank) + " is out of range [-1, 6] (-1: absent)");
   }
   TensorView view;
-  DYNATTN_RETURN_IF_ERROR(ToEnum(in.dtype, kNumDTypes, name + ".dtype", "dynattn_dtype_t", &view.dtype));
+  DYNATTN_RETURN_IF_ERROR(
+      ToEnum(in.dtype, kNumDTypes, name + ".dtype", "dynattn_dtype_t", &view.dtype));
   DYNATTN_RETURN_IF_ERROR(ToEnum(in.device, 2, name + ".device", "dynattn_device_t", &view.device));
   view.data = in.data;
   view.rank = in.rank;
@@ -207,7 +208,8 @@ dynattn_cache_plane_t FromPlane(const CachePlane& in) {
 
 Status ToCacheDesc(const dynattn_cache_desc_t& in, const std::string& name, CacheDesc* out) {
   CacheDesc desc;
-  DYNATTN_RETURN_IF_ERROR(ToEnum(in.elem, kNumCacheElems, name + ".elem", "dynattn_cache_elem_t", &desc.elem));
+  DYNATTN_RETURN_IF_ERROR(
+      ToEnum(in.elem, kNumCacheElems, name + ".elem", "dynattn_cache_elem_t", &desc.elem));
   DYNATTN_RETURN_IF_ERROR(
       ToEnum(in.scale_type, 2, name + ".scale_type", "dynattn_scale_type_t", &desc.scale_type));
   DYNATTN_RETURN_IF_ERROR(ToEnum(in.device, 2, name + ".device", "dynattn_device_t", &desc.device));
@@ -710,8 +712,8 @@ DYNATTN_C_ARGS_INIT(dynattn_multi_head_attention_args, &args->query, &args->key,
 DYNATTN_C_ARGS_INIT(dynattn_multi_head_cache_attention_args, &args->query, &args->current_key,
                     &args->current_value, &args->seqstarts, &args->kvstarts, &args->cachestarts,
                     &args->start_pos, &args->decoding_batches, &args->max_seqlen, &args->max_kvlen,
-                    &args->cache, &args->scale, &args->attn_mask, &args->attn_output,
-                    &args->sinks, &args->k_scale, &args->v_scale)
+                    &args->cache, &args->scale, &args->attn_mask, &args->attn_output, &args->sinks,
+                    &args->k_scale, &args->v_scale)
 DYNATTN_C_ARGS_INIT(dynattn_unified_attention_args, &args->query, &args->current_key,
                     &args->current_value, &args->query_start_loc, &args->context_lens,
                     &args->block_table, &args->attn_output, &args->lse, &args->k_scale,

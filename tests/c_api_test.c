@@ -119,7 +119,7 @@ static int8_t* random_cache(const capi_variant* v, size_t n) {
   uint8_t* bytes = xmalloc(n);
   for (size_t i = 0; i < n; ++i) {
     uint8_t b = (uint8_t)next_u64();
-    if (v->fp8 == 1 && (b & 0x7F) == 0x7F) b ^= 1;      /* e4m3 NaN */
+    if (v->fp8 == 1 && (b & 0x7F) == 0x7F) b ^= 1;    /* e4m3 NaN */
     if (v->fp8 == 2 && (b & 0x7C) == 0x7C) b &= 0x7B; /* e5m2 exponent 31 */
     bytes[i] = b;
   }
@@ -501,8 +501,7 @@ static void test_new_field_defaults(void) {
   CHECK(mha.sinks.rank == -1);
   /* The new enum values are accepted by dynattn_tensor_dense and keep the old ones' numbers. */
   CHECK(DYNATTN_DTYPE_I32 == 4 && DYNATTN_DTYPE_BF16 == 5 && DYNATTN_DTYPE_F8E4M3 == 6 &&
-        DYNATTN_DTYPE_F8E5M2 == 7 && DYNATTN_CACHE_ELEM_I4 == 3 &&
-        DYNATTN_CACHE_ELEM_F8E5M2 == 6);
+        DYNATTN_DTYPE_F8E5M2 == 7 && DYNATTN_CACHE_ELEM_I4 == 3 && DYNATTN_CACHE_ELEM_F8E5M2 == 6);
   uint8_t byte = 0;
   dynattn_tensor_t t;
   CHECK_OK(dynattn_tensor_dense(&byte, DYNATTN_DTYPE_F8E5M2, 0, NULL, DYNATTN_DEVICE_CPU, &t));

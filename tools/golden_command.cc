@@ -7,6 +7,8 @@
 #include "tools/golden_command.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -26,9 +28,18 @@ using dynattn_ref::Array;
 using dynattn_ref::Case;
 using dynattn_ref::GoldenSpec;
 
+// A float attribute as the shortest text that reads back as the same float.
+std::string RealText(double value) {
+  char text[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, value);
+    if (std::strtof(text, nullptr) == static_cast<float>(value)) break;
+  }
+  return text;
+}
+
 // The value of one `run` attribute for a case, as text (unified attention always returns its
-// lse); empty for an attribute the case leaves at its default and that has no text form
-// (cache_dtype of a cache that is not fp8).
+// lse); empty for cache_dtype when the case's cache dtype decides (then it is not passed).
 std::string AttributeValue(const dynattn_ref::Attrs& a, const std::string& name) {
   const std::vector<std::pair<const char*, int>> values = {{"num_heads", a.num_heads},
                                                            {"head_dim", a.head_dim},
@@ -45,11 +56,13 @@ std::string AttributeValue(const dynattn_ref::Attrs& a, const std::string& name)
                                                            {"page_size", a.page_size},
                                                            {"block_size", a.block_size},
                                                            {"return_lse", 1},
-                                                           {"window_left", -1}};
+                                                           {"window_left", a.window_left}};
   for (const auto& [key, value] : values) {
     if (name == key) return std::to_string(value);
   }
-  if (name == "logits_soft_cap" || name == "softmax_scale") return "0";
+  if (name == "logits_soft_cap") return RealText(a.logits_soft_cap);
+  if (name == "softmax_scale") return RealText(a.softmax_scale);
+  if (name == "cache_dtype") return a.cache_dtype;
   return "";
 }
 

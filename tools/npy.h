@@ -44,7 +44,8 @@ NpyArray MakeZeroArray(DType dtype, const std::vector<int64_t>& shape);
 Status ReadNpy(const std::string& path, NpyArray* out);
 
 /// Writes `data` (dense, C order, NumElements * DTypeSize bytes) as a format 1.0 .npy file with
-/// the header NumPy itself writes; bfloat16 as '<u2' (bit patterns), fp8 as '|u1' (bytes). On failure the message reads "<path>: <problem>".
+/// the header NumPy itself writes; bfloat16 as '<u2' (bit patterns), fp8 as '|u1' (bytes). On
+/// failure the message reads "<path>: <problem>".
 Status WriteNpy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                 const void* data);
 

@@ -70,24 +70,15 @@ struct AttributeDef {
 // means "the cache file's own dtype".
 const std::vector<AttributeDef>& AttributeDefaults() {
   static const std::vector<AttributeDef> defaults = {
-      {"num_heads", AttrKind::kInt, "0"},
-      {"head_dim", AttrKind::kInt, "0"},
-      {"is_causal", AttrKind::kBool, "1"},
-      {"is_alibi", AttrKind::kBool, "0"},
-      {"num_kv_heads", AttrKind::kInt, "0"},
-      {"num_layer", AttrKind::kInt, "1"},
-      {"layer_idx", AttrKind::kInt, "0"},
-      {"quant_bit", AttrKind::kInt, "0"},
-      {"quant_group", AttrKind::kInt, "8"},
-      {"num_repeat", AttrKind::kInt, "1"},
-      {"cache_mode", AttrKind::kInt, "0"},
-      {"cache_layout", AttrKind::kInt, "0"},
-      {"page_size", AttrKind::kInt, "128"},
-      {"block_size", AttrKind::kInt, "0"},
-      {"return_lse", AttrKind::kBool, "0"},
-      {"window_left", AttrKind::kInt, "-1"},
-      {"logits_soft_cap", AttrKind::kReal, "0"},
-      {"softmax_scale", AttrKind::kReal, "0"},
+      {"num_heads", AttrKind::kInt, "0"},        {"head_dim", AttrKind::kInt, "0"},
+      {"is_causal", AttrKind::kBool, "1"},       {"is_alibi", AttrKind::kBool, "0"},
+      {"num_kv_heads", AttrKind::kInt, "0"},     {"num_layer", AttrKind::kInt, "1"},
+      {"layer_idx", AttrKind::kInt, "0"},        {"quant_bit", AttrKind::kInt, "0"},
+      {"quant_group", AttrKind::kInt, "8"},      {"num_repeat", AttrKind::kInt, "1"},
+      {"cache_mode", AttrKind::kInt, "0"},       {"cache_layout", AttrKind::kInt, "0"},
+      {"page_size", AttrKind::kInt, "128"},      {"block_size", AttrKind::kInt, "0"},
+      {"return_lse", AttrKind::kBool, "0"},      {"window_left", AttrKind::kInt, "-1"},
+      {"logits_soft_cap", AttrKind::kReal, "0"}, {"softmax_scale", AttrKind::kReal, "0"},
       {"cache_dtype", AttrKind::kName, ""},
   };
   return defaults;
@@ -335,11 +326,11 @@ Status ResolveFp8Inputs(const std::string& dir, const Attributes& attributes, Ar
   const std::string& cache_dtype = attributes.Name("cache_dtype");
   for (auto& [name, array] : *arrays) {
     if (!array.fp8_bytes || (name == "cache" && !cache_dtype.empty())) continue;
-    return Status::Invalid(InputPath(dir, name),
-                           name == "cache"
-                               ? "a uint8 cache holds fp8 bytes: name their format with "
-                                 "--cache_dtype fp8_e4m3 or fp8_e5m2"
-                               : "uint8 data is accepted only for an fp8 cache (with --cache_dtype)");
+    return Status::Invalid(
+        InputPath(dir, name),
+        name == "cache" ? "a uint8 cache holds fp8 bytes: name their format with "
+                          "--cache_dtype fp8_e4m3 or fp8_e5m2"
+                        : "uint8 data is accepted only for an fp8 cache (with --cache_dtype)");
   }
   if (cache_dtype.empty()) return Status::Ok();
   auto cache = arrays->find("cache");

@@ -67,9 +67,9 @@ DYNATTN_EXPORT float dynattn_half_to_float(uint16_t half);
 /** Element type of a tensor (dynattn::DType). Packed int4 caches are DYNATTN_DTYPE_I8 tensors
  *  whose last dimension is head_dim / 2 bytes. */
 typedef enum dynattn_dtype_t {
-  DYNATTN_DTYPE_F32 = 0, /**< IEEE binary32. */
-  DYNATTN_DTYPE_F16 = 1, /**< IEEE binary16, stored as its 16-bit pattern. */
-  DYNATTN_DTYPE_I8 = 2,  /**< int8 (quantized caches; packed int4 caches). */
+  DYNATTN_DTYPE_F32 = 0,    /**< IEEE binary32. */
+  DYNATTN_DTYPE_F16 = 1,    /**< IEEE binary16, stored as its 16-bit pattern. */
+  DYNATTN_DTYPE_I8 = 2,     /**< int8 (quantized caches; packed int4 caches). */
   DYNATTN_DTYPE_I64 = 3,    /**< int64 (index tensors and scalars). */
   DYNATTN_DTYPE_I32 = 4,    /**< int32 (index tensors). */
   DYNATTN_DTYPE_BF16 = 5,   /**< bfloat16, stored as its 16-bit pattern (activations, caches). */
@@ -112,8 +112,8 @@ DYNATTN_EXPORT dynattn_status_t dynattn_tensor_absent(dynattn_tensor_t* tensor);
 
 /** How cached elements are stored (dynattn::CacheElem). */
 typedef enum dynattn_cache_elem_t {
-  DYNATTN_CACHE_ELEM_F32 = 0, /**< fp32 values. */
-  DYNATTN_CACHE_ELEM_F16 = 1, /**< fp16 values. */
+  DYNATTN_CACHE_ELEM_F32 = 0,    /**< fp32 values. */
+  DYNATTN_CACHE_ELEM_F16 = 1,    /**< fp16 values. */
   DYNATTN_CACHE_ELEM_I8 = 2,     /**< int8 codes, one scale per group. */
   DYNATTN_CACHE_ELEM_I4 = 3,     /**< Packed two's-complement nibbles, one scale per group. */
   DYNATTN_CACHE_ELEM_BF16 = 4,   /**< bfloat16 values. */
@@ -226,12 +226,12 @@ typedef struct dynattn_run_options_t {
 
 /** Attention attributes (dynattn::AttentionAttrs). */
 typedef struct dynattn_attention_attrs_t {
-  int num_heads;    /**< Query heads Hq. */
-  int num_kv_heads; /**< Hkv; 0 means Hq. */
-  int head_dim;     /**< D >= 1. */
-  bool is_causal;   /**< Bottom-right causal mask (default true). */
-  bool is_alibi;    /**< ALiBi bias (default false). */
-  int window_left;  /**< Sliding window: -1 off (default); W >= 0: keys i - W <= j <= i. */
+  int num_heads;         /**< Query heads Hq. */
+  int num_kv_heads;      /**< Hkv; 0 means Hq. */
+  int head_dim;          /**< D >= 1. */
+  bool is_causal;        /**< Bottom-right causal mask (default true). */
+  bool is_alibi;         /**< ALiBi bias (default false). */
+  int window_left;       /**< Sliding window: -1 off (default); W >= 0: keys i - W <= j <= i. */
   float logits_soft_cap; /**< 0 off (default); cap > 0: s = cap * tanh(s0 / cap). */
   float softmax_scale;   /**< 0: 1 / sqrt(head_dim) (default); else finite > 0. */
 } dynattn_attention_attrs_t;
@@ -250,11 +250,11 @@ typedef struct dynattn_multi_head_cache_attention_attrs_t {
 
 /** Unified attention attributes (dynattn::UnifiedAttentionAttrs; always causal). */
 typedef struct dynattn_unified_attention_attrs_t {
-  int num_heads;    /**< Query heads Hq. */
-  int num_kv_heads; /**< Hkv; 0 means Hq. */
-  int head_dim;     /**< D >= 1. */
-  bool is_alibi;    /**< ALiBi bias. */
-  int window_left;  /**< Sliding window, as in dynattn_attention_attrs_t (default -1). */
+  int num_heads;         /**< Query heads Hq. */
+  int num_kv_heads;      /**< Hkv; 0 means Hq. */
+  int head_dim;          /**< D >= 1. */
+  bool is_alibi;         /**< ALiBi bias. */
+  int window_left;       /**< Sliding window, as in dynattn_attention_attrs_t (default -1). */
   float logits_soft_cap; /**< Logit soft-cap (default 0, off). */
   float softmax_scale;   /**< Score scale (default 0: 1 / sqrt(head_dim)). */
 } dynattn_unified_attention_attrs_t;

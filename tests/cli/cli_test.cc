@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -232,7 +233,7 @@ struct CliCase {
   dynattn::KeyValueCacheAttrs kvc_attrs;
   dynattn::AttentionAttrs attention_attrs;
   dynattn::CacheAttrs cache_attrs;
-  std::vector<int64_t> gathered_shape;  // KVC key/value shape.
+  std::vector<int64_t> gathered_shape;           // KVC key/value shape.
   dynattn::UnifiedAttentionAttrs unified_attrs;  // Unified: with cache_attrs and block_size.
   int block_size = 0;
   bool unified_lse = false;
@@ -341,9 +342,8 @@ CliCase MhcaPlainCase() {
 // `c` with the score attributes flagged and set for the direct call (both attention_attrs and
 // unified_attrs): a sliding window, a logit soft-cap and a softmax scale.
 CliCase WithScoreAttrs(CliCase c, int window_left, float cap, float scale) {
-  c.flags.insert(c.flags.end(),
-                 {"--window_left", std::to_string(window_left), "--logits_soft_cap",
-                  std::to_string(cap), "--softmax_scale", std::to_string(scale)});
+  c.flags.insert(c.flags.end(), {"--window_left", std::to_string(window_left), "--logits_soft_cap",
+                                 std::to_string(cap), "--softmax_scale", std::to_string(scale)});
   // The direct call gets the values the tool parses from that text.
   const float parsed_cap = std::stof(std::to_string(cap));
   const float parsed_scale = std::stof(std::to_string(scale));
@@ -384,8 +384,7 @@ CliCase MhcaFp8Case(DType fp8, bool bf16) {
       c.inputs[name] = ToBf16(c.inputs.at(name));
     }
   }
-  c.flags.insert(c.flags.end(),
-                 {"--cache_dtype", fp8 == DType::kF8E4M3 ? "fp8_e4m3" : "fp8_e5m2"});
+  c.flags.insert(c.flags.end(), {"--cache_dtype", fp8 == DType::kF8E4M3 ? "fp8_e4m3" : "fp8_e5m2"});
   return WithScoreAttrs(c, 1, 0.0f, 0.0f);
 }
 
@@ -409,8 +408,7 @@ CliCase KvcFp8Case(DType fp8) {
   c.inputs["cache"] = RandomFp8(fp8, {32, 2, 2, 2, 8}, 10);
   c.inputs["k_scale"] = F32Scalar(0.0625f);
   c.inputs["v_scale"] = F32Scalar(3.0f);
-  c.flags.insert(c.flags.end(),
-                 {"--cache_dtype", fp8 == DType::kF8E4M3 ? "fp8_e4m3" : "fp8_e5m2"});
+  c.flags.insert(c.flags.end(), {"--cache_dtype", fp8 == DType::kF8E4M3 ? "fp8_e4m3" : "fp8_e5m2"});
   return c;
 }
 
@@ -790,10 +788,12 @@ std::vector<BadRun> BadRuns() {
       {"non-finite sink",
        WithInput(mha, "sinks", Make(DType::kF32, {4}, std::vector<float>{0, INFINITY, 1, 2})),
        {"sinks"}},
-      {"bf16 key with an fp32 query", WithInput(mha, "key", ToBf16(mha.inputs.at("key"))),
+      {"bf16 key with an fp32 query",
+       WithInput(mha, "key", ToBf16(mha.inputs.at("key"))),
        {"key", "query"}},
       {"unknown cache_dtype", WithFlag(mhca_fp8, "--cache_dtype", "fp8_e3m4"), {"cache_dtype"}},
-      {"cache_dtype with an int8 cache", WithFlag(mhca, "--cache_dtype", "fp8_e4m3"),
+      {"cache_dtype with an int8 cache",
+       WithFlag(mhca, "--cache_dtype", "fp8_e4m3"),
        {"cache_dtype"}},
       {"uint8 cache without cache_dtype",
        With(mhca_fp8, [](CliCase& c) { c.flags.resize(c.flags.size() - 8); }),
@@ -1122,11 +1122,7 @@ void CheckUnifiedCase(const UnifiedSetup& s) {
 }
 
 NpyArray FromReference(const dynattn_ref::Array& array) {
-  const DType dtype = array.dt == dynattn_ref::Dt::kF32   ? DType::kF32
-                      : array.dt == dynattn_ref::Dt::kF16 ? DType::kF16
-                      : array.dt == dynattn_ref::Dt::kI8  ? DType::kI8
-                                                          : DType::kI64;
-  NpyArray out = MakeZeroArray(dtype, array.shape);
+  NpyArray out = MakeZeroArray(dynattn::cli::DTypeOf(array.dt), array.shape);
   out.bytes = array.bytes;
   return out;
 }
@@ -1148,9 +1144,18 @@ CliCase RandomUnifiedCliCase(const dynattn_ref::Case& random) {
                                                 {"--cache_layout", a.cache_layout},
                                                 {"--block_size", a.block_size},
                                                 {"--is_alibi", a.is_alibi},
-                                                {"--return_lse", 1}}) {
+                                                {"--return_lse", 1},
+                                                {"--window_left", a.window_left}}) {
     c.flags.insert(c.flags.end(), {flag, std::to_string(value)});
   }
+  // The float attributes exactly (%.9g reads back as the same float), and an fp8 cache's format.
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, double>>{
+           {"--logits_soft_cap", a.logits_soft_cap}, {"--softmax_scale", a.softmax_scale}}) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.9g", value);
+    c.flags.insert(c.flags.end(), {flag, text});
+  }
+  if (!a.cache_dtype.empty()) c.flags.insert(c.flags.end(), {"--cache_dtype", a.cache_dtype});
   return c;
 }
 

@@ -312,7 +312,8 @@ TEST_SUITE("npy") {
   }
 
   TEST_CASE("dtypes other than <f4, <f2, <u2, |i1, |u1 and <i8 are rejected") {
-    for (const char* descr : {"<f8", ">u2", "<i4", ">f4", ">i8", "|b1", "<u8", "<c8", "f4", "<i2"}) {
+    for (const char* descr :
+         {"<f8", ">u2", "<i4", ">f4", ">i8", "|b1", "<u8", "<c8", "f4", "<i2"}) {
       CAPTURE(descr);
       ExpectRejected(NpyFile(Dict(descr, "(1,)"), std::string(8, '\0')),
                      std::string("dtype '") + descr + "' is not supported");
