@@ -45,8 +45,8 @@ def run_cli(op, inputs, attrs, tmp_path):
     if cli is None:
         pytest.skip("the dynattn tool was not built (DYNATTN_CLI unset)")
     in_dir, out_dir = tmp_path / "inputs", tmp_path / "outputs"
-    in_dir.mkdir()
-    out_dir.mkdir()
+    in_dir.mkdir(parents=True)
+    out_dir.mkdir(parents=True)
     for name, array in inputs.items():
         array = np.asarray(array)  # 0-d stays 0-d (np.ascontiguousarray would make it 1-d)
         np.save(in_dir / f"{name}.npy", array if array.flags.c_contiguous
