@@ -345,7 +345,10 @@ Status ToAttrs(const dynattn_unified_attention_attrs_t* in, UnifiedAttentionAttr
 // Null options: the defaults.
 RunOptions ToRunOptions(const dynattn_run_options_t* in) {
   RunOptions options;
-  if (in != nullptr) options.num_threads = in->num_threads;
+  if (in != nullptr) {
+    options.num_threads = in->num_threads;
+    options.pin_threads = in->pin_threads;
+  }
   return options;
 }
 
@@ -653,6 +656,7 @@ dynattn_status_t dynattn_make_paged_block_cache(
 dynattn_status_t dynattn_run_options_init(dynattn_run_options_t* options) {
   dynattn_run_options_t value;
   value.num_threads = RunOptions().num_threads;
+  value.pin_threads = RunOptions().pin_threads;
   return Init(options, "options", value);
 }
 
@@ -807,6 +811,7 @@ dynattn_status_t dynattn_context_options_init(dynattn_context_options_t* options
   dynattn_context_options_t value;
   value.num_threads = defaults.num_threads;
   value.cuda_stream = defaults.cuda_stream;
+  value.pin_threads = defaults.pin_threads;
   return Init(options, "options", value);
 }
 
@@ -818,6 +823,7 @@ dynattn_status_t dynattn_context_create(const dynattn_context_options_t* options
     if (options != nullptr) {
       cpp_options.num_threads = options->num_threads;
       cpp_options.cuda_stream = options->cuda_stream;
+      cpp_options.pin_threads = options->pin_threads;
     }
     *out = new dynattn_context_t(cpp_options);
     return Status::Ok();

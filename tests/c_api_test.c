@@ -301,6 +301,7 @@ static void test_mhca_bitwise(void) {
   mhca_args(&c, &args);
   CHECK_OK(dynattn_run_options_init(&options));
   options.num_threads = 2;
+  options.pin_threads = (next_u64() & 1) != 0; /* the same bits pinned or not */
   CHECK_OK(dynattn_multi_head_cache_attention(&attrs, &args, &options));
   CHECK(capi_cpp_mhca(&ref) == 0);
   CHECK(mhca_same(&c, &ref));
@@ -499,6 +500,11 @@ static void test_new_field_defaults(void) {
   CHECK(kvc.k_scale.rank == -1 && kvc.v_scale.rank == -1);
   CHECK_OK(dynattn_multi_head_attention_args_init(&mha));
   CHECK(mha.sinks.rank == -1);
+  dynattn_run_options_t run_options;
+  dynattn_context_options_t context_options;
+  CHECK_OK(dynattn_run_options_init(&run_options));
+  CHECK_OK(dynattn_context_options_init(&context_options));
+  CHECK(!run_options.pin_threads && !context_options.pin_threads);
   /* The new enum values are accepted by dynattn_tensor_dense and keep the old ones' numbers. */
   CHECK(DYNATTN_DTYPE_I32 == 4 && DYNATTN_DTYPE_BF16 == 5 && DYNATTN_DTYPE_F8E4M3 == 6 &&
         DYNATTN_DTYPE_F8E5M2 == 7 && DYNATTN_CACHE_ELEM_I4 == 3 && DYNATTN_CACHE_ELEM_F8E5M2 == 6);

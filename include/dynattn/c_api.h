@@ -221,7 +221,8 @@ DYNATTN_EXPORT dynattn_status_t dynattn_make_paged_block_cache(
 
 /** Execution options of a one-shot call (dynattn::RunOptions). Results never depend on them. */
 typedef struct dynattn_run_options_t {
-  int num_threads; /**< Worker threads; 0 = all cores. */
+  int num_threads;  /**< Worker threads; 0 = all cores. */
+  bool pin_threads; /**< Pin threads to CPUs while the call runs (default false). */
 } dynattn_run_options_t;
 
 /** Attention attributes (dynattn::AttentionAttrs). */
@@ -354,7 +355,7 @@ typedef struct dynattn_unified_step_summary_t {
   int64_t cache_bytes_read;  /**< K, V and scale bytes loaded from the cache. */
 } dynattn_unified_step_summary_t;
 
-/** Sets num_threads = 0. Fails on a null pointer (as does every *_init). */
+/** Sets num_threads = 0, pin_threads = false. Fails on a null pointer (as does every *_init). */
 DYNATTN_EXPORT dynattn_status_t dynattn_run_options_init(dynattn_run_options_t* options);
 /** Sets the defaults of dynattn::AttentionAttrs (is_causal true, window_left -1, the rest
  *  0/false). */
@@ -422,6 +423,7 @@ typedef struct dynattn_plan_t dynattn_plan_t;
 typedef struct dynattn_context_options_t {
   int num_threads;   /**< CPU worker threads, the caller's included; 0 = all cores. */
   void* cuda_stream; /**< CUDA backend: the cudaStream_t to use; null = the default stream. */
+  bool pin_threads;  /**< Pin the arena's threads to CPUs while a call runs (default false). */
 } dynattn_context_options_t;
 
 /** Sets the defaults (0 threads = all cores, default stream). */

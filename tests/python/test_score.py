@@ -168,17 +168,20 @@ def test_sinks_only_scale_the_denominator(rng):
                                atol=1e-4)
 
 
-@pytest.mark.parametrize("kind", ["torch", "numpy"])
+@pytest.mark.parametrize("kind", ["torch", "numpy", "buffer"])
 def test_bf16_activations(rng, tmp_path, kind):
-    """torch.bfloat16 through DLPack and NumPy uint16 bit patterns give the tool's bits, and
-    attention within bf16 rounding of the float64 reference."""
+    """torch.bfloat16 through DLPack, NumPy uint16 bit patterns (DLPack) and uint16 buffers
+    (the buffer protocol, format 'H') give the tool's bits, and attention within bf16 rounding
+    of the float64 reference."""
     seqstarts, kvstarts, q, k, v = packed_batch(rng)
     qb, kb, vb = bf16_bits(q), bf16_bits(k), bf16_bits(v)
     index = mha_index(seqstarts, kvstarts)
     if kind == "torch":
         args = [torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) for x in (qb, kb, vb)]
-    else:
+    elif kind == "numpy":
         args = [qb, kb, vb]
+    else:
+        args = [memoryview(x) for x in (qb, kb, vb)]
     out = dynattn.multi_head_attention(*args, **index, window_left=4, logits_soft_cap=8.0)
     if kind == "torch":
         assert out.dtype == torch.bfloat16
