@@ -40,7 +40,10 @@ struct BaselineResult {
 struct RowResult {
   std::string step, kind, cache, cache_mode;
   int64_t context = 0;
-  double median_ms = 0;
+  double median_ms = 0;   ///< Unpinned threads (pinned when only those were timed).
+  double spread_pct = 0;  ///< (slowest - fastest) / median of those calls, in percent.
+  double pinned_ms = 0;   ///< Median with pinned threads; 0 when not timed (or the only mode).
+  double pinned_spread_pct = 0;
   double gbps = 0;         ///< KV bytes read (its own cache type) per second.
   double gflops = 0;       ///< Causal-effective flops per second.
   double roofline_ms = 0;  ///< max(bytes / bandwidth, flops / FMA peak).
