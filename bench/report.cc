@@ -76,11 +76,11 @@ void PrintRows(const std::vector<RowResult>& rows, std::FILE* out) {
                "spread", "GB/s", "GFLOP/s", "roofl. ms", "% roofl.", "vs oneDNN", "vs Eigen",
                "pinned ms", "spread");
   for (const RowResult& r : rows) {
-    std::fprintf(out, "%-36s %9.2f %6.0f%% %7.2f %8.1f %9.2f %7.1f%% %8.2fx %7.2fx", r.step.c_str(),
+    std::fprintf(out, "%-36s %9.3f %6.0f%% %7.2f %8.1f %9.2f %7.1f%% %8.2fx %7.2fx", r.step.c_str(),
                  r.median_ms, r.spread_pct, r.gbps, r.gflops, r.roofline_ms, r.roofline_pct(),
                  r.vs_onednn(), r.vs_eigen());
     if (r.pinned_ms > 0) {
-      std::fprintf(out, " %9.2f %6.0f%%", r.pinned_ms, r.pinned_spread_pct);
+      std::fprintf(out, " %9.3f %6.0f%%", r.pinned_ms, r.pinned_spread_pct);
     }
     std::fprintf(out, "\n");
   }
