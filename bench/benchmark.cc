@@ -372,11 +372,15 @@ bool RunBenchmark(const BenchOptions& options) {
     return true;
   }
   RerunWithPassiveOpenMp();
-  MachineLimits machine = MeasureMachine(options.threads);
   Plan plan;
   plan.report_error = options.report_error ? options.report_error : [](const std::string& message) {
     std::fprintf(stderr, "bench: %s\n", message.c_str());
   };
+  if (const Status forced = ForceCpuTarget(options.target.c_str()); !forced.ok()) {
+    plan.report_error(forced.message());
+    return false;
+  }
+  MachineLimits machine = MeasureMachine(options.threads);
   if (options.only != "unified") plan.rows = StepMatrix(options.quick);
   BuildSteps(&plan);
   BuildBaselines(options.threads, &plan);
