@@ -376,11 +376,13 @@ bool RunBenchmark(const BenchOptions& options) {
   plan.report_error = options.report_error ? options.report_error : [](const std::string& message) {
     std::fprintf(stderr, "bench: %s\n", message.c_str());
   };
+  // The limits are the machine's (its best target); the kernels may then be held to another.
+  MachineLimits machine = MeasureMachine(options.threads);
   if (const Status forced = ForceCpuTarget(options.target.c_str()); !forced.ok()) {
     plan.report_error(forced.message());
     return false;
   }
-  MachineLimits machine = MeasureMachine(options.threads);
+  if (!options.target.empty()) machine.target = std::string(CpuTargetName()) + " (forced)";
   if (options.only != "unified") plan.rows = StepMatrix(options.quick);
   BuildSteps(&plan);
   BuildBaselines(options.threads, &plan);

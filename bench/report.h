@@ -16,8 +16,9 @@ namespace dynattn::bench {
 
 /// The machine's limits, measured in the same run.
 struct MachineLimits {
-  std::string target;              ///< CpuTargetName(), e.g. "AVX3".
-  int threads = 0;                 ///< Threads of every measurement and of every timed call.
+  std::string target;  ///< The kernels' target, e.g. "AVX3" or "AVX2 (forced)"; the limits are
+                       ///< always measured with the machine's best one.
+  int threads = 0;     ///< Threads of every measurement and of every timed call.
   double bandwidth_gbps = 0;       ///< Streaming read, all threads.
   double fma_gflops = 0;           ///< fp32 FMA peak, all threads.
   double foreign_load = 0;         ///< Share of all CPUs' time other processes took while timing.
