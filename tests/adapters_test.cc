@@ -1010,7 +1010,7 @@ TEST_SUITE("adapters") {
     REQUIRE(dynattn::MakeVllmCpuBlockCache(vllm_view, {}, CacheFormat{}, &from_vllm).ok());
 
     const int64_t qsl[4] = {0, 1, 3, 8}, ctx[3] = {6, 3, 2};
-    const int64_t table[3 * 2] = {4, 1, 0, -1, 5, 2};
+    const int64_t table[3 * 2] = {4, 1, 0, 3, 5, 2};
     const int tokens = 8;
     std::vector<float> query(size_t{tokens} * hq * d), key(size_t{tokens} * hkv * d),
         value(key.size());
