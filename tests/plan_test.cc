@@ -369,6 +369,34 @@ TEST_SUITE("plan") {
     }
   }
 
+  TEST_CASE("a unified decode with a 4096 window over 32768 keys reads about the window") {
+    for (int64_t block_size : {int64_t{16}, int64_t{256}}) {
+      const int64_t context = 32767;
+      std::vector<int64_t> qsl{0, 1}, lens{context}, table;
+      for (int64_t j = 0; j <= context / block_size; ++j) table.push_back(1000 - j);
+      dynattn::internal::UnifiedStep step;
+      step.num_requests = 1;
+      step.query_start_loc = qsl.data();
+      step.context_lens = lens.data();
+      step.block_table = table.data();
+      step.table_stride = static_cast<int64_t>(table.size());
+      step.block_size = block_size;
+      step.block_stride = block_size;
+      step.num_kv_heads = 2;
+      step.group_size = 4;
+      step.window_left = 4096;
+      const auto plan = dynattn::internal::PlanUnified(step);
+      INFO("block size " << block_size);
+      CHECK(dynattn::internal::CheckCoverage(step, plan) == "");
+      int64_t keys = 0;
+      for (const auto& w : plan.request_items) keys += w.key_end - w.key_begin;
+      CHECK(keys >= 2 * 4097);  // two KV heads
+      CHECK(keys <= 2 * (4097 + dynattn::internal::kKeyTile));
+      CHECK(plan.shared_items.empty());
+      CHECK(plan.num_unique_blocks == context / block_size - (context - 4096) / block_size + 1);
+    }
+  }
+
   TEST_CASE("unified plans with a sliding window cover each window exactly once") {
     const uint64_t seed = BaseSeed() + 32;
     INFO("seed " << seed);
