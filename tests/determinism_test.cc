@@ -152,20 +152,28 @@ void CheckSameOutputs(const LibResult& a, const LibResult& b) {
 }
 
 /// One MultiHeadCacheAttention-shaped call with a sliding window, a logit soft-cap and sinks,
-/// bf16 activations and a bf16 or fp8 cache (offset slot map), built for the CPU kernels.
+/// bf16 or fp16 activations and a bf16 or fp8 cache (offset slot map), built for the CPU kernels.
 struct WindowedCase {
   dynattn::CacheElem elem = dynattn::CacheElem::kBF16;
+  dynattn::DType io = dynattn::DType::kBF16;  ///< Query and output: bf16 or fp16 bits.
   int kv_heads = 2, group = 4, dim = 64;
   int64_t window = -1, decoding = 0;
   float cap = 0.0f, scale = 0.125f;
   bool causal = true, with_sinks = true;
   std::vector<int64_t> seqlen, kvlen, seqstarts{0}, kvstarts{0}, cachestarts;
   std::vector<uint8_t> key_cache, value_cache;
-  std::vector<uint16_t> query;  ///< bf16 bits, (Tq, Hq, D).
+  std::vector<uint16_t> query;  ///< (Tq, Hq, D) in `io`.
   std::vector<float> sinks;
   float k_scale = 1.0f, v_scale = 1.0f;
 
   int heads() const { return kv_heads * group; }
+  bool io_f16() const { return io == dynattn::DType::kF16; }
+  float FromIo(uint16_t bits) const {
+    return io_f16() ? dynattn::internal::F16ToF32(bits) : dynattn::internal::Bf16ToF32(bits);
+  }
+  uint16_t ToIo(float x) const {
+    return io_f16() ? dynattn::internal::F32ToF16(x) : dynattn::internal::F32ToBf16(x);
+  }
   int64_t tokens() const { return seqstarts.back(); }
   int elem_bytes() const { return elem == dynattn::CacheElem::kBF16 ? 2 : 1; }
   int64_t row_bytes() const { return int64_t{dim} * elem_bytes(); }
@@ -182,6 +190,7 @@ WindowedCase RandomWindowedCase(uint64_t seed) {
                                       dynattn::CacheElem::kF8E5M2};
   c.elem = elems[seed % 3];
   c.dim = (seed / 3) % 4 == 3 ? 40 : 64;  // 40: the row decoder of the tiled path
+  c.io = (seed / 12) % 2 ? dynattn::DType::kF16 : dynattn::DType::kBF16;
   c.group = 1 + static_cast<int>(rng() % 4);
   const int64_t windows[] = {-1, 0, 5, 64, 100, 700, 1500};
   c.window = windows[rng() % std::size(windows)];
@@ -226,7 +235,7 @@ WindowedCase RandomWindowedCase(uint64_t seed) {
     }
   }
   c.query.resize(static_cast<size_t>(c.tokens() * c.heads() * c.dim));
-  for (uint16_t& q : c.query) q = dynattn::internal::F32ToBf16(2.0f * normal(rng));
+  for (uint16_t& q : c.query) q = c.ToIo(2.0f * normal(rng));
   for (int h = 0; h < c.heads(); ++h) c.sinks.push_back(normal(rng));
   return c;
 }
@@ -238,7 +247,7 @@ dynattn::internal::AttentionProblem ProblemOf(WindowedCase& c, uint16_t* output,
   p.batch.seqstarts = c.seqstarts.data();
   p.batch.kvstarts = c.kvstarts.data();
   p.batch.decoding_batches = c.decoding;
-  p.io_type = dynattn::DType::kBF16;
+  p.io_type = c.io;
   p.num_heads = c.heads();
   p.num_kv_heads = c.kv_heads;
   p.group_size = c.group;
@@ -291,7 +300,8 @@ WindowedResult RunWindowed(WindowedCase& c, int threads) {
   return r;
 }
 
-/// float64 attention of `c` as issue 13 defines it; the first error beyond bf16 tolerance, or "".
+/// float64 attention of `c` as issue 13 defines it (cached values as the activation type sees
+/// them); the first error beyond bf16 tolerance, or "".
 std::string CheckWindowed(const WindowedCase& c, const WindowedResult& got) {
   using dynattn::internal::DecodeElement;
   for (size_t b = 0; b < c.seqlen.size(); ++b) {
@@ -306,7 +316,7 @@ std::string CheckWindowed(const WindowedCase& c, const WindowedResult& got) {
         const int g = h / c.group;
         std::vector<double> q(c.dim), acc(c.dim, 0.0);
         for (int d = 0; d < c.dim; ++d) {
-          q[d] = dynattn::internal::Bf16ToF32(c.query[(token * c.heads() + h) * c.dim + d]);
+          q[d] = c.FromIo(c.query[(token * c.heads() + h) * c.dim + d]);
         }
         std::vector<double> scores;
         double max = c.with_sinks ? c.sinks[h] : -INFINITY;
@@ -314,7 +324,7 @@ std::string CheckWindowed(const WindowedCase& c, const WindowedResult& got) {
           const uint8_t* key = c.Row(c.key_cache, c.cachestarts[b] + j, g);
           double dot = 0;
           for (int d = 0; d < c.dim; ++d) {
-            dot += q[d] * DecodeElement(key, nullptr, d, c.elem, 1, false, false, c.k_scale);
+            dot += q[d] * DecodeElement(key, nullptr, d, c.elem, 1, false, c.io_f16(), c.k_scale);
           }
           double s0 = c.scale * dot;
           if (c.cap > 0) s0 = c.cap * std::tanh(s0 / c.cap);
@@ -327,7 +337,7 @@ std::string CheckWindowed(const WindowedCase& c, const WindowedResult& got) {
           sum += e;
           const uint8_t* value = c.Row(c.value_cache, c.cachestarts[b] + j, g);
           for (int d = 0; d < c.dim; ++d) {
-            acc[d] += e * DecodeElement(value, nullptr, d, c.elem, 1, false, false, c.v_scale);
+            acc[d] += e * DecodeElement(value, nullptr, d, c.elem, 1, false, c.io_f16(), c.v_scale);
           }
         }
         const double lse = sum > 0 ? max + std::log(sum) : -INFINITY;
@@ -340,8 +350,7 @@ std::string CheckWindowed(const WindowedCase& c, const WindowedResult& got) {
         }
         for (int d = 0; d < c.dim; ++d) {
           const double want = sum > 0 ? acc[d] / sum : 0.0;
-          const double out =
-              dynattn::internal::Bf16ToF32(got.output[(token * c.heads() + h) * c.dim + d]);
+          const double out = c.FromIo(got.output[(token * c.heads() + h) * c.dim + d]);
           if (!(std::fabs(out - want) <= 8e-3 * std::fabs(want) + 1e-4)) {
             return where + " element " + std::to_string(d) + ": " + std::to_string(out) +
                    ", want " + std::to_string(want);
@@ -382,8 +391,9 @@ TEST_SUITE("determinism") {
     for (int i = 0; i < 24; ++i) {
       const uint64_t seed = BaseSeed() + 600000 + i;
       WindowedCase c = RandomWindowedCase(seed);
-      INFO("seed " << seed << ", elem " << static_cast<int>(c.elem) << ", window " << c.window
-                   << ", cap " << c.cap << ", dim " << c.dim << ", group " << c.group);
+      INFO("seed " << seed << ", elem " << static_cast<int>(c.elem) << ", io "
+                   << dynattn::DTypeName(c.io) << ", window " << c.window << ", cap " << c.cap
+                   << ", dim " << c.dim << ", group " << c.group);
       const WindowedResult base = RunWindowed(c, 1);
       const std::string error = CheckWindowed(c, base);
       CHECK_MESSAGE(error.empty(), error);
