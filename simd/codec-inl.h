@@ -1,7 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Kernel family: the cache codec. Turns cached rows (fp32, fp16, int8, packed int4 with group
-// scales) into the exact fp32 values the spec defines, and new tokens into cache bytes.
+// Kernel family: the cache codec. Turns cached rows (fp32, fp16, bf16, fp8 e4m3fn / e5m2 with a
+// per-tensor scale, int8, packed int4 with group scales) into the exact fp32 values the spec
+// defines, and new tokens into cache bytes; loads and stores fp32, fp16 and bf16 activations.
 //
 // Why it looks like this: the numerics contract fixes these bits. A dequantized element is
 // T1(T3(q) * s): the product rounded to the scale type T3, then to the activation type T1.
@@ -10,6 +11,9 @@
 // operations, identical on every target, because Highway 1.0.3 truncates when it converts to
 // fp16 without F16C. Quantization runs once per new token and follows the spec's double rounding
 // literally, in scalar code, so there is exactly one definition of the cache format.
+// bf16 and fp8 rows widen with integer operations only (a shift; an exponent rebase with the
+// specials selected), then one correctly rounded multiply by the tensor scale: the bits of core's
+// scalar decoder on every target. Their encoder is core's scalar one, element by element.
 
 // Per-target include guard (the file is re-included once per Highway target).
 #if defined(DYNATTN_SIMD_CODEC_INL_H_) == defined(HWY_TARGET_TOGGLE)

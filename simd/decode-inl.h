@@ -16,7 +16,8 @@
 //   chains and the same tree, so their bits agree; narrower targets fold through memory.
 // * Values: each output element is one chain over the keys in order, as in the tiled path.
 // * Addressing: the slots of a tile are computed once (one division per page), and the group
-//   scales of a row are widened once and spread over lanes with a table lookup.
+//   scales of a row are widened once and spread over lanes with a table lookup. fp8 rows take
+//   their plane's tensor scale instead; a sliding window's decode starts at its first tile.
 
 #if defined(DYNATTN_SIMD_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DYNATTN_SIMD_DECODE_INL_H_

@@ -11,6 +11,8 @@
 //   KV head) share every key and value load.
 // * Quantized K/V tiles are decoded once per tile into L1/L2-resident fp32 scratch (codec-inl.h)
 //   with the exact spec rounding; many query vectors then reuse them.
+// * Sliding windows: an item's tiles start at the first one a query vector of the item sees
+//   (FirstTileKey); skipped tiles are never decoded.
 
 #if defined(DYNATTN_SIMD_PREFILL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DYNATTN_SIMD_PREFILL_INL_H_
