@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <ios>
 #include <limits>
 #include <random>
 #include <string>
@@ -199,7 +200,7 @@ void CheckReadBack(const Array& got, const Array& cache, int kv, double scale) {
   CHECK(mismatches == 0);
 }
 
-void RunWriteStep(const Case& c, Dt cache_dt, double k_scale, double v_scale) {
+void RunWriteStep(const Case& c, double k_scale, double v_scale) {
   const LibResult lib = RunLibrary(c);
   REQUIRE_MESSAGE(lib.status.ok(), lib.status.message());
   CHECK(CheckCacheBits(c, lib.cache, k_scale, v_scale) == 0);
@@ -229,8 +230,7 @@ TEST_SUITE("fp8") {
               CAPTURE(dynattn_ref::DtName(t1));
               CAPTURE(k_scale);
               CAPTURE(v_scale);
-              RunWriteStep(WriteStep(op, t1, format, probes, k_scale, v_scale), format, k_scale,
-                           v_scale);
+              RunWriteStep(WriteStep(op, t1, format, probes, k_scale, v_scale), k_scale, v_scale);
             }
           }
         }
@@ -245,7 +245,7 @@ TEST_SUITE("fp8") {
       for (const char* op : kWriteOps) {
         CAPTURE(target);
         CAPTURE(op);
-        RunWriteStep(WriteStep(op, Dt::kF32, Dt::kBF16, probes, 0, 0), Dt::kBF16, 0, 0);
+        RunWriteStep(WriteStep(op, Dt::kF32, Dt::kBF16, probes, 0, 0), 0, 0);
       }
     });
   }
