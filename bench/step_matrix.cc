@@ -53,6 +53,61 @@ BenchRow PrefillRow(int64_t tokens, int quant_bit) {
   return {shape + "_" + CacheName(quant_bit), "prefill", shape, tokens, Prefill(tokens, quant_bit)};
 }
 
+/// Rows of issue 13's formats: bf16 activations over a bf16 cache, an fp8 cache, and a sliding
+/// window that must cost a window's bytes, not the context's.
+void AddModernRows(std::vector<BenchRow>* rows) {
+  BenchRow bf16 = DecodeRow(4096, 0, 1);
+  bf16.step = "decode_8x4096_bf16_paged";
+  bf16.shape.activation = DType::kBF16;
+  bf16.shape.plain_cache = DType::kBF16;
+  rows->push_back(bf16);
+  BenchRow fp8 = DecodeRow(4096, 0, 1);
+  fp8.step = "decode_8x4096_fp8e4m3_paged";
+  fp8.shape.plain_cache = DType::kF8E4M3;
+  rows->push_back(fp8);
+  BenchRow window = {"decode_1x32768_window4096_f16_paged", "decode", "decode_1x4097", 4097,
+                     Decodes(1, 32768, 0, 1)};
+  window.shape.window_left = 4096;
+  rows->push_back(window);
+  BenchRow prefill = PrefillRow(512, 0);
+  prefill.step = "prefill_512_causal_bf16";
+  prefill.shape.activation = DType::kBF16;
+  prefill.shape.plain_cache = DType::kBF16;
+  rows->push_back(prefill);
+}
+
+/// A decode row of another geometry: its own baseline shape, since the heads or the head size
+/// differ from the Llama-3-8B-like default.
+BenchRow VariantRow(const std::string& suffix, int requests, int64_t context, int quant_bit,
+                    int num_heads, int num_kv_heads, int head_dim, int page_size) {
+  StepShape shape = Decodes(requests, context, quant_bit, 1);
+  shape.num_heads = num_heads;
+  shape.num_kv_heads = num_kv_heads;
+  shape.head_dim = head_dim;
+  shape.page_size = page_size;
+  const std::string base = "decode_" + std::to_string(requests) + "x" + std::to_string(context);
+  const std::string geometry = num_heads == 32 && num_kv_heads == 8 && head_dim == 128
+                                   ? ""
+                                   : "_" + std::to_string(num_heads) + "/" +
+                                         std::to_string(num_kv_heads) + "xD" +
+                                         std::to_string(head_dim);
+  return {base + "_" + CacheName(quant_bit) + "_paged" + suffix, "decode", base + geometry, context,
+          shape};
+}
+
+/// Rows that keep every combination in sight: GQA 1 and 8, head dims 64 and 256, pages of 16
+/// tokens; a tiny step (its latency is the per-call overhead) and one long request (split-KV
+/// must put both cores on a single decode).
+void AddCoverageRows(std::vector<BenchRow>* rows) {
+  rows->push_back(VariantRow("_gqa1", 8, 4096, 0, 32, 32, 128, 128));
+  rows->push_back(VariantRow("_gqa8", 8, 4096, 0, 32, 4, 128, 128));
+  rows->push_back(VariantRow("_d64", 8, 4096, 8, 32, 8, 64, 128));
+  rows->push_back(VariantRow("_d256", 8, 4096, 8, 16, 4, 256, 128));
+  rows->push_back(VariantRow("_page16", 8, 4096, 8, 32, 8, 128, 16));
+  rows->push_back(VariantRow("", 1, 16, 0, 32, 8, 128, 16));
+  rows->push_back(VariantRow("", 1, 131072, 0, 32, 8, 128, 128));
+}
+
 BenchRow MixedRow() {
   const StepShape s = Mixed();
   return {"mixed_24dec_2x512_int8", "mixed", "mixed_24dec_2x512", LargestContext(s), s};
@@ -62,6 +117,20 @@ BenchRow MixedRow() {
 
 const char* CacheName(int quant_bit) {
   return quant_bit == 0 ? "f16" : quant_bit == 8 ? "int8" : "int4";
+}
+
+const char* CacheLabel(const StepShape& shape) {
+  if (shape.quant_bit != 0) return CacheName(shape.quant_bit);
+  switch (shape.plain_cache) {
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF8E4M3:
+      return "fp8e4m3";
+    case DType::kF8E5M2:
+      return "fp8e5m2";
+    default:
+      return "f16";
+  }
 }
 
 const char* CacheModeName(int cache_mode) { return cache_mode == 0 ? "offset" : "paged"; }
@@ -79,13 +148,15 @@ std::vector<BenchRow> StepMatrix(bool quick) {
   for (int bits : {0, 8}) rows.push_back(PrefillRow(512, bits));
   if (!quick) rows.push_back(PrefillRow(2048, 8));
   rows.push_back(MixedRow());
+  if (!quick) AddModernRows(&rows);
+  if (!quick) AddCoverageRows(&rows);
   return rows;
 }
 
 std::vector<Fp32Request> BaselineRequests(const StepShape& shape) {
   std::vector<Fp32Request> requests;
   for (const StepRequest& r : shape.requests) {
-    requests.push_back({r.seqlen, r.start_pos + r.seqlen});
+    requests.push_back({r.seqlen, KeysRead(shape, r)});  // a windowed peer reads the window
   }
   return requests;
 }
