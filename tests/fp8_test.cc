@@ -231,10 +231,12 @@ TEST_SUITE("fp8") {
           for (const char* op : kWriteOps) {
             for (Dt t1 : {Dt::kF32, Dt::kF16, Dt::kBF16}) {
               if (t1 != Dt::kF32 && std::string(op) != "key_value_cache") continue;
+              const std::string op_name = op, format_name = dynattn_ref::DtName(format);
+              const std::string t1_name = dynattn_ref::DtName(t1);
               CAPTURE(target);
-              CAPTURE(op);
-              CAPTURE(dynattn_ref::DtName(format));
-              CAPTURE(dynattn_ref::DtName(t1));
+              CAPTURE(op_name);
+              CAPTURE(format_name);
+              CAPTURE(t1_name);
               CAPTURE(k_scale);
               CAPTURE(v_scale);
               RunWriteStep(WriteStep(op, t1, format, probes, k_scale, v_scale), k_scale, v_scale);
@@ -250,8 +252,9 @@ TEST_SUITE("fp8") {
     const std::vector<double> probes = Bf16Probes(rng);
     ForEachTarget([&](const std::string& target) {
       for (const char* op : kWriteOps) {
+        const std::string op_name = op;
         CAPTURE(target);
-        CAPTURE(op);
+        CAPTURE(op_name);
         RunWriteStep(WriteStep(op, Dt::kF32, Dt::kBF16, probes, 0, 0), 0, 0);
       }
     });
