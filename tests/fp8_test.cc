@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -163,9 +164,11 @@ int CheckCacheBits(const Case& c, const Array& cache, double k_scale, double v_s
         const uint16_t got = StoredBits(cache, offset);
         if (got == want) continue;
         if (++mismatches <= 5) {
-          FAIL_CHECK(c.op << " " << (kv ? "V" : "K") << " element " << i << " input "
-                          << dynattn_ref::LoadAsDouble(key, i) * (kv ? -1 : 1) << ": got 0x"
-                          << std::hex << got << " want 0x" << want << std::dec);
+          std::ostringstream text;
+          text << c.op << (kv ? " V" : " K") << " element " << i << " input "
+               << dynattn_ref::LoadAsDouble(c.inputs.at(kv ? "current_value" : "current_key"), i)
+               << std::hex << ": got 0x" << got << " want 0x" << want;
+          FAIL_CHECK(text.str());
         }
       }
     }
@@ -192,14 +195,17 @@ void CheckReadBack(const Array& got, const Array& cache, int kv, double scale) {
                           : std::memcmp(want.bytes.data(), got.bytes.data() + i * want.bytes.size(),
                                         want.bytes.size()) == 0;
     if (!same && ++mismatches <= 5) {
-      FAIL_CHECK((kv ? "value" : "key") << " element " << i << ": got " << got_value << " want "
-                                        << dynattn_ref::LoadAsDouble(want, 0));
+      std::ostringstream text;
+      text.precision(17);
+      text << (kv ? "value" : "key") << " element " << i << ": got " << got_value << " want "
+           << dynattn_ref::LoadAsDouble(want, 0);
+      FAIL_CHECK(text.str());
     }
   }
   CHECK(mismatches == 0);
 }
 
-void RunWriteStep(const Case& c, Dt cache_dt, double k_scale, double v_scale) {
+void RunWriteStep(const Case& c, double k_scale, double v_scale) {
   const LibResult lib = RunLibrary(c);
   REQUIRE_MESSAGE(lib.status.ok(), lib.status.message());
   CHECK(CheckCacheBits(c, lib.cache, k_scale, v_scale) == 0);
@@ -218,19 +224,22 @@ TEST_SUITE("fp8") {
         {0, 0}, {1.0, 1.0}, {0.75, 3.0}, {0.1, 0.0078125}, {1024.0, 0.3}};
     ForEachTarget([&](const std::string& target) {
       for (Dt format : {Dt::kF8E4M3, Dt::kF8E5M2}) {
-        for (const auto& [k_scale, v_scale] : scales) {
+        for (const auto& [k_wide, v_wide] : scales) {
+          // The scales as the library reads them: float32.
+          const double k_scale = AsFloat(k_wide), v_scale = AsFloat(v_wide);
           const std::vector<double> probes = Fp8Probes(format, k_scale > 0 ? k_scale : 1.0);
           for (const char* op : kWriteOps) {
             for (Dt t1 : {Dt::kF32, Dt::kF16, Dt::kBF16}) {
               if (t1 != Dt::kF32 && std::string(op) != "key_value_cache") continue;
+              const std::string op_name = op, format_name = dynattn_ref::DtName(format);
+              const std::string t1_name = dynattn_ref::DtName(t1);
               CAPTURE(target);
-              CAPTURE(op);
-              CAPTURE(dynattn_ref::DtName(format));
-              CAPTURE(dynattn_ref::DtName(t1));
+              CAPTURE(op_name);
+              CAPTURE(format_name);
+              CAPTURE(t1_name);
               CAPTURE(k_scale);
               CAPTURE(v_scale);
-              RunWriteStep(WriteStep(op, t1, format, probes, k_scale, v_scale), format, k_scale,
-                           v_scale);
+              RunWriteStep(WriteStep(op, t1, format, probes, k_scale, v_scale), k_scale, v_scale);
             }
           }
         }
@@ -243,9 +252,10 @@ TEST_SUITE("fp8") {
     const std::vector<double> probes = Bf16Probes(rng);
     ForEachTarget([&](const std::string& target) {
       for (const char* op : kWriteOps) {
+        const std::string op_name = op;
         CAPTURE(target);
-        CAPTURE(op);
-        RunWriteStep(WriteStep(op, Dt::kF32, Dt::kBF16, probes, 0, 0), Dt::kBF16, 0, 0);
+        CAPTURE(op_name);
+        RunWriteStep(WriteStep(op, Dt::kF32, Dt::kBF16, probes, 0, 0), 0, 0);
       }
     });
   }

@@ -150,12 +150,7 @@ dynattn::MultiHeadCacheAttentionAttrs MhcaAttrs(const Case& c) {
 }
 
 dynattn::UnifiedAttentionAttrs UnifiedAttrs(const Case& c) {
-  dynattn::UnifiedAttentionAttrs attrs;
-  attrs.num_heads = c.attrs.num_heads;
-  attrs.head_dim = c.attrs.head_dim;
-  attrs.num_kv_heads = c.attrs.num_kv_heads;
-  attrs.is_alibi = c.attrs.is_alibi != 0;
-  return attrs;
+  return UnifiedAttentionAttrsOf(c.attrs);  // window, soft-cap and scale included
 }
 
 /// A layer's arguments, bound once (binding by name allocates: it is the caller's part).

@@ -493,7 +493,8 @@ void PoisonUnreadSlots(const UnreadPoison& u, const Attrs& attrs, const Array& c
   }
   Array& cache = inputs->at("cache");
   Array* scale = inputs->count("scale") ? &inputs->at("scale") : nullptr;
-  const int64_t max_t = cache.shape[attrs.cache_layout], hkv = cache.shape[3];
+  const int64_t max_t = cache.shape[attrs.cache_layout];
+  const int64_t hkv = cache.shape[attrs.cache_layout == 3 ? 2 : 3];  // (L, 2, Hkv, MaxT, D)
   const int64_t last = cache.shape[4];
   for (int64_t slot : unread_slots) {
     if (read.count(slot)) continue;

@@ -2,7 +2,8 @@
 //
 // The golden matrix (see the header). Cells rotate several attributes at once (a covering
 // design rather than a full product), so every pair of head dim and cache element type appears,
-// and every cache element type meets every layout, in about a hundred small cases.
+// and every cache element type meets every layout, in about a hundred small cases; the issue-13
+// cells follow (see the header).
 
 #include "tests/reference/golden_matrix.h"
 
@@ -209,7 +210,7 @@ std::vector<GoldenSpec> GoldenMatrix(uint64_t base_seed) {
   for (const FeatureSpec& f : kFeatures) specs.push_back(FeatureCell(f, i++, seed++));
   specs.push_back(LongFeatureCell("multi_head_cache_attention", 1, 700, seed++));
   specs.push_back(LongFeatureCell("multi_head_attention", 2, -1, seed++));
-  specs.push_back(LongFeatureCell("unified_attention", 1, 1500, seed++));
+  specs.push_back(LongFeatureCell("unified_attention", 1, 600, seed++));
   return specs;
 }
 

@@ -222,8 +222,8 @@ void RequireCacheDtypes(const CacheGeometry& geo, const Array& cache, const Arra
   if (geo.quant_bit == 0) {
     Require(IsFloat(cache.dt) || IsFp8Dt(cache.dt),
             "an unquantized cache must be float32, float16, bfloat16 or fp8");
-    Require(!(IsFp8Dt(cache.dt) || cache.dt == Dt::kBF16) || scale == nullptr,
-            "scale: an fp8 or bf16 cache takes no scale tensor");
+    Require(!IsFp8Dt(cache.dt) || scale == nullptr,
+            "scale: an fp8 cache takes no scale tensor (k_scale / v_scale are its scales)");
     return;
   }
   Require(cache.dt == Dt::kI8,

@@ -103,9 +103,10 @@ struct AttnResult {
 // The ops. All three throw std::invalid_argument for inputs the spec rejects (§7.3, §12 and the
 // issue-13 rules: window_left < -1, logits_soft_cap or softmax_scale < 0 or non-finite, a sinks
 // tensor that is not f32 (Hq) or holds a non-finite value, an fp8 scale that is not a finite
-// f32 > 0, k_scale/v_scale with a non-fp8 cache, an fp8 or bf16 cache with a scale tensor or
-// quant_bit != 0, cache_dtype naming another format) and for non-finite values read from the
-// inputs or the cache (a valid call never reads garbage).
+// f32 > 0, k_scale/v_scale with a non-fp8 cache, an fp8 cache with a scale tensor, a bf16/fp8
+// cache with quant_bit != 0, cache_dtype naming another format) and for non-finite values read
+// from the inputs or the cache (a valid call never reads garbage; with a window, context left of
+// it is not read, see UnreadContextPrefix).
 //
 // Issue-13 numerics. bf16 activations are exact fp32 values and every rule runs as for fp32
 // activations (quantization included); only the outputs are rounded to bf16 (RNE). A plain cache

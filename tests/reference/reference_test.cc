@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/reference/case_gen.h"
+#include "tests/reference/golden_matrix.h"
 #include "tests/support/harness.h"
 
 namespace dynattn_ref {
@@ -1094,6 +1095,46 @@ TEST_SUITE("reference") {
       for (double x : r.out) CHECK(std::isfinite(x));
     }
     CHECK(poisoned >= 1);
+  }
+
+  TEST_CASE("golden matrix: unique names, valid cases, each issue-13 feature present") {
+    std::set<std::string> names, features;
+    for (const GoldenSpec& spec : GoldenMatrix()) {
+      CHECK(names.insert(spec.name).second);
+      const Case c = MakeGoldenCase(spec);
+      INFO(c.description);
+      try {
+        if (c.op == "key_value_cache") {
+          KeyValueCache(c.attrs, c.inputs);
+        } else if (c.op == "unified_attention") {
+          UnifiedAttention(c.attrs, c.inputs);
+        } else {
+          RunReference(c);
+        }
+      } catch (const std::exception& e) {
+        FAIL(e.what());
+      }
+      if (c.attrs.window_left >= 0) features.insert("window " + c.op);
+      if (c.attrs.logits_soft_cap > 0) features.insert("soft_cap " + c.op);
+      if (c.attrs.softmax_scale > 0) features.insert("softmax_scale " + c.op);
+      if (c.inputs.count("sinks")) features.insert("sinks " + c.op);
+      if (c.inputs.count("k_scale")) features.insert("k_scale " + c.op);
+      if (c.inputs.count("cache"))
+        features.insert(std::string("cache ") + DtName(c.inputs.at("cache").dt) + " " + c.op);
+      const Array& q = c.inputs.at(c.op == "key_value_cache" ? "current_key" : "query");
+      features.insert(std::string("T1 ") + DtName(q.dt) + " " + c.op);
+    }
+    for (const char* op :
+         {"multi_head_attention", "multi_head_cache_attention", "unified_attention"}) {
+      for (const char* f : {"window ", "soft_cap ", "softmax_scale ", "sinks ", "T1 bf16 "}) {
+        CHECK(features.count(f + std::string(op)) == 1);
+      }
+    }
+    for (const char* op : {"key_value_cache", "multi_head_cache_attention", "unified_attention"}) {
+      for (const char* f : {"cache bf16 ", "cache f8e4m3 ", "cache f8e5m2 ", "k_scale "}) {
+        CHECK(features.count(f + std::string(op)) == 1);
+      }
+    }
   }
 
   TEST_CASE("CheckAttention applies the bf16 tolerance") {

@@ -38,6 +38,18 @@ dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
   return attn;
 }
 
+dynattn::UnifiedAttentionAttrs UnifiedAttentionAttrsOf(const dynattn_ref::Attrs& a) {
+  dynattn::UnifiedAttentionAttrs attrs;
+  attrs.num_heads = a.num_heads;
+  attrs.head_dim = a.head_dim;
+  attrs.num_kv_heads = a.num_kv_heads;
+  attrs.is_alibi = a.is_alibi != 0;
+  attrs.window_left = a.window_left;
+  attrs.logits_soft_cap = static_cast<float>(a.logits_soft_cap);
+  attrs.softmax_scale = static_cast<float>(a.softmax_scale);
+  return attrs;
+}
+
 namespace {
 
 using dynattn_ref::Dt;
@@ -131,16 +143,8 @@ dynattn::Status RunUnified(const Case& c, Tensors* t, const dynattn::RunOptions&
   DYNATTN_RETURN_IF_ERROR(dynattn::MakePmxBlockCache(
       lookup("cache"), lookup("scale"), CacheAttrsOf(c.attrs), static_cast<int>(ck.shape[1]),
       c.attrs.head_dim, c.attrs.block_size, &cache));
-  dynattn::UnifiedAttentionAttrs attrs;
-  attrs.num_heads = c.attrs.num_heads;
-  attrs.head_dim = c.attrs.head_dim;
-  attrs.num_kv_heads = c.attrs.num_kv_heads;
-  attrs.is_alibi = c.attrs.is_alibi != 0;
-  attrs.window_left = c.attrs.window_left;
-  attrs.logits_soft_cap = static_cast<float>(c.attrs.logits_soft_cap);
-  attrs.softmax_scale = static_cast<float>(c.attrs.softmax_scale);
-  return dynattn::UnifiedAttention(attrs, dynattn::UnifiedAttentionArgsByName(lookup, &cache),
-                                   options);
+  return dynattn::UnifiedAttention(UnifiedAttentionAttrsOf(c.attrs),
+                                   dynattn::UnifiedAttentionArgsByName(lookup, &cache), options);
 }
 
 LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options, Placement* placement) {
