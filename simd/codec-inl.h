@@ -84,6 +84,31 @@ HWY_INLINE V RoundChain(V v, bool round_scale_type, bool round_io_type) {
   return (round_scale_type || round_io_type) ? RoundToF16(v) : v;
 }
 
+/// The kN fp16 values at `src` as floats, bit for bit internal::F16ToF32 (infinities and NaN
+/// included). AVX2 and AVX-512 convert with F16C; on the other targets Highway 1.0.3's software
+/// promotion turns infinities and NaN into finite values, so the fields are rebased with integer
+/// operations instead (subnormals: mantissa times 2^-24, exact).
+HWY_INLINE hn::Vec<DF> F16Lanes(const uint16_t* src) {
+  const DF df;
+#if HWY_TARGET < HWY_SSE4
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  return hn::PromoteTo(df, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(src)));
+#else
+  const hn::RebindToSigned<DF> di;
+  const auto half = hn::PromoteTo(di, hn::LoadU(hn::Rebind<uint16_t, DF>(), src));
+  const auto sign = hn::ShiftLeft<16>(hn::And(half, hn::Set(di, 0x8000)));
+  const auto magnitude = hn::And(half, hn::Set(di, 0x7FFF));
+  const auto shifted = hn::ShiftLeft<13>(magnitude);
+  const auto normal = hn::Add(shifted, hn::Set(di, 112 << 23));
+  const auto special = hn::Or(shifted, hn::Set(di, 0x7F800000));
+  const auto subnormal =
+      hn::BitCast(di, hn::Mul(hn::ConvertTo(df, magnitude), hn::Set(df, 1.0f / 16777216.0f)));
+  auto bits = hn::IfThenElse(hn::Lt(magnitude, hn::Set(di, 0x400)), subnormal, normal);
+  bits = hn::IfThenElse(hn::Gt(magnitude, hn::Set(di, 0x7BFF)), special, bits);
+  return hn::BitCast(df, hn::Or(bits, sign));
+#endif
+}
+
 /// How to decode one row of a cache plane into fp32.
 struct RowCodec {
   int head_dim = 0;
@@ -129,13 +154,9 @@ HWY_INLINE void DecodeRowF32(const RowCodec& c, const float* src, float* dst) {
 /// fp16 row -> fp32 (exact).
 HWY_INLINE void DecodeRowF16(const RowCodec& c, const uint16_t* src, float* dst) {
   const DF df;
-  const hn::Rebind<hwy::float16_t, DF> df16;
   const int n = static_cast<int>(hn::Lanes(df));
   int d = 0;
-  for (; d + n <= c.head_dim; d += n) {
-    const auto half = hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(src + d));
-    hn::StoreU(hn::PromoteTo(df, half), df, dst + d);
-  }
+  for (; d + n <= c.head_dim; d += n) hn::StoreU(F16Lanes(src + d), df, dst + d);
   for (; d < c.head_dim; ++d) dst[d] = internal::F16ToF32(src[d]);
 }
 
@@ -423,12 +444,10 @@ HWY_INLINE void LoadRowScales(const CacheDesc& cache, const void* src, const Sca
     return;
   }
   const DF df;
-  const hn::Rebind<hwy::float16_t, DF> df16;
-  const auto* half = static_cast<const hwy::float16_t*>(src);
+  const auto* half = static_cast<const uint16_t*>(src);
   int g = 0;
-  for (; g + kLanes <= groups; g += kLanes)
-    hn::StoreU(hn::PromoteTo(df, hn::LoadU(df16, half + g)), df, out + g);
-  for (; g < groups; ++g) out[g] = internal::F16ToF32(static_cast<const uint16_t*>(src)[g]);
+  for (; g + kLanes <= groups; g += kLanes) hn::StoreU(F16Lanes(half + g), df, out + g);
+  for (; g < groups; ++g) out[g] = internal::F16ToF32(half[g]);
 }
 
 /// Elements [e, e + kLanes) of a cached row as T1 sees them: T1(T3(code * scale)). For an fp8
@@ -448,8 +467,7 @@ HWY_INLINE hn::Vec<DF> DecodeLanes(const void* row, const float* scales, const S
         hn::Mul(Fp8Lanes<kElem>(static_cast<const uint8_t*>(row) + e), hn::Set(df, scales[0]));
     return kRound ? RoundToF16(v) : v;
   } else if constexpr (kElem == CacheElem::kF16) {
-    const hn::Rebind<hwy::float16_t, DF> df16;
-    return hn::PromoteTo(df, hn::LoadU(df16, static_cast<const hwy::float16_t*>(row) + e));
+    return F16Lanes(static_cast<const uint16_t*>(row) + e);
   } else {
     const auto codes = kElem == CacheElem::kInt8 ? Int8Lanes(static_cast<const int8_t*>(row) + e)
                                                  : Int4Lanes(static_cast<const uint8_t*>(row), e);
@@ -542,13 +560,11 @@ HWY_INLINE void LoadActivations(const void* src, DType io, int count, float* dst
     for (; i < count; ++i) dst[i] = internal::Bf16ToF32(bits[i]);
   } else {
     const DF df;
-    const hn::Rebind<hwy::float16_t, DF> df16;
     const int n = static_cast<int>(hn::Lanes(df));
-    const auto* half = static_cast<const hwy::float16_t*>(src);
+    const auto* half = static_cast<const uint16_t*>(src);
     int i = 0;
-    for (; i + n <= count; i += n)
-      hn::StoreU(hn::PromoteTo(df, hn::LoadU(df16, half + i)), df, dst + i);
-    for (; i < count; ++i) dst[i] = internal::F16ToF32(static_cast<const uint16_t*>(src)[i]);
+    for (; i + n <= count; i += n) hn::StoreU(F16Lanes(half + i), df, dst + i);
+    for (; i < count; ++i) dst[i] = internal::F16ToF32(half[i]);
   }
 }
 

@@ -297,11 +297,7 @@ LibResult RunWithWindow(const Case& c, int window, const dynattn::RunOptions& op
     r.status = dynattn::MakePmxBlockCache(lookup("cache"), lookup("scale"), CacheAttrsOf(c.attrs),
                                           static_cast<int>(in.at("current_key").shape[1]),
                                           c.attrs.head_dim, c.attrs.block_size, &cache);
-    dynattn::UnifiedAttentionAttrs attrs;
-    attrs.num_heads = c.attrs.num_heads;
-    attrs.num_kv_heads = c.attrs.num_kv_heads;
-    attrs.head_dim = c.attrs.head_dim;
-    attrs.is_alibi = c.attrs.is_alibi != 0;
+    dynattn::UnifiedAttentionAttrs attrs = UnifiedAttentionAttrsOf(c.attrs);
     attrs.window_left = window;
     if (r.status.ok()) {
       r.status = dynattn::UnifiedAttention(
