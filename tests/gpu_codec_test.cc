@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -64,6 +65,156 @@ TEST_SUITE("gpu_codec") {
     for (int i = 0; i < 4000000; ++i) {
       const float f = FromBits(static_cast<uint32_t>(rng()));
       REQUIRE(internal::F32ToF16(f) == internal::F32ToF16(f));
+    }
+  }
+
+  // An independent fp8 definition (OCP 8-bit floating point, as the README's fp8 cache rules
+  // name it), in double: the value of every byte from the format's fields, and the encoder as
+  // "nearest finite value, ties to the even code, saturate past the largest finite value".
+  struct Fp8Spec {
+    int mant_bits, bias;
+    bool e4m3;
+  };
+  const Fp8Spec kE4M3Spec{3, 7, true}, kE5M2Spec{2, 15, false};
+
+  double SpecValue(uint8_t byte, const Fp8Spec& f) {
+    const int exp_field = (byte & 0x7F) >> f.mant_bits;
+    const int mant = byte & ((1 << f.mant_bits) - 1);
+    const int max_exp = (1 << (7 - f.mant_bits)) - 1;
+    const double sign = (byte & 0x80) ? -1.0 : 1.0;
+    if (f.e4m3 && exp_field == max_exp && mant == (1 << f.mant_bits) - 1) return std::nan("");
+    if (!f.e4m3 && exp_field == max_exp) {
+      return mant == 0 ? sign * std::numeric_limits<double>::infinity() : std::nan("");
+    }
+    const double fraction = static_cast<double>(mant) / (1 << f.mant_bits);
+    if (exp_field == 0) return sign * std::ldexp(fraction, 1 - f.bias);
+    return sign * std::ldexp(1.0 + fraction, exp_field - f.bias);
+  }
+
+  uint8_t SpecEncode(float x, const Fp8Spec& f) {
+    const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+    if (std::isnan(x)) return sign | (f.e4m3 ? 0x7F : 0x7E);
+    if (std::isinf(x) && !f.e4m3) return sign | 0x7C;
+    // Non-negative finite codes in increasing value: 0x00 .. largest finite.
+    const uint8_t max_code = f.e4m3 ? 0x7E : 0x7B;
+    static const auto table = [](const Fp8Spec& spec) {
+      std::vector<double> values;
+      for (int code = 0; code <= (spec.e4m3 ? 0x7E : 0x7B); ++code) {
+        values.push_back(SpecValue(static_cast<uint8_t>(code), spec));
+      }
+      return values;
+    };
+    static const std::vector<double> e4m3 = table(kE4M3Spec), e5m2 = table(kE5M2Spec);
+    const std::vector<double>& values = f.e4m3 ? e4m3 : e5m2;
+    const double a = std::fabs(static_cast<double>(x));
+    if (a >= values[max_code]) return sign | max_code;
+    // The last code whose value is <= a, and the one above it.
+    const uint8_t low = static_cast<uint8_t>(
+        std::upper_bound(values.begin(), values.end(), a) - values.begin() - 1);
+    const double below = a - values[low], above = values[low + 1] - a;
+    uint8_t code = low;
+    if (above < below || (above == below && (low & 1))) code = static_cast<uint8_t>(low + 1);
+    return sign | code;
+  }
+
+  TEST_CASE("fp8 codec: every byte decodes to its format's value, encodes back, and the encoder "
+            "rounds to nearest even and saturates") {
+    for (const Fp8Spec& spec : {kE4M3Spec, kE5M2Spec}) {
+      const internal::Fp8Format format =
+          spec.e4m3 ? internal::Fp8Format::kE4M3 : internal::Fp8Format::kE5M2;
+      CAPTURE(spec.e4m3);
+      CHECK(internal::Fp8Max(format) == SpecValue(spec.e4m3 ? 0x7E : 0x7B, spec));
+      for (int byte = 0; byte < 256; ++byte) {
+        CAPTURE(byte);
+        const float value = internal::Fp8ToF32(static_cast<uint8_t>(byte), format);
+        const double expected = SpecValue(static_cast<uint8_t>(byte), spec);
+        if (std::isnan(expected)) {
+          REQUIRE(std::isnan(value));
+          REQUIRE(internal::F32ToFp8(value, format) == SpecEncode(value, spec));
+          continue;
+        }
+        REQUIRE(static_cast<double>(value) == expected);
+        REQUIRE(std::signbit(value) == ((byte & 0x80) != 0));  // -0 included
+        REQUIRE(internal::F32ToFp8(value, format) == byte);
+        // The midpoint to the next code up (exact in float) goes to the even one of the two.
+        const int magnitude = byte & 0x7F;
+        if (magnitude < (spec.e4m3 ? 0x7E : 0x7B)) {
+          const double next = SpecValue(static_cast<uint8_t>(byte + 1), spec);
+          const float mid = static_cast<float>((expected + next) / 2);
+          REQUIRE(static_cast<double>(mid) == (expected + next) / 2);
+          REQUIRE(internal::F32ToFp8(mid, format) == SpecEncode(mid, spec));
+          REQUIRE((internal::F32ToFp8(mid, format) & 1) == 0);
+        }
+      }
+      // Every float whose low 13 bits sit at a rounding boundary, and random floats.
+      const uint32_t lows[] = {0x0, 0x1, 0xFFF, 0x1000, 0x1001, 0x1FFF};
+      for (uint32_t high = 0; high < (1u << 19); high += 3) {
+        for (uint32_t low : lows) {
+          const float f = FromBits((high << 13) | low);
+          REQUIRE(internal::F32ToFp8(f, format) == SpecEncode(f, spec));
+        }
+      }
+      const uint64_t seed = FreshSeed();
+      INFO("seed " << seed);
+      std::mt19937_64 rng(seed);
+      for (int i = 0; i < 200000; ++i) {
+        const float f = FromBits(static_cast<uint32_t>(rng()));
+        REQUIRE(internal::F32ToFp8(f, format) == SpecEncode(f, spec));
+        // With a tensor scale: the correctly rounded fp32 quotient, then the byte; read back
+        // as the byte's value times the scale, rounded once.
+        const float scale = std::exp(std::uniform_real_distribution<float>(-8.0f, 8.0f)(rng));
+        const uint8_t byte = internal::EncodeFp8(f, scale, format);
+        REQUIRE(byte == SpecEncode(f / scale, spec));
+        const float back = internal::DecodeFp8(byte, scale, format);
+        const double exact = SpecValue(byte, spec) * scale;
+        if (std::isnan(exact)) {
+          REQUIRE(std::isnan(back));
+        } else {
+          REQUIRE(Bits(back) == Bits(static_cast<float>(exact)));
+        }
+      }
+    }
+  }
+
+  TEST_CASE("bf16 codec: every bf16 decodes exactly, and the encoder rounds to nearest even") {
+    for (uint32_t b = 0; b < 65536; ++b) {
+      const float f = internal::Bf16ToF32(static_cast<uint16_t>(b));
+      REQUIRE(Bits(f) == b << 16);
+    }
+    // Independent RNE: the nearest of the two bf16 neighbours of f (by their doubles), the even
+    // one on a tie; infinities past the largest finite bf16 + half an ulp; NaN stays NaN.
+    const auto expected = [](float f) -> uint32_t {
+      const uint32_t bits = Bits(f);
+      if (std::isnan(f)) return 0xFFFFFFFFu;  // any NaN
+      if (std::isinf(f)) return bits >> 16;
+      const uint32_t down = bits & 0xFFFF0000u, up = down + 0x10000u;
+      const double x = f, lo = FromBits(down);
+      const double hi = (up & 0x7F800000u) == 0x7F800000u && (up & 0x7FFFFFu) == 0
+                            ? std::copysign(std::ldexp(1.0, 128), x)  // the rounding target
+                            : static_cast<double>(FromBits(up));
+      const double below = std::fabs(x - lo), above = std::fabs(hi - x);
+      const bool round_up = above < below || (above == below && ((down >> 16) & 1));
+      return (round_up ? up : down) >> 16;
+    };
+    const uint64_t seed = FreshSeed();
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    const uint32_t lows[] = {0x0, 0x1, 0x7FFF, 0x8000, 0x8001, 0xFFFF};
+    for (uint32_t high = 0; high < 65536; ++high) {
+      for (uint32_t low : lows) {
+        const float f = FromBits((high << 16) | low);
+        const uint16_t got = internal::F32ToBf16(f);
+        if (std::isnan(f)) {
+          REQUIRE(std::isnan(internal::Bf16ToF32(got)));
+          REQUIRE((got & 0x8000) == ((high & 0x8000)));
+        } else {
+          REQUIRE(got == expected(f));
+        }
+      }
+    }
+    for (int i = 0; i < 1000000; ++i) {
+      const float f = FromBits(static_cast<uint32_t>(rng()));
+      if (!std::isnan(f)) REQUIRE(internal::F32ToBf16(f) == expected(f));
     }
   }
 
