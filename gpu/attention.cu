@@ -109,11 +109,11 @@ struct Layout {
 /// One query vector of a work item (QueryRow of simd/softmax-inl.h).
 struct VectorRef {
   int64_t request;
-  int64_t token;     ///< Packed query row.
+  int64_t token;      ///< Packed query row.
   int head;           ///< Query head.
   int64_t first_key;  ///< First visible key (the sliding window's start; else 0).
   int64_t last_key;   ///< Last visible key of the item's key sequence (inclusive).
-  int64_t origin;    ///< The query's position in key numbers (ALiBi: key - origin).
+  int64_t origin;     ///< The query's position in key numbers (ALiBi: key - origin).
 };
 
 /// Vector `index` of a request item: head h = index / rows of the group, row index % rows.
@@ -183,12 +183,17 @@ __device__ void StoreRow(const AttentionProblem& p, int64_t token, int head, con
   if (p.lse != nullptr && lane == 0) p.lse[token * p.num_heads + head] = LogSumExp(max, sum);
 }
 
-/// The keys [begin, end) that a pass of `n` vectors (from `first_vector`) must load: the tiles of
+/// Keys [begin, end) of an item that a pass loads.
+struct KeyRange {
+  int64_t begin, end;
+};
+
+/// The keys that a pass of `n` vectors (from `first_vector`) must load: the tiles of
 /// [item_begin, item_end) holding a key some vector sees, on the item's tile grid. Every thread
 /// computes the same range.
 template <typename VectorOf>
-__device__ void PassKeys(const VectorOf& vector_of, int first_vector, int n, int64_t item_begin,
-                         int64_t item_end, int tile_keys, int64_t* begin, int64_t* end) {
+__device__ __forceinline__ KeyRange PassKeys(const VectorOf& vector_of, int first_vector, int n,
+                                             int64_t item_begin, int64_t item_end, int tile_keys) {
   int64_t lo = item_end, hi = item_begin - 1;
   for (int v = 0; v < n; ++v) {
     const VectorRef r = vector_of(first_vector + v);
@@ -196,8 +201,7 @@ __device__ void PassKeys(const VectorOf& vector_of, int first_vector, int n, int
     hi = r.last_key > hi ? r.last_key : hi;
   }
   const int64_t skipped = lo > item_begin ? (lo - item_begin) / tile_keys * tile_keys : 0;
-  *begin = item_begin + skipped;
-  *end = hi + 1 < item_end ? hi + 1 : item_end;
+  return KeyRange{item_begin + skipped, hi + 1 < item_end ? hi + 1 : item_end};
 }
 
 /// A raw score s0 = scale * q.k (saturated at FLT_MAX) after the optional logit soft-cap.
@@ -208,9 +212,14 @@ __device__ __forceinline__ float CappedScore(const AttentionProblem& p, float do
   return MulRn(p.soft_cap, tanhf(DivRn(s0, p.soft_cap)));
 }
 
+/// Blocks of the attend kernel an SM should hold at once (decode items, whose shared memory is
+/// small): lets ptxas use up to 65536 / (5 * 128) = 102 registers, which the kernel needs since the
+/// window, soft-cap and sinks came in; below that it spilled on sm_90.
+constexpr int kAttendBlocksPerSm = 5;
+
 /// One block per item: blocks [0, num_shared) run shared items, the rest request items.
 template <CacheElem kElem>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
     AttendKernel(AttentionProblem p, AttendWork work, Layout layout) {
   DYNATTN_DYNAMIC_SHARED(unsigned char, smem);
   const int dim = p.head_dim;
@@ -229,7 +238,7 @@ __global__ void __launch_bounds__(kThreads)
   const internal::SharedItem* s = is_shared ? &work.shared[blockIdx.x] : nullptr;
   const internal::WorkItem* w = is_shared ? nullptr : &work.items[blockIdx.x - work.num_shared];
   internal::SlotMap map = p.kv.slots;
-  int64_t map_request, key_begin, key_end, state_index;
+  int64_t map_request, state_index;
   int kv_head, vectors;
   bool write_states;
   if (is_shared) {
@@ -240,16 +249,12 @@ __global__ void __launch_bounds__(kThreads)
     map.block_stride = s->block_stride;
     map_request = 0;
     kv_head = s->kv_head;
-    key_begin = s->key_begin;
-    key_end = s->key_end;
     vectors = p.group_size * s->num_readers;
     write_states = true;
     state_index = s->state_index;
   } else {
     map_request = w->request;
     kv_head = w->kv_head;
-    key_begin = w->key_begin;
-    key_end = w->key_end;
     vectors = p.group_size * (w->row_end - w->row_begin);
     write_states = w->num_splits != 1;
     state_index = w->state_index;
@@ -279,10 +284,13 @@ __global__ void __launch_bounds__(kThreads)
         sums[v] = 0.0f;
       }
     }
-    int64_t scan_begin = 0, scan_end = 0;
-    PassKeys(vector_ref, c0, n, key_begin, key_end, tile_keys, &scan_begin, &scan_end);
-    for (int64_t key0 = scan_begin; key0 < scan_end; key0 += tile_keys) {
-      const int count = static_cast<int>(min(static_cast<int64_t>(tile_keys), scan_end - key0));
+    // The item's key range is read again per pass (not held across the tile loop: registers).
+    const KeyRange keys_of_pass =
+        PassKeys(vector_ref, c0, n, is_shared ? s->key_begin : w->key_begin,
+                 is_shared ? s->key_end : w->key_end, tile_keys);
+    const int64_t key_end = keys_of_pass.end;
+    for (int64_t key0 = keys_of_pass.begin; key0 < key_end; key0 += tile_keys) {
+      const int count = static_cast<int>(min(static_cast<int64_t>(tile_keys), key_end - key0));
       // Not needed for correctness: the slots were last read while decoding, which the barrier
       // before scoring closed (removing it changes no result in any schedule, and TSan finds no
       // race). Kept because without it ptxas (CUDA 13.0) spills 28 B in the int4 kernel on sm_90.

@@ -288,9 +288,9 @@ BackendKernels CudaRow(const char* name) {
 
 const BackendKernels* CudaKernelsFor(CacheElem elem) {
   static const std::array<BackendKernels, 7> rows = {
-      CudaRow<CacheElem::kF32>("cuda/f32"),          CudaRow<CacheElem::kF16>("cuda/f16"),
-      CudaRow<CacheElem::kInt8>("cuda/int8"),        CudaRow<CacheElem::kInt4>("cuda/int4"),
-      CudaRow<CacheElem::kBF16>("cuda/bf16"),        CudaRow<CacheElem::kF8E4M3>("cuda/fp8_e4m3"),
+      CudaRow<CacheElem::kF32>("cuda/f32"),        CudaRow<CacheElem::kF16>("cuda/f16"),
+      CudaRow<CacheElem::kInt8>("cuda/int8"),      CudaRow<CacheElem::kInt4>("cuda/int4"),
+      CudaRow<CacheElem::kBF16>("cuda/bf16"),      CudaRow<CacheElem::kF8E4M3>("cuda/fp8_e4m3"),
       CudaRow<CacheElem::kF8E5M2>("cuda/fp8_e5m2")};
   for (const BackendKernels& row : rows) {
     if (row.elem == elem) return &row;

@@ -109,16 +109,17 @@ TEST_SUITE("gpu_codec") {
     const double a = std::fabs(static_cast<double>(x));
     if (a >= values[max_code]) return sign | max_code;
     // The last code whose value is <= a, and the one above it.
-    const uint8_t low = static_cast<uint8_t>(
-        std::upper_bound(values.begin(), values.end(), a) - values.begin() - 1);
+    const uint8_t low = static_cast<uint8_t>(std::upper_bound(values.begin(), values.end(), a) -
+                                             values.begin() - 1);
     const double below = a - values[low], above = values[low + 1] - a;
     uint8_t code = low;
     if (above < below || (above == below && (low & 1))) code = static_cast<uint8_t>(low + 1);
     return sign | code;
   }
 
-  TEST_CASE("fp8 codec: every byte decodes to its format's value, encodes back, and the encoder "
-            "rounds to nearest even and saturates") {
+  TEST_CASE(
+      "fp8 codec: every byte decodes to its format's value, encodes back, and the encoder "
+      "rounds to nearest even and saturates") {
     for (const Fp8Spec& spec : {kE4M3Spec, kE5M2Spec}) {
       const internal::Fp8Format format =
           spec.e4m3 ? internal::Fp8Format::kE4M3 : internal::Fp8Format::kE5M2;

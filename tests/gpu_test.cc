@@ -221,8 +221,8 @@ uint64_t FreshSeed() {
   return dynattn_test::BaseSeed() + 0xD1B54A32D192ED03ull * ++next;
 }
 
-const CacheElem kElems[] = {CacheElem::kF32,  CacheElem::kF16,    CacheElem::kBF16,
-                            CacheElem::kInt8, CacheElem::kInt4,   CacheElem::kF8E4M3,
+const CacheElem kElems[] = {CacheElem::kF32,   CacheElem::kF16,  CacheElem::kBF16,
+                            CacheElem::kInt8,  CacheElem::kInt4, CacheElem::kF8E4M3,
                             CacheElem::kF8E5M2};
 const DType kIoTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 
@@ -335,8 +335,8 @@ struct HostCache {
   template <typename Load>
   void Encode(int plane, int64_t slot, int head, const Load& load, DType io) {
     const dynattn::CachePlane& p = Plane(plane);
-    di::EncodeRow(load, desc.elem, desc.head_dim, desc.quant_group, scale_f16(),
-                  io == DType::kF16, di::RowAddress(p, desc.elem, slot, head),
+    di::EncodeRow(load, desc.elem, desc.head_dim, desc.quant_group, scale_f16(), io == DType::kF16,
+                  di::RowAddress(p, desc.elem, slot, head),
                   di::ScaleAddress(p, scale_f16(), slot, head), p.tensor_scale);
   }
   /// Element d of row (slot, head) of `plane` as activations of type `io` see it.
@@ -433,8 +433,8 @@ void CheckCacheIo(CacheElem elem, DType io, std::mt19937_64& rng) {
     slots = cachestarts.back() + start + seqlen;
   }
   const int64_t tokens = seqstarts.back(), rows = kvstarts.back();
-  INFO("elem " << static_cast<int>(elem) << " io " << std::string(dynattn::DTypeName(io)) << " heads "
-               << heads << " dim " << dim << " group " << group << " repeat " << repeat
+  INFO("elem " << static_cast<int>(elem) << " io " << std::string(dynattn::DTypeName(io))
+               << " heads " << heads << " dim " << dim << " group " << group << " repeat " << repeat
                << " scales " << k_scale << " " << v_scale << " tokens " << tokens << " rows "
                << rows);
   const float range = std::exp(UniformF(rng, -6.0f, 6.0f));
@@ -453,13 +453,14 @@ void CheckCacheIo(CacheElem elem, DType io, std::mt19937_64& rng) {
         for (int plane = 0; plane < 2; ++plane) {
           const std::vector<float>& src = plane == 0 ? new_key.values : new_value.values;
           const size_t first = (static_cast<size_t>(t) * heads + h) * dim;
-          expected.Encode(plane, slot, h, [&](int d) { return src[first + d]; }, io);
+          expected.Encode(
+              plane, slot, h, [&](int d) { return src[first + d]; }, io);
         }
       }
     }
   }
-  const size_t out_bytes = static_cast<size_t>(rows) * heads * repeat * dim *
-                           (io == DType::kF32 ? 4 : 2);
+  const size_t out_bytes =
+      static_cast<size_t>(rows) * heads * repeat * dim * (io == DType::kF32 ? 4 : 2);
   std::vector<uint8_t> expected_out[2];
   for (int plane = 0; plane < 2; ++plane) {
     expected_out[plane] = Poison(out_bytes);
@@ -521,12 +522,11 @@ void CheckCacheIo(CacheElem elem, DType io, std::mt19937_64& rng) {
   HostCache cpu_cache = initial;
   di::KvSource cpu_source = source;
   cpu_source.cache = cpu_cache.desc;
-  const di::WriteProblem cpu_write{b, io, new_key.bytes.data(), new_value.bytes.data(),
-                                   cpu_source};
+  const di::WriteProblem cpu_write{b, io, new_key.bytes.data(), new_value.bytes.data(), cpu_source};
   di::Scratch scratch;
   cpu->cpu.write_tokens(cpu_write, 0, tokens, &scratch);
   std::vector<uint8_t> cpu_out[2] = {Poison(out_bytes), Poison(out_bytes)};
-  const di::GatherProblem cpu_gather{b, io, repeat, cpu_out[0].data(), cpu_out[1].data(),
+  const di::GatherProblem cpu_gather{b,         io, repeat, cpu_out[0].data(), cpu_out[1].data(),
                                      cpu_source};
   for (const di::GatherPiece& piece : di::PlanGather(b)) {
     cpu->cpu.gather_rows(cpu_gather, piece.request, piece.begin, piece.end, &scratch);
@@ -549,12 +549,12 @@ void CheckEveryFp8Byte(CacheElem elem, float tensor_scale, std::mt19937_64& rng)
   for (int byte = 0; byte < 256; ++byte) {
     const float x = di::Fp8ToF32(static_cast<uint8_t>(byte), format);
     values.push_back(x * tensor_scale);
-    const float next = di::Fp8ToF32(static_cast<uint8_t>((byte & 0x80) | ((byte + 1) & 0x7F)),
-                                    format);
+    const float next =
+        di::Fp8ToF32(static_cast<uint8_t>((byte & 0x80) | ((byte + 1) & 0x7F)), format);
     if (std::isfinite(x) && std::isfinite(next)) values.push_back((x + next) / 2 * tensor_scale);
   }
-  for (float special : {2.0f * di::Fp8Max(format) * tensor_scale, 1e30f, -1e30f, INFINITY,
-                        -INFINITY, -0.0f, NAN}) {
+  for (float special :
+       {2.0f * di::Fp8Max(format) * tensor_scale, 1e30f, -1e30f, INFINITY, -INFINITY, -0.0f, NAN}) {
     values.push_back(special);
   }
   const int dim = 32, heads = 1;
@@ -564,9 +564,8 @@ void CheckEveryFp8Byte(CacheElem elem, float tensor_scale, std::mt19937_64& rng)
   for (DType io : kIoTypes) {
     INFO("io " << std::string(dynattn::DTypeName(io)));
     // New tokens in fp32 carry the values exactly; bf16/fp16 activations round them first.
-    const Activations keys = MakeActivations(io, values.size(), [&, i = size_t{0}]() mutable {
-      return values[i++];
-    });
+    const Activations keys =
+        MakeActivations(io, values.size(), [&, i = size_t{0}]() mutable { return values[i++]; });
     HostCache initial(elem, heads, dim, 8, false, slots, tensor_scale, tensor_scale, rng);
     for (int plane = 0; plane < 2; ++plane) {
       for (size_t i = 0; i < initial.planes[plane].size(); ++i) {
@@ -576,7 +575,8 @@ void CheckEveryFp8Byte(CacheElem elem, float tensor_scale, std::mt19937_64& rng)
     HostCache expected = initial;
     for (int64_t t = 0; t < tokens; ++t) {
       for (int plane = 0; plane < 2; ++plane) {
-        expected.Encode(plane, t, 0, [&](int d) { return keys.values[t * dim + d]; }, io);
+        expected.Encode(
+            plane, t, 0, [&](int d) { return keys.values[t * dim + d]; }, io);
       }
     }
     // Gather the initial cache (every byte) without writing: a request of `slots` context rows.
@@ -773,7 +773,8 @@ void FillCache(HostCache* cache, DType io, std::mt19937_64& rng) {
           di::StoreActivationOf(UniformF(rng, -1.0f, 1.0f), bytes, 0, io);
           x = di::LoadActivationOf(bytes, 0, io);
         }
-        cache->Encode(plane, slot, h, [&](int d) { return row[d]; }, io);
+        cache->Encode(
+            plane, slot, h, [&](int d) { return row[d]; }, io);
       }
     }
   }
@@ -822,28 +823,28 @@ void CheckAttention(std::mt19937_64& rng) {
   const int64_t tokens = seqstarts.back();
   const int64_t mask_row = kvstarts.back() + Uniform(rng, 0, 5);
   const std::string where_case = Describe(f) + " causal " + std::to_string(causal) + " mask " +
-                                 std::to_string(mask_kind) + " decodes " +
-                                 std::to_string(decodes) + " batch " + std::to_string(batch);
+                                 std::to_string(mask_kind) + " decodes " + std::to_string(decodes) +
+                                 " batch " + std::to_string(batch);
   INFO(where_case);
 
-  HostCache host(f.elem, f.kv_heads, f.dim, f.quant_group, f.scale_f16, slots, f.k_scale,
-                 f.v_scale, rng);
+  HostCache host(f.elem, f.kv_heads, f.dim, f.quant_group, f.scale_f16, slots, f.k_scale, f.v_scale,
+                 rng);
   FillCache(&host, f.io, rng);
   const DecodedCache decoded(host, f.io);
-  const Activations query =
-      MakeActivations(f.io, static_cast<size_t>(tokens) * f.heads() * f.dim,
-                      [&] { return UniformF(rng, -1.0f, 1.0f); });
+  const Activations query = MakeActivations(f.io, static_cast<size_t>(tokens) * f.heads() * f.dim,
+                                            [&] { return UniformF(rng, -1.0f, 1.0f); });
   const size_t mask_count =
-      mask_kind == 0 ? 0 : static_cast<size_t>((mask_kind == 2 ? f.heads() : 1) * tokens * mask_row);
-  const Activations mask = MakeActivations(f.io, mask_count, [&] {
-    return rng() % 8 == 0 ? -INFINITY : UniformF(rng, -3.0f, 1.0f);
-  });
+      mask_kind == 0 ? 0
+                     : static_cast<size_t>((mask_kind == 2 ? f.heads() : 1) * tokens * mask_row);
+  const Activations mask = MakeActivations(
+      f.io, mask_count, [&] { return rng() % 8 == 0 ? -INFINITY : UniformF(rng, -3.0f, 1.0f); });
   const std::vector<float> slopes = di::AlibiSlopes(f.heads());
 
   DeviceCache cache(host);
   const DeviceBytes query_in(query.bytes), mask_in(mask.bytes);
   const size_t out_bytes = query.bytes.size();
-  const DeviceBytes out(Poison(out_bytes)), lse(Poison(static_cast<size_t>(tokens) * f.heads() * 4));
+  const DeviceBytes out(Poison(out_bytes)),
+      lse(Poison(static_cast<size_t>(tokens) * f.heads() * 4));
   di::AttentionProblem p;
   FillFeatures(f, &p, slopes);
   p.batch.size = batch;
@@ -892,8 +893,8 @@ void CheckAttention(std::mt19937_64& rng) {
           return x;
         };
         const float* q = query.values.data() + (token * f.heads() + h) * f.dim;
-        const Expected e = Attend(f, q, first, last, key, value, bias,
-                                  f.sinks.empty() ? nullptr : &f.sinks[h]);
+        const Expected e =
+            Attend(f, q, first, last, key, value, bias, f.sinks.empty() ? nullptr : &f.sinks[h]);
         double vmax = 0.0;
         for (int64_t j = first; j <= last; ++j) {
           for (int d = 0; d < f.dim; ++d) vmax = std::max(vmax, std::fabs(double{value(j)[d]}));
@@ -928,8 +929,8 @@ void CheckUnified(std::mt19937_64& rng) {
   }
   int64_t table_stride = 1;
   for (int64_t b = 0; b < requests; ++b) {
-    table_stride = std::max(table_stride, (context_lens[b] + qsl[b + 1] - qsl[b] + block_size - 1) /
-                                              block_size);
+    table_stride = std::max(table_stride,
+                            (context_lens[b] + qsl[b + 1] - qsl[b] + block_size - 1) / block_size);
   }
   // Blocks: the shared ones first, then each request's own, in a shuffled order.
   std::vector<int64_t> table(static_cast<size_t>(requests * table_stride), 0);
@@ -960,9 +961,8 @@ void CheckUnified(std::mt19937_64& rng) {
   FillCache(&host, f.io, rng);
   const DecodedCache decoded(host, f.io);
   const int64_t tokens = qsl.back();
-  const Activations query =
-      MakeActivations(f.io, static_cast<size_t>(tokens) * f.heads() * f.dim,
-                      [&] { return UniformF(rng, -1.0f, 1.0f); });
+  const Activations query = MakeActivations(f.io, static_cast<size_t>(tokens) * f.heads() * f.dim,
+                                            [&] { return UniformF(rng, -1.0f, 1.0f); });
   const std::vector<float> slopes = di::AlibiSlopes(f.heads());
 
   di::UnifiedStep step;
@@ -997,8 +997,8 @@ void CheckUnified(std::mt19937_64& rng) {
   p.output = out.get();
   p.lse = static_cast<float*>(lse.get());
   p.kv.cache = cache.desc;
-  p.kv.slots = di::SlotMap{di::SlotMap::Mode::kBlocks, table.data(), table_stride, block_size,
-                           block_size};
+  p.kv.slots =
+      di::SlotMap{di::SlotMap::Mode::kBlocks, table.data(), table_stride, block_size, block_size};
   dynattn::Context context;
   const di::BackendKernels& row = CudaRow(f.elem);
   const dynattn::Status status = row.run_unified(row, p, plan, context.state());
