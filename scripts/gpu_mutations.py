@@ -31,7 +31,8 @@ MUTATIONS = {
         "attend: the __syncthreads at the top of the tile loop"),
     "barrier-slots": (
         "gpu/attention.cu",
-        "key0 + threadIdx.x);\n      __syncthreads();\n", "key0 + threadIdx.x);\n",
+        "key0 + threadIdx.x);\n      }\n      __syncthreads();\n",
+        "key0 + threadIdx.x);\n      }\n",
         "attend: the __syncthreads between the tile's slots and its decode"),
     "barrier-decoded": (
         "gpu/attention.cu",
@@ -129,8 +130,8 @@ MUTATIONS = {
         "attend: fp8 keys decoded without the key tensor scale"),
     "fp8-write-scale-ignored": (
         "gpu/cache_io.cu",
-        "            ScaleAddress(plane, scale_f16, slot, head),\n            plane.tensor_scale);",
-        "            ScaleAddress(plane, scale_f16, slot, head));",
+        "ScaleAddress(plane, scale_f16, slot, head),\n            plane.tensor_scale);",
+        "ScaleAddress(plane, scale_f16, slot, head));",
         "cache write: fp8 rows encoded without the tensor scale"),
     "bf16-query-as-f16": (
         "gpu/attention.cu",
