@@ -258,7 +258,7 @@ RowResult Evaluate(const Plan& plan, size_t r, const MachineLimits& machine) {
   RowResult out;
   out.step = row.step;
   out.kind = row.kind;
-  out.cache = CacheName(row.shape.quant_bit);
+  out.cache = CacheLabel(row.shape);
   out.cache_mode = CacheModeName(row.shape.cache_mode);
   out.context = row.context;
   out.median_ms = seconds * 1e3;

@@ -5,17 +5,34 @@
 #include <algorithm>
 #include <random>
 
+#include "core/codec.h"
+
 namespace dynattn::bench {
 namespace {
 
 using dynattn_ref::Array;
 using dynattn_ref::Dt;
 
-Array RandomF16(const std::vector<int64_t>& shape, std::mt19937_64& rng) {
+/// Normal values as 16-bit patterns: fp16, or bf16 (held in an f16-typed array of the same size).
+Array RandomF16(const std::vector<int64_t>& shape, std::mt19937_64& rng,
+                DType dtype = DType::kF16) {
   Array a = dynattn_ref::MakeArray(Dt::kF16, shape);
   std::normal_distribution<float> normal;
   uint16_t* data = a.data<uint16_t>();
-  for (int64_t i = 0; i < a.numel(); ++i) data[i] = dynattn_ref::F16Bits(normal(rng));
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const float x = normal(rng);
+    data[i] = dtype == DType::kBF16 ? FloatToBfloat16(x) : dynattn_ref::F16Bits(x);
+  }
+  return a;
+}
+
+/// Normal values as fp8 bytes (held in an int8-typed array).
+Array RandomFp8(const std::vector<int64_t>& shape, std::mt19937_64& rng, DType dtype) {
+  Array a = dynattn_ref::MakeArray(Dt::kI8, shape);
+  std::normal_distribution<float> normal;
+  const internal::Fp8Format format =
+      dtype == DType::kF8E5M2 ? internal::Fp8Format::kE5M2 : internal::Fp8Format::kE4M3;
+  for (uint8_t& byte : a.bytes) byte = internal::F32ToFp8(normal(rng), format);
   return a;
 }
 
@@ -40,7 +57,9 @@ std::vector<int64_t> PageTable(const StepShape& s, int64_t table_width, int64_t 
 void FillCache(const StepShape& s, int64_t max_t, std::mt19937_64& rng, dynattn_ref::Tensors* in) {
   const int64_t row = s.quant_bit == 4 ? s.head_dim / 2 : s.head_dim;
   if (s.quant_bit == 0) {
-    (*in)["cache"] = RandomF16({1, 2, s.num_kv_heads, max_t, row}, rng);
+    const std::vector<int64_t> shape = {1, 2, s.num_kv_heads, max_t, row};
+    (*in)["cache"] = DTypeSize(s.plain_cache) == 1 ? RandomFp8(shape, rng, s.plain_cache)
+                                                   : RandomF16(shape, rng, s.plain_cache);
     return;
   }
   Array cache = dynattn_ref::MakeArray(Dt::kI8, {1, 2, s.num_kv_heads, max_t, row});
@@ -78,6 +97,7 @@ void FillAttrs(Step* step) {
   a.cache.cache_mode = s.cache_mode;
   a.cache.cache_layout = s.cache_layout;
   a.cache.page_size = s.page_size;
+  a.attention.window_left = s.window_left;
   dynattn_ref::Attrs& r = step->reference_attrs;
   r.num_heads = s.num_heads;
   r.head_dim = s.head_dim;
@@ -133,9 +153,9 @@ Step BuildStep(const StepShape& shape, uint64_t seed) {
   }
   const int64_t tq = seqstarts.back();
   dynattn_ref::Tensors& in = step.inputs;
-  in["query"] = RandomF16({tq, shape.num_heads, shape.head_dim}, rng);
-  in["current_key"] = RandomF16({tq, shape.num_kv_heads, shape.head_dim}, rng);
-  in["current_value"] = RandomF16({tq, shape.num_kv_heads, shape.head_dim}, rng);
+  in["query"] = RandomF16({tq, shape.num_heads, shape.head_dim}, rng, shape.activation);
+  in["current_key"] = RandomF16({tq, shape.num_kv_heads, shape.head_dim}, rng, shape.activation);
+  in["current_value"] = RandomF16({tq, shape.num_kv_heads, shape.head_dim}, rng, shape.activation);
   in["seqstarts"] = dynattn_ref::MakeI64({batch + 1}, seqstarts);
   in["kvstarts"] = dynattn_ref::MakeI64({batch + 1}, kvstarts);
   int64_t max_t = pages * shape.page_size;
@@ -163,6 +183,11 @@ Status RunStep(Step* step, Array* out, const RunOptions& options) {
         return it != in.end() ? View(it->second) : TensorView{};
       });
   args.attn_output = View(*out);
+  // The arrays hold raw bits; the shape says what they are.
+  for (TensorView* v : {&args.query, &args.current_key, &args.current_value, &args.attn_output}) {
+    v->dtype = step->shape.activation;
+  }
+  if (step->shape.quant_bit == 0) args.cache.dtype = step->shape.plain_cache;
   return MultiHeadCacheAttention(step->attrs, args, options);
 }
 
@@ -202,11 +227,18 @@ Step SubStep(const Step& step, const std::vector<int64_t>& picked, const Array& 
   return sub;
 }
 
+int64_t KeysRead(const StepShape& s, const StepRequest& r) {
+  const int64_t kvlen = r.start_pos + r.seqlen;
+  if (s.window_left < 0) return kvlen;
+  return kvlen - std::max<int64_t>(0, r.start_pos - s.window_left);  // from the first row's window
+}
+
 double KvBytesRead(const Step& step) {
   const StepShape& s = step.shape;
   double tokens = 0;
-  for (const StepRequest& r : s.requests) tokens += static_cast<double>(r.start_pos + r.seqlen);
-  const double row = s.quant_bit == 0   ? 2.0 * s.head_dim
+  for (const StepRequest& r : s.requests) tokens += static_cast<double>(KeysRead(s, r));
+  const double plain = static_cast<double>(DTypeSize(s.plain_cache));
+  const double row = s.quant_bit == 0   ? plain * s.head_dim
                      : s.quant_bit == 8 ? s.head_dim + 2.0 * s.head_dim / s.quant_group
                                         : s.head_dim / 2.0 + 2.0 * s.head_dim / s.quant_group;
   return tokens * s.num_kv_heads * 2 * row;
@@ -214,11 +246,16 @@ double KvBytesRead(const Step& step) {
 
 double AttentionFlops(const Step& step) {
   const StepShape& s = step.shape;
-  double pairs = 0;  // (query, key) pairs under the bottom-right causal rule
-  for (size_t b = 0; b < s.requests.size(); ++b) {
-    const double past = static_cast<double>(s.requests[b].start_pos);
-    const double n = static_cast<double>(s.requests[b].seqlen);
-    pairs += n * past + n * (n + 1) / 2;
+  double pairs = 0;  // (query, key) pairs under the bottom-right causal rule and the window
+  for (const StepRequest& r : s.requests) {
+    if (s.window_left < 0) {
+      const double past = static_cast<double>(r.start_pos), n = static_cast<double>(r.seqlen);
+      pairs += n * past + n * (n + 1) / 2;
+      continue;
+    }
+    for (int64_t row = 0; row < r.seqlen; ++row) {
+      pairs += static_cast<double>(std::min<int64_t>(r.start_pos + row, s.window_left) + 1);
+    }
   }
   return 4.0 * pairs * s.head_dim * s.num_heads;
 }

@@ -25,7 +25,10 @@ struct StepShape {
   int num_heads = 32;
   int num_kv_heads = 8;
   int head_dim = 128;
-  int quant_bit = 8;  ///< 0 (fp16 cache), 8 or 4.
+  int quant_bit = 8;                ///< 0 (a plain cache of `plain_cache`), 8 or 4.
+  DType activation = DType::kF16;   ///< Query, fresh K/V and output: fp16 or bf16.
+  DType plain_cache = DType::kF16;  ///< quant_bit 0: fp16, bf16, or fp8 (e4m3 / e5m2) bytes.
+  int window_left = -1;             ///< Sliding window (-1 = off).
   int quant_group = 8;
   int cache_mode = 1;  ///< 1: paged (pages of `page_size`), 0: one contiguous region per request.
   int page_size = 128;
@@ -42,9 +45,11 @@ struct Step {
   dynattn_ref::Attrs reference_attrs;
 };
 
-/// Builds a step with fp16 activations and a cache whose every slot holds valid random history
-/// (fp16 values, or int8/int4 codes with positive scales). Paged steps get their pages in shuffled
-/// order; offset steps (cache_mode 0) get one contiguous region per request, in request order.
+/// Builds a step with fp16 (or bf16) activations and a cache whose every slot holds valid random
+/// history (fp16/bf16 values, fp8 bytes of normal values, or int8/int4 codes with positive
+/// scales). Arrays hold the raw bits; RunStep gives the views the shape's dtypes. Paged steps get
+/// their pages in shuffled order; offset steps (cache_mode 0) get one contiguous region per
+/// request, in request order.
 Step BuildStep(const StepShape& shape, uint64_t seed);
 
 /// Runs MultiHeadCacheAttention on `step` (its cache and scale are updated) into `out`, which is
@@ -57,9 +62,11 @@ Status RunStep(Step* step, dynattn_ref::Array* out, const RunOptions& options = 
 Step SubStep(const Step& step, const std::vector<int64_t>& picked, const dynattn_ref::Array& out,
              dynattn_ref::Array* rows);
 
-/// Bytes of K, V and scales the step reads (every context token, every KV head, once).
+/// Keys a request reads: its context, or only the keys some row's sliding window covers.
+int64_t KeysRead(const StepShape& shape, const StepRequest& r);
+/// Bytes of K, V and scales the step reads (every key a row sees, every KV head, once).
 double KvBytesRead(const Step& step);
-/// Floating-point operations of the step's attention (QK^T and PV, causal keys only).
+/// Floating-point operations of the step's attention (QK^T and PV, causal and windowed keys only).
 double AttentionFlops(const Step& step);
 
 }  // namespace dynattn::bench

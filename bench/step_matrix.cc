@@ -53,6 +53,29 @@ BenchRow PrefillRow(int64_t tokens, int quant_bit) {
   return {shape + "_" + CacheName(quant_bit), "prefill", shape, tokens, Prefill(tokens, quant_bit)};
 }
 
+/// Rows of issue 13's formats: bf16 activations over a bf16 cache, an fp8 cache, and a sliding
+/// window that must cost a window's bytes, not the context's.
+void AddModernRows(std::vector<BenchRow>* rows) {
+  BenchRow bf16 = DecodeRow(4096, 0, 1);
+  bf16.step = "decode_8x4096_bf16_paged";
+  bf16.shape.activation = DType::kBF16;
+  bf16.shape.plain_cache = DType::kBF16;
+  rows->push_back(bf16);
+  BenchRow fp8 = DecodeRow(4096, 0, 1);
+  fp8.step = "decode_8x4096_fp8e4m3_paged";
+  fp8.shape.plain_cache = DType::kF8E4M3;
+  rows->push_back(fp8);
+  BenchRow window = {"decode_1x32768_window4096_f16_paged", "decode", "decode_1x4097", 4097,
+                     Decodes(1, 32768, 0, 1)};
+  window.shape.window_left = 4096;
+  rows->push_back(window);
+  BenchRow prefill = PrefillRow(512, 0);
+  prefill.step = "prefill_512_causal_bf16";
+  prefill.shape.activation = DType::kBF16;
+  prefill.shape.plain_cache = DType::kBF16;
+  rows->push_back(prefill);
+}
+
 BenchRow MixedRow() {
   const StepShape s = Mixed();
   return {"mixed_24dec_2x512_int8", "mixed", "mixed_24dec_2x512", LargestContext(s), s};
@@ -62,6 +85,20 @@ BenchRow MixedRow() {
 
 const char* CacheName(int quant_bit) {
   return quant_bit == 0 ? "f16" : quant_bit == 8 ? "int8" : "int4";
+}
+
+const char* CacheLabel(const StepShape& shape) {
+  if (shape.quant_bit != 0) return CacheName(shape.quant_bit);
+  switch (shape.plain_cache) {
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF8E4M3:
+      return "fp8e4m3";
+    case DType::kF8E5M2:
+      return "fp8e5m2";
+    default:
+      return "f16";
+  }
 }
 
 const char* CacheModeName(int cache_mode) { return cache_mode == 0 ? "offset" : "paged"; }
@@ -79,13 +116,14 @@ std::vector<BenchRow> StepMatrix(bool quick) {
   for (int bits : {0, 8}) rows.push_back(PrefillRow(512, bits));
   if (!quick) rows.push_back(PrefillRow(2048, 8));
   rows.push_back(MixedRow());
+  if (!quick) AddModernRows(&rows);
   return rows;
 }
 
 std::vector<Fp32Request> BaselineRequests(const StepShape& shape) {
   std::vector<Fp32Request> requests;
   for (const StepRequest& r : shape.requests) {
-    requests.push_back({r.seqlen, r.start_pos + r.seqlen});
+    requests.push_back({r.seqlen, KeysRead(shape, r)});  // a windowed peer reads the window
   }
   return requests;
 }

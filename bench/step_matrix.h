@@ -32,6 +32,9 @@ std::vector<BenchRow> StepMatrix(bool quick);
 /// "f16", "int8" or "int4".
 const char* CacheName(int quant_bit);
 
+/// The cache of a step: "f16", "bf16", "fp8e4m3", "fp8e5m2", "int8" or "int4".
+const char* CacheLabel(const StepShape& shape);
+
 /// "paged" (cache_mode 1) or "offset" (cache_mode 0).
 const char* CacheModeName(int cache_mode);
 

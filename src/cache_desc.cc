@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "core/codec.h"
 #include "dynattn/cache.h"
 #include "dynattn/unified.h"
 #include "src/aliasing.h"
@@ -72,10 +73,14 @@ Status CheckLayoutShape(const char* name, const TensorView& t, int layout, int64
 }
 
 Status CheckCacheDType(const TensorView& cache, int quant_bit) {
-  if (quant_bit == 0 && cache.dtype != DType::kF32 && cache.dtype != DType::kF16) {
-    return Status::Invalid("cache",
-                           std::string("must be float32 or float16 when quant_bit is 0, got ") +
-                               DTypeName(cache.dtype));
+  const DType d = cache.dtype;
+  if (quant_bit == 0 && d != DType::kF32 && d != DType::kF16 && d != DType::kBF16 &&
+      d != DType::kF8E4M3 && d != DType::kF8E5M2) {
+    return Status::Invalid(
+        "cache",
+        std::string("must be float32, float16, bfloat16, float8_e4m3fn or float8_e5m2 when "
+                    "quant_bit is 0, got ") +
+            DTypeName(d));
   }
   if (quant_bit != 0 && cache.dtype != DType::kI8) {
     return Status::Invalid("cache", std::string("must be int8 when quant_bit is ") +
@@ -143,6 +148,11 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
   // int4 strides count nibbles: the layout formula with head_dim instead of head_dim / 2 bytes.
   const int64_t elem_bits = internal::CacheElemBits(a.quant_bit, cache.dtype);
   FillPlanes(a, num_kv_heads, slots, head_dim, cache.data, elem_bits, &d);
+  if (internal::IsFp8(d.elem) && scale.present() && scale.NumElements() != 0) {
+    return Status::Invalid("scale",
+                           "must be absent for an fp8 cache (its per-tensor scales are the "
+                           "k_scale and v_scale inputs)");
+  }
   if (a.quant_bit != 0) {
     if (scale.present()) DYNATTN_RETURN_IF_ERROR(internal::CheckStorage("scale", scale));
     if (!scale.present() || scale.NumElements() == 0) {

@@ -32,10 +32,14 @@ ContextState::ContextState(const ContextOptions& requested)
   options.num_threads = ResolveThreads(requested.num_threads);
   oversubscribed = options.num_threads > tbb::this_task_arena::max_concurrency();
   scratch.resize(static_cast<size_t>(options.num_threads));
-  if (options.num_threads > 1) arena.initialize();
+  if (options.num_threads > 1) {
+    arena.initialize();
+    if (options.pin_threads) pinning = std::make_unique<ThreadPinning>(arena);
+  }
 }
 
 ContextState::~ContextState() {
+  pinning.reset();  // stop observing before the arena goes
   if (device != nullptr) ReleaseDeviceWorkspace(device);
 }
 
@@ -56,13 +60,14 @@ void ContextState::BalanceScratch() {
   }
 }
 
-PooledContext::PooledContext(int num_threads) {
+PooledContext::PooledContext(int num_threads, bool pin_threads) {
   const int threads = ResolveThreads(num_threads);
   {
     ContextPool& pool = Pool();
     std::lock_guard<std::mutex> lock(pool.mutex);
     for (size_t i = 0; i < pool.idle.size(); ++i) {
-      if (pool.idle[i]->options().num_threads != threads) continue;
+      const ContextOptions& idle = pool.idle[i]->options();
+      if (idle.num_threads != threads || idle.pin_threads != pin_threads) continue;
       context_ = std::move(pool.idle[i]);
       pool.idle.erase(pool.idle.begin() + static_cast<std::ptrdiff_t>(i));
       return;
@@ -70,6 +75,7 @@ PooledContext::PooledContext(int num_threads) {
   }
   ContextOptions options;
   options.num_threads = threads;
+  options.pin_threads = pin_threads;
   context_ = std::make_unique<Context>(options);
 }
 

@@ -24,6 +24,7 @@
 
 #include "dynattn/plan.h"
 #include "simd/kernel_abi.h"
+#include "src/thread_pinning.h"
 
 namespace dynattn::internal {
 
@@ -58,7 +59,8 @@ struct ContextState {
   /// worker takes a slot uses its scratch, so a Context that has run a plan owns all it needs.
   std::vector<Scratch> scratch;
   std::vector<float> states;
-  DeviceWorkspace* device = nullptr;  ///< Created by the CUDA backend on first use.
+  DeviceWorkspace* device = nullptr;       ///< Created by the CUDA backend on first use.
+  std::unique_ptr<ThreadPinning> pinning;  ///< With ContextOptions::pin_threads.
 };
 
 template <typename Body>
@@ -91,7 +93,7 @@ void ContextState::ParallelFor(int64_t n, const Body& body) {
 /// lease ends. Concurrent one-shot calls get different contexts.
 class PooledContext {
  public:
-  explicit PooledContext(int num_threads);
+  PooledContext(int num_threads, bool pin_threads);
   ~PooledContext();
   PooledContext(const PooledContext&) = delete;
   PooledContext& operator=(const PooledContext&) = delete;

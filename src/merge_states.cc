@@ -32,6 +32,7 @@ namespace {
 using std::to_string;
 
 using internal::CheckNoAliasing;
+using internal::FloatString;
 using internal::ReadBuffer;
 using internal::ShapeString;
 using internal::WrittenBuffer;
@@ -45,14 +46,6 @@ std::string ElementName(const char* name, const TensorView& t, int64_t flat) {
     flat /= extent;
   }
   return std::string(name) + "[" + index + "]";
-}
-
-std::string FloatString(float x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.9g", static_cast<double>(x));
-  return buffer;
 }
 
 /// A present fp32 tensor on the CPU, dense, of rank `rank`.
@@ -301,7 +294,7 @@ Status MergeStates(const MergeStatesArgs& args, const RunOptions& options) {
     for (int64_t row = 0; row < call.rows; ++row) MergeRow(call, row, &scratch);
     return Status::Ok();
   }
-  internal::PooledContext context(options.num_threads);
+  internal::PooledContext context(options.num_threads, options.pin_threads);
   context.get()->state()->ParallelFor(
       (call.rows + grain - 1) / grain, [&call, grain](int64_t chunk, internal::Scratch*) {
         RowScratch scratch;

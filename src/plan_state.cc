@@ -107,6 +107,10 @@ void PlanState::OwnIndexArrays() {
     alibi_slopes.assign(attention.alibi_slopes, attention.alibi_slopes + attention.num_heads);
     attention.alibi_slopes = alibi_slopes.data();
   }
+  if (attention.sinks != nullptr) {
+    sinks.assign(attention.sinks, attention.sinks + attention.num_heads);
+    attention.sinks = sinks.data();
+  }
   UnifiedStep& s = unified_step;
   s.query_start_loc = index.Own(s.query_start_loc, s.num_requests + 1);
   s.context_lens = index.Own(s.context_lens, s.num_requests);
@@ -135,6 +139,9 @@ Status PlanState::RunCache(const TensorView& tensor, const TensorView& scale, co
       return Status::Invalid("cache_desc", "key.data and value.data must not be null");
     }
     *out = *desc;
+    // fp8 scales are read when the call is planned (k_scale / v_scale replace the desc's).
+    out->key.tensor_scale = cache.desc.key.tensor_scale;
+    out->value.tensor_scale = cache.desc.value.tensor_scale;
     return Status::Ok();
   }
   if (desc != nullptr) {

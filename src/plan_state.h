@@ -57,6 +57,7 @@ struct PlanState {
   const BackendKernels* kernels = nullptr;
   IndexCopies index;
   std::vector<float> alibi_slopes;
+  std::vector<float> sinks;
   WriteProblem write;
   GatherProblem gather;
   AttentionProblem attention;
@@ -70,8 +71,8 @@ struct PlanState {
   BlockCache block_cache;  ///< Unified plans: the block geometry the plan addresses.
   size_t workspace_floats = 0;
 
-  /// Copies the batch's and slot map's arrays (and the ALiBi slopes) into the plan and points
-  /// the problems at the copies.
+  /// Copies the batch's and slot map's arrays (and the ALiBi slopes and sinks) into the plan and
+  /// points the problems at the copies.
   void OwnIndexArrays();
   /// Fails unless `view` matches the planned tensor `name` (presence, dtype, shape, device) and
   /// passes the storage checks.

@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/alibi.h"
 #include "core/checked_math.h"
+#include "core/codec.h"
 
 namespace dynattn::internal {
 
@@ -70,10 +72,55 @@ Status CheckQuantization(int quant_bit, int quant_group, int64_t head_dim) {
   return Status::Ok();
 }
 
+std::string FloatString(float x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.9g", static_cast<double>(x));
+  return buffer;
+}
+
+const char* CacheElemName(CacheElem elem) {
+  switch (elem) {
+    case CacheElem::kF32:
+      return "float32";
+    case CacheElem::kF16:
+      return "float16";
+    case CacheElem::kInt8:
+      return "int8";
+    case CacheElem::kInt4:
+      return "int4";
+    case CacheElem::kBF16:
+      return "bfloat16";
+    case CacheElem::kF8E4M3:
+      return "fp8_e4m3";
+    case CacheElem::kF8E5M2:
+      return "fp8_e5m2";
+  }
+  return "?";
+}
+
 CacheElem CacheElemOf(int quant_bit, DType dtype) {
   if (quant_bit == 8) return CacheElem::kInt8;
   if (quant_bit == 4) return CacheElem::kInt4;
-  return dtype == DType::kF32 ? CacheElem::kF32 : CacheElem::kF16;
+  switch (dtype) {
+    case DType::kF32:
+      return CacheElem::kF32;
+    case DType::kBF16:
+      return CacheElem::kBF16;
+    case DType::kF8E4M3:
+      return CacheElem::kF8E4M3;
+    case DType::kF8E5M2:
+      return CacheElem::kF8E5M2;
+    default:
+      return CacheElem::kF16;
+  }
+}
+
+CacheElem PlainCacheElemOf(DType io) {
+  return io == DType::kF32    ? CacheElem::kF32
+         : io == DType::kBF16 ? CacheElem::kBF16
+                              : CacheElem::kF16;
 }
 
 int64_t CacheElemBits(int quant_bit, DType dtype) {
@@ -88,9 +135,9 @@ Status CheckRequired(const char* name, const TensorView& t,
 
 Status CheckActivation(const char* name, const TensorView& t) {
   DYNATTN_RETURN_IF_ERROR(CheckRequired(name, t));
-  if (t.dtype != DType::kF32 && t.dtype != DType::kF16) {
-    return Status::Invalid(name,
-                           std::string("must be float32 or float16, got ") + DTypeName(t.dtype));
+  if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16) {
+    return Status::Invalid(
+        name, std::string("must be float32, float16 or bfloat16, got ") + DTypeName(t.dtype));
   }
   if (t.rank != 3) return Status::Invalid(name, "must have rank 3, got shape " + ShapeString(t));
   return Status::Ok();
@@ -291,7 +338,90 @@ Status CheckHeads(const AttentionAttrs& a, int* kv_heads) {
     return Status::Invalid("num_kv_heads", "must divide num_heads = " + to_string(a.num_heads) +
                                                ", got " + to_string(*kv_heads));
   }
+  return CheckScoreOptions(a.window_left, a.logits_soft_cap, a.softmax_scale);
+}
+
+Status CheckScoreOptions(int window_left, float logits_soft_cap, float softmax_scale) {
+  if (window_left < -1) {
+    return Status::Invalid(
+        "window_left",
+        "must be -1 (off) or >= 0 (keys left of the query), got " + to_string(window_left));
+  }
+  if (!std::isfinite(logits_soft_cap) || logits_soft_cap < 0.0f) {
+    return Status::Invalid("logits_soft_cap", "must be 0 (off) or finite and > 0, got " +
+                                                  FloatString(logits_soft_cap));
+  }
+  if (!std::isfinite(softmax_scale) || softmax_scale < 0.0f) {
+    return Status::Invalid(
+        "softmax_scale",
+        "must be 0 (1 / sqrt(head_dim)) or finite and > 0, got " + FloatString(softmax_scale));
+  }
   return Status::Ok();
+}
+
+Status ReadSinks(const TensorView& t, int num_heads, std::vector<float>* sinks) {
+  sinks->clear();
+  if (!t.present()) return Status::Ok();
+  DYNATTN_RETURN_IF_ERROR(CheckStorage("sinks", t));
+  DYNATTN_RETURN_IF_ERROR(CheckOnHost("sinks", t));
+  if (t.dtype != DType::kF32 || t.rank != 1 || t.shape[0] != num_heads) {
+    return Status::Invalid(
+        "sinks", "must be float32 of shape (num_heads = " + to_string(num_heads) + ",), got " +
+                     DTypeName(t.dtype) + " " + ShapeString(t));
+  }
+  const float* values = t.As<const float>();
+  for (int h = 0; h < num_heads; ++h) {
+    if (!std::isfinite(values[h])) {
+      return Status::Invalid(
+          "sinks", "entry " + to_string(h) + " is not finite (" + FloatString(values[h]) + ")");
+    }
+  }
+  sinks->assign(values, values + num_heads);
+  return Status::Ok();
+}
+
+namespace {
+
+/// An optional fp8 per-tensor scale: a 0-d (or one-element) float32 in CPU memory, finite > 0.
+Status ReadTensorScale(const char* name, const TensorView& t, float* value) {
+  DYNATTN_RETURN_IF_ERROR(CheckStorage(name, t));
+  DYNATTN_RETURN_IF_ERROR(CheckOnHost(name, t));
+  if (t.dtype != DType::kF32 || t.NumElements() != 1 || t.rank > 1) {
+    return Status::Invalid(name, std::string("must be a float32 scalar, got ") +
+                                     DTypeName(t.dtype) + " " + ShapeString(t));
+  }
+  *value = *t.As<const float>();
+  return Status::Ok();
+}
+
+Status CheckPlaneScale(const char* name, float value) {
+  if (!std::isfinite(value) || !(value > 0.0f)) {
+    return Status::Invalid(
+        name, "an fp8 cache's per-tensor scale must be finite and > 0, got " + FloatString(value));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ApplyFp8Scales(const TensorView& k_scale, const TensorView& v_scale, CacheDesc* cache) {
+  const bool fp8 = IsFp8(cache->elem);
+  for (const NamedTensor& t :
+       {NamedTensor{"k_scale", &k_scale}, NamedTensor{"v_scale", &v_scale}}) {
+    if (t.view->present() && !fp8) {
+      return Status::Invalid(t.name, "is only taken by an fp8 cache (this cache holds " +
+                                         std::string(CacheElemName(cache->elem)) + ")");
+    }
+  }
+  if (!fp8) return Status::Ok();
+  if (k_scale.present()) {
+    DYNATTN_RETURN_IF_ERROR(ReadTensorScale("k_scale", k_scale, &cache->key.tensor_scale));
+  }
+  if (v_scale.present()) {
+    DYNATTN_RETURN_IF_ERROR(ReadTensorScale("v_scale", v_scale, &cache->value.tensor_scale));
+  }
+  DYNATTN_RETURN_IF_ERROR(CheckPlaneScale("k_scale", cache->key.tensor_scale));
+  return CheckPlaneScale("v_scale", cache->value.tensor_scale);
 }
 
 /// The optional additive mask: rank 2 (Tq, >= kvstarts[B]) or rank 3 (Hq, Tq, >= kvstarts[B]).
@@ -491,7 +621,11 @@ void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionPro
   p->group_size = a.num_heads / kv_heads;
   p->head_dim = a.head_dim;
   p->padded_dim = static_cast<int>(PadToLanes(a.head_dim));
-  p->score_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
+  p->score_scale = a.softmax_scale > 0.0f
+                       ? a.softmax_scale
+                       : static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
+  p->soft_cap = a.logits_soft_cap;
+  p->window_left = a.window_left;
   p->is_causal = a.is_causal;
 }
 
@@ -527,6 +661,7 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
   DYNATTN_RETURN_IF_ERROR(CheckCacheSide(attrs.cache, args.cache, args.scale, args.cache_desc,
                                          args.cachestarts, static_cast<int>(kv_heads),
                                          static_cast<int>(dim), shape.batch, &source));
+  DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &source.cache));
   const int64_t rows = shape.batch.kvstarts[shape.batch.size];
   const int64_t out_heads = kv_heads * attrs.num_repeat;
   DYNATTN_RETURN_IF_ERROR(CheckExact("key", args.key, io, rows, out_heads, dim,
@@ -567,6 +702,7 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   AttentionProblem& p = call->attention;
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, attrs.num_heads, shape.batch, &p));
+  DYNATTN_RETURN_IF_ERROR(ReadSinks(args.sinks, attrs.num_heads, &call->sinks));
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, attrs.num_heads,
                                      attrs.head_dim, "(Tq, num_heads, head_dim)",
                                      PlanData::kMayBeNull));
@@ -580,7 +716,7 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   p.output = args.attn_output.data;
   // The packed K/V tensors are an unquantized cache addressed by kvstarts.
   CacheDesc& c = p.kv.cache;
-  c.elem = io == DType::kF32 ? CacheElem::kF32 : CacheElem::kF16;
+  c.elem = PlainCacheElemOf(io);
   c.quant_group = attrs.head_dim;
   c.num_kv_heads = kv_heads;
   c.head_dim = attrs.head_dim;
@@ -593,6 +729,7 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
     call->alibi_slopes = AlibiSlopes(attrs.num_heads);
     p.alibi_slopes = call->alibi_slopes.data();
   }
+  p.sinks = call->sinks.empty() ? nullptr : call->sinks.data();
   return Status::Ok();
 }
 
@@ -620,6 +757,8 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
   DYNATTN_RETURN_IF_ERROR(CheckCacheSide(attrs.cache, args.cache, args.scale, args.cache_desc,
                                          args.cachestarts, kv_heads, a.head_dim, shape.batch,
                                          &source));
+  DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &source.cache));
+  DYNATTN_RETURN_IF_ERROR(ReadSinks(args.sinks, a.num_heads, &call->sinks));
   AttentionProblem& p = call->attention;
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, a.num_heads, shape.batch, &p));
@@ -640,6 +779,7 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
     call->alibi_slopes = AlibiSlopes(a.num_heads);
     p.alibi_slopes = call->alibi_slopes.data();
   }
+  p.sinks = call->sinks.empty() ? nullptr : call->sinks.data();
   call->write =
       WriteProblem{shape.batch, io, args.current_key.data, args.current_value.data, source};
   return Status::Ok();

@@ -28,6 +28,7 @@ struct KeyValueCacheCall {
 struct MultiHeadAttentionCall {
   AttentionProblem attention;
   std::vector<float> alibi_slopes;  ///< Owned storage behind attention.alibi_slopes.
+  std::vector<float> sinks;         ///< Owned storage behind attention.sinks.
 };
 
 /// A validated MultiHeadCacheAttention call.
@@ -35,6 +36,7 @@ struct MultiHeadCacheAttentionCall {
   WriteProblem write;
   AttentionProblem attention;
   std::vector<float> alibi_slopes;
+  std::vector<float> sinks;
 };
 
 Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
@@ -66,6 +68,21 @@ Status CheckStorage(const char* name, const TensorView& t,
 Status CheckQuantization(int quant_bit, int quant_group, int64_t head_dim);
 /// The element a cache of `quant_bit` (checked) stores in a tensor of `dtype`.
 CacheElem CacheElemOf(int quant_bit, DType dtype);
+/// The unquantized cache element MHA's packed K/V tensors of activation type `io` are read as.
+CacheElem PlainCacheElemOf(DType io);
+/// "float32", "int4", "fp8_e4m3", ...
+const char* CacheElemName(CacheElem elem);
+/// A float as messages print it ("%.9g", "nan", "inf").
+std::string FloatString(float x);
+/// window_left >= -1; logits_soft_cap and softmax_scale finite and >= 0 (0 = off / default).
+Status CheckScoreOptions(int window_left, float logits_soft_cap, float softmax_scale);
+/// The optional `sinks` input: float32 (num_heads) in CPU memory, every entry finite; copied into
+/// `sinks` (left empty when absent).
+Status ReadSinks(const TensorView& t, int num_heads, std::vector<float>* sinks);
+/// The optional fp8 `k_scale` / `v_scale` inputs (0-d float32 in CPU memory) replace the cache's
+/// per-tensor scales; refused for a cache that is not fp8. The resulting scales must be finite
+/// and > 0.
+Status ApplyFp8Scales(const TensorView& k_scale, const TensorView& v_scale, CacheDesc* cache);
 /// Bits per stored element of such a cache (int4: 4).
 int64_t CacheElemBits(int quant_bit, DType dtype);
 /// A present fp32/fp16 tensor of rank 3.
@@ -93,7 +110,8 @@ int64_t IndexAt(const TensorView& t, int64_t flat);
 Status CheckOffsets(const char* name, const TensorView& t);
 /// Offsets: an int64 vector of `length` entries (any when negative) that passes CheckOffsets.
 Status CheckStarts(const char* name, const TensorView& t, int64_t length);
-/// num_heads, head_dim, num_kv_heads (0 means num_heads; must divide it).
+/// num_heads, head_dim, num_kv_heads (0 means num_heads; must divide it), and the score options
+/// (CheckScoreOptions).
 Status CheckHeads(const AttentionAttrs& a, int* kv_heads);
 /// A caller-built CacheDesc: consistent with the call and with itself.
 Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int head_dim);

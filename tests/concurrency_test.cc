@@ -6,12 +6,19 @@
 // oneTBB's process-wide worker limit for oversubscribed calls).
 
 #include <doctest/doctest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "src/thread_pinning.h"
 #include "tests/reference/case_gen.h"
 #include "tests/support/run_case.h"
 
@@ -47,7 +54,66 @@ dynattn::RunOptions Threads(int n) {
   return options;
 }
 
+/// The only CPU of the calling thread's affinity mask, or -1 when it may run on several.
+int PinnedCpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) != 0 || CPU_COUNT(&set) != 1) {
+    return -1;
+  }
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) return cpu;
+  }
+  return -1;
+}
+
 TEST_SUITE("concurrency") {
+  TEST_CASE("a pinning arena runs slot i on the i-th CPU and gives the caller its mask back") {
+    cpu_set_t before;
+    CPU_ZERO(&before);
+    REQUIRE(pthread_getaffinity_np(pthread_self(), sizeof(before), &before) == 0);
+    if (CPU_COUNT(&before) < 2) {
+      MESSAGE("a single CPU: there is nothing to pin");
+      return;
+    }
+    tbb::task_arena arena(2);
+    arena.initialize();
+    dynattn::internal::ThreadPinning pinning(arena);
+    REQUIRE(pinning.cpus().size() >= 2);
+    std::array<std::atomic<int>, 2> cpu_of_slot = {-2, -2};
+    std::atomic<int> unpinned{0};
+    arena.execute([&] {
+      tbb::parallel_for(0, 64, [&](int) {
+        const int slot = tbb::this_task_arena::current_thread_index();
+        const int cpu = PinnedCpu();
+        if (cpu < 0 || slot < 0 || slot > 1) {
+          ++unpinned;
+        } else {
+          cpu_of_slot[static_cast<size_t>(slot)] = cpu;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      });
+    });
+    CHECK(unpinned == 0);
+    CHECK(cpu_of_slot[0] == pinning.cpus()[0]);
+    if (cpu_of_slot[1] != -2) CHECK(cpu_of_slot[1] == pinning.cpus()[1]);  // the worker came
+    cpu_set_t after;
+    CPU_ZERO(&after);
+    REQUIRE(pthread_getaffinity_np(pthread_self(), sizeof(after), &after) == 0);
+    CHECK(CPU_EQUAL(&before, &after));
+  }
+
+  TEST_CASE("a Context with pinned threads gives the bits of an unpinned one") {
+    for (uint64_t k = 0; k < 4; ++k) {
+      const Case c = ConcurrencyCase(kOps[k], BaseSeed() + 40 + k);
+      const LibResult unpinned = RunLibrary(c, Threads(2));
+      REQUIRE_MESSAGE(unpinned.status.ok(), unpinned.status.message());
+      dynattn::RunOptions pinned = Threads(2);
+      pinned.pin_threads = true;
+      CheckSame(unpinned, RunLibrary(c, pinned), c.op + " pinned");
+    }
+  }
+
   TEST_CASE("different ops on several threads at once give the serial bits") {
     std::vector<Case> cases;
     std::vector<LibResult> serial;

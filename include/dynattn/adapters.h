@@ -30,8 +30,9 @@ namespace dynattn {
 // ---------------------------------------------------------------------------------------------
 // Element format shared by every engine cache.
 
-/// Element format of an engine's cache tensors. Data tensors are fp32/fp16 when `quant_bit` is 0
-/// and int8 otherwise (int4: two nibbles per byte, last dim D / 2); scale tensors have the data
+/// Element format of an engine's cache tensors. Data tensors are fp32/fp16/bf16 or fp8 (e4m3fn,
+/// e5m2: vLLM's fp8 KV cache; its k_scale / v_scale go to the call) when `quant_bit` is 0 and
+/// int8 otherwise (int4: two nibbles per byte, last dim D / 2); scale tensors have the data
 /// tensor's layout with last dim D / quant_group, fp16 or fp32.
 struct CacheFormat {
   int quant_bit = 0;    ///< 0 (plain), 8 (int8) or 4 (packed int4).

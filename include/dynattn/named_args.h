@@ -33,8 +33,8 @@ DYNATTN_EXPORT MultiHeadCacheAttentionArgs
 MultiHeadCacheAttentionArgsByName(const TensorLookup& tensor);
 
 /// UnifiedAttention: inputs query, current_key, current_value, query_start_loc, context_lens,
-/// block_table, k_scale, v_scale, sinks (optional); outputs attn_output, lse (optional). The cache is not a named tensor: pass its
-/// BlockCache (e.g. from MakePmxBlockCache).
+/// block_table, k_scale, v_scale, sinks (optional); outputs attn_output, lse (optional). The cache
+/// is not a named tensor: pass its BlockCache (e.g. from MakePmxBlockCache).
 DYNATTN_EXPORT UnifiedAttentionArgs UnifiedAttentionArgsByName(const TensorLookup& tensor,
                                                                const BlockCache* cache);
 

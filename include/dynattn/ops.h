@@ -26,7 +26,8 @@ namespace dynattn {
 
 /// Execution options shared by every op. Results never depend on them.
 struct RunOptions {
-  int num_threads = 0;  ///< Worker threads; 0 = all the machine's cores.
+  int num_threads = 0;       ///< Worker threads; 0 = all the machine's cores.
+  bool pin_threads = false;  ///< Pin threads to CPUs while the call runs (ContextOptions).
 };
 
 /// Attention attributes (spec §5, §6), with the PPLNN parser's defaults. Fields shared with

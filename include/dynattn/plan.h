@@ -41,6 +41,11 @@ struct PlanState;
 /// How a Context runs its calls.
 struct ContextOptions {
   int num_threads = 0;  ///< CPU worker threads (the caller's included); 0 = all cores.
+  /// Opt-in: while a call runs in parallel, pin the caller to the first CPU the process may use
+  /// and worker i to the (i+1)-th, restoring each thread's affinity when it leaves (Linux). On
+  /// small VMs whose scheduler wakes a worker on its waker's CPU this removes the calls that take
+  /// twice as long; results are the same bits either way.
+  bool pin_threads = false;
   /// CUDA backend: the `cudaStream_t` its kernels and copies are enqueued on; null = the default
   /// stream. Run returns after the stream has finished the call's work.
   void* cuda_stream = nullptr;

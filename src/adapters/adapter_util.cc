@@ -62,9 +62,13 @@ Status CheckFormat(const CacheFormat& f, int64_t head_dim) {
 
 Status CheckDataTensor(const char* name, const TensorView& t, const CacheFormat& f, int rank) {
   if (!t.present()) return Status::Invalid(name, "is required");
-  if (f.quant_bit == 0 && t.dtype != DType::kF32 && t.dtype != DType::kF16) {
-    return Status::Invalid(name, std::string("must be float32 or float16 when quant_bit is 0, ") +
-                                     "got " + DTypeName(t.dtype));
+  const DType d = t.dtype;
+  if (f.quant_bit == 0 && d != DType::kF32 && d != DType::kF16 && d != DType::kBF16 &&
+      d != DType::kF8E4M3 && d != DType::kF8E5M2) {
+    return Status::Invalid(name,
+                           std::string("must be float32, float16, bfloat16 or fp8 (e4m3fn, e5m2) "
+                                       "when quant_bit is 0, got ") +
+                               DTypeName(d));
   }
   if (f.quant_bit != 0 && t.dtype != DType::kI8) {
     return Status::Invalid(

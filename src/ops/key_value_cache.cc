@@ -29,6 +29,7 @@ Status CheckAliasing(const KeyValueCacheArgs& a, bool quantized, internal::CallP
        IndexBuffer("seqstarts", a.seqstarts), IndexBuffer("kvstarts", a.kvstarts),
        IndexBuffer("cachestarts", a.cachestarts), IndexBuffer("start_pos", a.start_pos),
        IndexBuffer("max_seqlen", a.max_seqlen), IndexBuffer("max_kvlen", a.max_kvlen),
+       IndexBuffer("k_scale", a.k_scale), IndexBuffer("v_scale", a.v_scale),
        WrittenBuffer("key", a.key), WrittenBuffer("value", a.value),
        WrittenBuffer("cache", pmx ? a.cache : none),
        WrittenBuffer("scale", pmx && quantized ? a.scale : none)},

@@ -27,7 +27,7 @@ Status CheckAliasing(const MultiHeadAttentionArgs& a, internal::CallPhase phase)
        ReadBuffer("attn_mask", a.attn_mask), IndexBuffer("seqstarts", a.seqstarts),
        IndexBuffer("kvstarts", a.kvstarts), IndexBuffer("decoding_batches", a.decoding_batches),
        IndexBuffer("max_seqlen", a.max_seqlen), IndexBuffer("max_kvlen", a.max_kvlen),
-       internal::WrittenBuffer("attn_output", a.attn_output)},
+       IndexBuffer("sinks", a.sinks), internal::WrittenBuffer("attn_output", a.attn_output)},
       phase);
 }
 

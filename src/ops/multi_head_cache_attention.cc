@@ -32,8 +32,9 @@ Status CheckAliasing(const MultiHeadCacheAttentionArgs& a, bool quantized,
        IndexBuffer("seqstarts", a.seqstarts), IndexBuffer("kvstarts", a.kvstarts),
        IndexBuffer("cachestarts", a.cachestarts), IndexBuffer("start_pos", a.start_pos),
        IndexBuffer("decoding_batches", a.decoding_batches), IndexBuffer("max_seqlen", a.max_seqlen),
-       IndexBuffer("max_kvlen", a.max_kvlen), WrittenBuffer("attn_output", a.attn_output),
-       WrittenBuffer("cache", pmx ? a.cache : none),
+       IndexBuffer("max_kvlen", a.max_kvlen), IndexBuffer("sinks", a.sinks),
+       IndexBuffer("k_scale", a.k_scale), IndexBuffer("v_scale", a.v_scale),
+       WrittenBuffer("attn_output", a.attn_output), WrittenBuffer("cache", pmx ? a.cache : none),
        WrittenBuffer("scale", pmx && quantized ? a.scale : none)},
       phase);
 }

@@ -80,7 +80,7 @@ Status PlanAndRun(const Attrs& attrs, const Args& args, const RunOptions& option
   DYNATTN_RETURN_IF_ERROR(ValidateRunOptions(options));
   Plan plan;
   DYNATTN_RETURN_IF_ERROR(plan_op(attrs, args, &plan));
-  PooledContext context(options.num_threads);
+  PooledContext context(options.num_threads, options.pin_threads);
   return run_op(plan, args, context.get());
 }
 

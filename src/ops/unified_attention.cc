@@ -65,7 +65,9 @@ Status CheckAliasing(const UnifiedAttentionArgs& a, internal::CallPhase phase) {
        ReadBuffer("current_value", a.current_value),
        IndexBuffer("query_start_loc", a.query_start_loc),
        IndexBuffer("context_lens", a.context_lens), IndexBuffer("block_table", a.block_table),
-       WrittenBuffer("attn_output", a.attn_output), WrittenBuffer("lse", a.lse)},
+       IndexBuffer("sinks", a.sinks), IndexBuffer("k_scale", a.k_scale),
+       IndexBuffer("v_scale", a.v_scale), WrittenBuffer("attn_output", a.attn_output),
+       WrittenBuffer("lse", a.lse)},
       phase);
 }
 
@@ -100,7 +102,7 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
                                             internal::StateFloats(s->attention.padded_dim));
   s->unified_summary = Summarize(s->unified_step, s->unified_plan, args.cache->cache);
   internal::RecordTensors(TensorsOf(args), s.get());
-  internal::RecordCache({}, {}, false, &args.cache->cache, args.cache->cache, s.get());
+  internal::RecordCache({}, {}, false, &args.cache->cache, call.attention.kv.cache, s.get());
   s->block_cache = *args.cache;
   plan->Reset(std::move(s));
   return Status::Ok();

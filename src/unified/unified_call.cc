@@ -129,7 +129,10 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
                              .num_kv_heads = a.num_kv_heads,
                              .head_dim = a.head_dim,
                              .is_causal = true,
-                             .is_alibi = a.is_alibi};
+                             .is_alibi = a.is_alibi,
+                             .window_left = a.window_left,
+                             .logits_soft_cap = a.logits_soft_cap,
+                             .softmax_scale = a.softmax_scale};
   DYNATTN_RETURN_IF_ERROR(CheckHeads(heads, kv_heads));
   DYNATTN_RETURN_IF_ERROR(CheckActivation("query", args.query));
   const DType io = args.query.dtype;
@@ -206,7 +209,7 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
   batch.kvstarts = call->kvstarts.data();
   batch.start_pos = s.context_lens;
   KvSource source;
-  source.cache = args.cache->cache;
+  source.cache = call->cache;
   source.slots =
       SlotMap{SlotMap::Mode::kBlocks, s.block_table, s.table_stride, s.block_size, s.block_stride};
   const DType io = args.query.dtype;
@@ -216,7 +219,10 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
                                .num_kv_heads = kv_heads,
                                .head_dim = a.head_dim,
                                .is_causal = true,
-                               .is_alibi = a.is_alibi},
+                               .is_alibi = a.is_alibi,
+                               .window_left = a.window_left,
+                               .logits_soft_cap = a.logits_soft_cap,
+                               .softmax_scale = a.softmax_scale},
                 kv_heads, io, &p);
   p.batch = batch;
   p.query = args.query.data;
@@ -227,6 +233,7 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
     call->alibi_slopes = AlibiSlopes(a.num_heads);
     p.alibi_slopes = call->alibi_slopes.data();
   }
+  p.sinks = call->sinks.empty() ? nullptr : call->sinks.data();
 }
 
 }  // namespace
@@ -239,6 +246,9 @@ Status ValidateUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   DYNATTN_RETURN_IF_ERROR(CheckBlockTable(args.block_table, call->step, args.cache->num_blocks));
   DYNATTN_RETURN_IF_ERROR(CheckWrites(call->step));
   DYNATTN_RETURN_IF_ERROR(CheckOutputs(attrs, args));
+  call->cache = args.cache->cache;
+  DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &call->cache));
+  DYNATTN_RETURN_IF_ERROR(ReadSinks(args.sinks, attrs.num_heads, &call->sinks));
   DYNATTN_RETURN_IF_ERROR(
       CheckCallDevice(args.cache->cache, {{"query", &args.query},
                                           {"current_key", &args.current_key},

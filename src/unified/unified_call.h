@@ -21,6 +21,8 @@ struct UnifiedCall {
   UnifiedStep step;            ///< What the planner needs.
   std::vector<int64_t> kvstarts;
   std::vector<float> alibi_slopes;
+  std::vector<float> sinks;  ///< Owned storage behind attention.sinks.
+  CacheDesc cache;           ///< The block cache's descriptor with the call's fp8 scales.
 
   UnifiedCall() = default;
   UnifiedCall(const UnifiedCall&) = delete;
