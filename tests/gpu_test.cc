@@ -24,6 +24,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -728,6 +729,7 @@ void CheckRow(const Features& f, const std::vector<uint8_t>& out, const std::vec
       return;
     }
   }
+  if (lse.empty()) return;  // the op returns no log-sum-exp
   float got_lse;
   std::memcpy(&got_lse, lse.data() + index * 4, 4);
   if (e.lse == -INFINITY) {
@@ -1037,6 +1039,185 @@ void CheckUnified(std::mt19937_64& rng) {
   }
 }
 
+/// MultiHeadCacheAttention through the public API on the device (a raw cache descriptor over
+/// device planes, every data tensor in device memory, index tensors, sinks and fp8 scales on the
+/// host): new tokens written with the call's k_scale/v_scale (the descriptor's own tensor scales
+/// are wrong on purpose), the window, soft-cap, softmax scale and sinks taken from the attributes.
+/// The cache must hold the host codec's bytes, the output the float64 attention over it; and the
+/// CPU backend, once it has issue 13's formats, the same bytes and an output within tolerance.
+void CheckPublicCacheAttention(std::mt19937_64& rng) {
+  const int64_t batch = Uniform(rng, 1, 3);
+  const int64_t decodes = Uniform(rng, 0, static_cast<int>(batch));
+  std::vector<int64_t> seqstarts{0}, kvstarts{0}, start_pos, cachestarts;
+  int64_t slots = 0, longest = 1, max_seqlen = 0, max_kvlen = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t seqlen = b < decodes ? 1 : Uniform(rng, 1, 40);
+    const int64_t start = rng() % 4 == 0 ? Uniform(rng, 1025, 1300) : Uniform(rng, 0, 70);
+    seqstarts.push_back(seqstarts.back() + seqlen);
+    kvstarts.push_back(kvstarts.back() + start + seqlen);
+    start_pos.push_back(start);
+    cachestarts.push_back(slots + Uniform(rng, 0, 3));
+    slots = cachestarts.back() + start + seqlen;
+    longest = std::max(longest, start + seqlen);
+    max_seqlen = std::max(max_seqlen, seqlen);
+    max_kvlen = std::max(max_kvlen, start + seqlen);
+  }
+  const Features f = RandomFeatures(rng, longest);
+  const bool causal = rng() % 4 != 0, masked = rng() % 3 == 0;
+  const bool default_scale = f.scale == static_cast<float>(1.0 / std::sqrt(double{1.0} * f.dim));
+  INFO(Describe(f) << " causal " << causal << " masked " << masked << " decodes " << decodes
+                   << " batch " << batch);
+  const int64_t tokens = seqstarts.back(), mask_cols = kvstarts.back() + Uniform(rng, 0, 4);
+  const auto draw = [&] { return UniformF(rng, -1.0f, 1.0f); };
+  const size_t new_count = static_cast<size_t>(tokens) * f.kv_heads * f.dim;
+  const Activations new_key = MakeActivations(f.io, new_count, draw);
+  const Activations new_value = MakeActivations(f.io, new_count, draw);
+  const Activations query =
+      MakeActivations(f.io, static_cast<size_t>(tokens) * f.heads() * f.dim, draw);
+  const Activations mask =
+      MakeActivations(f.io, masked ? static_cast<size_t>(tokens * mask_cols) : 0,
+                      [&] { return rng() % 8 == 0 ? -INFINITY : UniformF(rng, -2.0f, 1.0f); });
+  HostCache initial(f.elem, f.kv_heads, f.dim, f.quant_group, f.scale_f16, slots, f.k_scale,
+                    f.v_scale, rng);
+  FillCache(&initial, f.io, rng);
+  HostCache expected = initial;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t t = seqstarts[b]; t < seqstarts[b + 1]; ++t) {
+      const int64_t slot = cachestarts[b] + start_pos[b] + (t - seqstarts[b]);
+      for (int h = 0; h < f.kv_heads; ++h) {
+        const size_t first = (static_cast<size_t>(t) * f.kv_heads + h) * f.dim;
+        expected.Encode(
+            0, slot, h, [&](int d) { return new_key.values[first + d]; }, f.io);
+        expected.Encode(
+            1, slot, h, [&](int d) { return new_value.values[first + d]; }, f.io);
+      }
+    }
+  }
+
+  dynattn::MultiHeadCacheAttentionAttrs attrs;
+  attrs.attention.num_heads = f.heads();
+  attrs.attention.num_kv_heads = f.kv_heads;
+  attrs.attention.head_dim = f.dim;
+  attrs.attention.is_causal = causal;
+  attrs.attention.is_alibi = f.alibi;
+  attrs.attention.window_left = static_cast<int>(f.window);
+  attrs.attention.logits_soft_cap = f.cap;
+  attrs.attention.softmax_scale = default_scale && rng() % 2 ? 0.0f : f.scale;
+  attrs.cache.quant_bit = f.elem == CacheElem::kInt8 ? 8 : f.elem == CacheElem::kInt4 ? 4 : 0;
+  attrs.cache.quant_group = f.quant_group;
+  const int64_t scalars[3] = {decodes, max_seqlen, max_kvlen};
+  const float fp8_scales[2] = {f.k_scale, f.v_scale};
+  using dynattn::TensorView;
+  const auto host_i64 = [](const std::vector<int64_t>& v) {
+    return TensorView::Dense(v.data(), DType::kI64, {static_cast<int64_t>(v.size())});
+  };
+  const auto run = [&](dynattn::Device device, std::vector<uint8_t> planes_out[2],
+                       std::vector<uint8_t>* out_bytes) {
+    const bool on_device = device == dynattn::Device::kCuda;
+    HostCache host_copy = initial;
+    // The descriptor's tensor scales are not the cache's: k_scale/v_scale must replace them.
+    host_copy.desc.key.tensor_scale = 3.0f;
+    host_copy.desc.value.tensor_scale = 5.0f;
+    std::unique_ptr<DeviceCache> device_cache;
+    if (on_device) device_cache = std::make_unique<DeviceCache>(host_copy);
+    const dynattn::CacheDesc desc = on_device ? device_cache->desc : host_copy.desc;
+    std::vector<std::unique_ptr<DeviceBytes>> buffers;
+    const auto place = [&](const std::vector<uint8_t>& bytes) -> void* {
+      if (!on_device) return const_cast<uint8_t*>(bytes.data());
+      buffers.push_back(std::make_unique<DeviceBytes>(bytes));
+      return buffers.back()->get();
+    };
+    std::vector<uint8_t> out_host = Poison(query.bytes.size());
+    dynattn::MultiHeadCacheAttentionArgs args;
+    const int64_t hq = f.heads(), hkv = f.kv_heads, dim = f.dim;
+    args.query = TensorView::Dense(place(query.bytes), f.io, {tokens, hq, dim}, device);
+    args.current_key = TensorView::Dense(place(new_key.bytes), f.io, {tokens, hkv, dim}, device);
+    args.current_value =
+        TensorView::Dense(place(new_value.bytes), f.io, {tokens, hkv, dim}, device);
+    args.seqstarts = host_i64(seqstarts);
+    args.kvstarts = host_i64(kvstarts);
+    args.cachestarts = host_i64(cachestarts);
+    args.start_pos = host_i64(start_pos);
+    args.decoding_batches = TensorView::Dense(&scalars[0], DType::kI64, {});
+    args.max_seqlen = TensorView::Dense(&scalars[1], DType::kI64, {});
+    args.max_kvlen = TensorView::Dense(&scalars[2], DType::kI64, {});
+    if (masked) {
+      args.attn_mask = TensorView::Dense(place(mask.bytes), f.io, {tokens, mask_cols}, device);
+    }
+    if (!f.sinks.empty()) args.sinks = TensorView::Dense(f.sinks.data(), DType::kF32, {hq});
+    if (di::IsFp8(f.elem)) {
+      args.k_scale = TensorView::Dense(&fp8_scales[0], DType::kF32, {});
+      args.v_scale = TensorView::Dense(&fp8_scales[1], DType::kF32, {});
+    }
+    args.cache_desc = &desc;
+    void* out = place(out_host);
+    args.attn_output = TensorView::Dense(out, f.io, {tokens, hq, dim}, device);
+    const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
+    REQUIRE_MESSAGE(status.ok(), status.message());
+    for (int plane = 0; plane < 2; ++plane) {
+      planes_out[plane] = on_device ? device_cache->planes[plane].Fetch() : host_copy.planes[plane];
+    }
+    *out_bytes = on_device ? buffers.back()->Fetch() : out_host;
+  };
+  std::vector<uint8_t> planes[2], out;
+  run(dynattn::Device::kCuda, planes, &out);
+  CHECK(planes[0] == expected.planes[0]);
+  CHECK(planes[1] == expected.planes[1]);
+
+  // The float64 attention over the cache as written (its scales: the call's k_scale/v_scale).
+  const DecodedCache decoded(expected, f.io);
+  const std::vector<float> slopes = di::AlibiSlopes(f.heads());
+  const std::vector<uint8_t> no_lse;
+  const auto check_output = [&](const std::vector<uint8_t>& got, const char* backend) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t seqlen = seqstarts[b + 1] - seqstarts[b];
+      const int64_t kvlen = kvstarts[b + 1] - kvstarts[b];
+      const bool limited = f.alibi || f.window >= 0 || (causal && seqlen > 1 && b >= decodes);
+      for (int64_t r = 0; r < seqlen; ++r) {
+        const int64_t token = seqstarts[b] + r, position = kvlen - seqlen + r;
+        const int64_t first = di::AttentionProblem::WindowStart(position, f.window);
+        const int64_t last = limited ? position : kvlen - 1;
+        for (int h = 0; h < f.heads(); ++h) {
+          const int kvh = h / f.group_size;
+          const auto key = [&](int64_t j) {
+            return decoded.Row(0, cachestarts[b] + j, kvh, f.kv_heads, f.dim);
+          };
+          const auto value = [&](int64_t j) {
+            return decoded.Row(1, cachestarts[b] + j, kvh, f.kv_heads, f.dim);
+          };
+          const auto bias = [&](int64_t j) {
+            double x = f.alibi ? double{slopes[h]} * static_cast<double>(j - position) : 0.0;
+            if (masked) x += mask.values[token * mask_cols + kvstarts[b] + j];
+            return x;
+          };
+          const float* q = query.values.data() + (token * f.heads() + h) * f.dim;
+          const Expected e =
+              Attend(f, q, first, last, key, value, bias, f.sinks.empty() ? nullptr : &f.sinks[h]);
+          double vmax = 0.0;
+          for (int64_t j = first; j <= last; ++j) {
+            for (int d = 0; d < f.dim; ++d) vmax = std::max(vmax, std::fabs(double{value(j)[d]}));
+          }
+          CheckRow(f, got, no_lse, token * f.heads() + h, e, vmax,
+                   std::string(backend) + " request " + std::to_string(b) + " row " +
+                       std::to_string(r) + " head " + std::to_string(h));
+        }
+      }
+    }
+  };
+  check_output(out, "CUDA");
+  if (di::KernelsFor(dynattn::Device::kCpu, CacheElem::kBF16) == nullptr) {
+    static bool said = false;
+    if (!said) MESSAGE("the CPU backend has no bf16/fp8 rows: no CPU comparison");
+    said = true;
+    return;
+  }
+  std::vector<uint8_t> cpu_planes[2], cpu_out;
+  run(dynattn::Device::kCpu, cpu_planes, &cpu_out);
+  CHECK(cpu_planes[0] == planes[0]);
+  CHECK(cpu_planes[1] == planes[1]);
+  check_output(cpu_out, "CPU");
+}
+
 }  // namespace feature
 
 TEST_SUITE("gpu") {
@@ -1067,6 +1248,15 @@ TEST_SUITE("gpu") {
     for (int trial = 0; trial < 24; ++trial) {
       CAPTURE(trial);
       feature::CheckAttention(rng);
+    }
+  }
+  TEST_CASE("multi_head_cache_attention on the device with the new formats and attributes") {
+    const uint64_t seed = feature::FreshSeed();
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    for (int trial = 0; trial < 12; ++trial) {
+      CAPTURE(trial);
+      feature::CheckPublicCacheAttention(rng);
     }
   }
   TEST_CASE("window, soft-cap, scale, sinks, bf16 and fp8 on the CUDA unified rows") {
