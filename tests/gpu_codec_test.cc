@@ -300,12 +300,25 @@ TEST_SUITE("gpu_codec") {
     const uint64_t seed = FreshSeed();
     INFO("seed " << seed);
     std::mt19937_64 rng(seed);
-    const CacheElem elems[] = {CacheElem::kF32, CacheElem::kF16, CacheElem::kInt8,
-                               CacheElem::kInt4};
+    std::vector<CacheElem> elems = {CacheElem::kF32, CacheElem::kF16, CacheElem::kInt8,
+                                    CacheElem::kInt4};
+    std::vector<DType> io_types = {DType::kF32, DType::kF16};
+    // bf16 and fp8 caches and bf16 activations, once the CPU library has them (its bf16 row).
+    if (internal::KernelsFor(Device::kCpu, CacheElem::kBF16) != nullptr) {
+      elems.insert(elems.end(), {CacheElem::kBF16, CacheElem::kF8E4M3, CacheElem::kF8E5M2});
+      io_types.push_back(DType::kBF16);
+    } else {
+      MESSAGE("the CPU library has no bf16/fp8 rows: fp32/fp16/int8/int4 only");
+    }
     for (int trial = 0; trial < 400; ++trial) {
-      const CacheElem elem = elems[rng() % 4];
+      const CacheElem elem = elems[rng() % elems.size()];
+      const DType io = io_types[rng() % io_types.size()];
       const bool quantized = elem == CacheElem::kInt8 || elem == CacheElem::kInt4;
-      const bool io_f16 = rng() % 2, scale_f16 = rng() % 2, specials = rng() % 2;
+      const bool io_f16 = io == DType::kF16, scale_f16 = rng() % 2, specials = rng() % 2;
+      const bool fp8 = internal::IsFp8(elem);
+      const float tensor_scales[2] = {
+          fp8 ? std::exp(std::uniform_real_distribution<float>(-6.0f, 3.0f)(rng)) : 1.0f,
+          fp8 ? std::exp(std::uniform_real_distribution<float>(-6.0f, 3.0f)(rng)) : 1.0f};
       const int heads = 1 + static_cast<int>(rng() % 3);
       int dim = 1 + static_cast<int>(rng() % 160);
       if (elem == CacheElem::kInt4) dim += dim % 2;
@@ -317,7 +330,8 @@ TEST_SUITE("gpu_codec") {
       const int64_t tokens = 1 + static_cast<int64_t>(rng() % 6);
       const float range = std::pow(10.0f, std::uniform_real_distribution<float>(-4.0f, 3.0f)(rng));
       INFO("trial " << trial << " elem " << static_cast<int>(elem) << " dim " << dim << " group "
-                    << group << " io_f16 " << io_f16 << " scale_f16 " << scale_f16);
+                    << group << " io " << std::string(DTypeName(io)) << " scale_f16 " << scale_f16
+                    << " tensor scales " << tensor_scales[0] << " " << tensor_scales[1]);
 
       // New tokens (Tq, Hkv, D) in the activation type.
       const size_t count = static_cast<size_t>(tokens) * heads * dim;
@@ -328,16 +342,20 @@ TEST_SUITE("gpu_codec") {
                                  : std::uniform_real_distribution<float>(-range, range)(rng);
         const float v = specials ? SpecialValue(rng, range)
                                  : std::uniform_real_distribution<float>(-range, range)(rng);
-        key16[i] = internal::F32ToF16(k);
-        value16[i] = internal::F32ToF16(v);
-        key32[i] = io_f16 ? internal::F16ToF32(key16[i]) : k;
-        value32[i] = io_f16 ? internal::F16ToF32(value16[i]) : v;
+        internal::StoreActivationOf(k, key16.data(), static_cast<int64_t>(i),
+                                    io == DType::kBF16 ? DType::kBF16 : DType::kF16);
+        internal::StoreActivationOf(v, value16.data(), static_cast<int64_t>(i),
+                                    io == DType::kBF16 ? DType::kBF16 : DType::kF16);
+        key32[i] = io == DType::kF32 ? k : internal::LoadActivationOf(key16.data(), i, io);
+        value32[i] = io == DType::kF32 ? v : internal::LoadActivationOf(value16.data(), i, io);
       }
 
       // Cache of `tokens` slots, layout (slot, head, d); int4 offsets count nibbles.
       const int64_t row_elems = dim, slot_elems = static_cast<int64_t>(heads) * dim;
       const int64_t groups_per_row = dim / group;
-      const size_t elem_bytes = elem == CacheElem::kF32 ? 4 : elem == CacheElem::kF16 ? 2 : 1;
+      const size_t elem_bytes = elem == CacheElem::kF32                                 ? 4
+                                : (elem == CacheElem::kF16 || elem == CacheElem::kBF16) ? 2
+                                                                                        : 1;
       const size_t plane_bytes = elem == CacheElem::kInt4
                                      ? static_cast<size_t>(tokens * slot_elems / 2)
                                      : static_cast<size_t>(tokens * slot_elems) * elem_bytes;
@@ -366,6 +384,7 @@ TEST_SUITE("gpu_codec") {
           out[plane]->scale = quantized ? scales[plane].data() : nullptr;
           out[plane]->scale_slot_stride = heads * groups_per_row;
           out[plane]->scale_head_stride = groups_per_row;
+          out[plane]->tensor_scale = tensor_scales[plane];
         }
         return c;
       };
@@ -377,9 +396,10 @@ TEST_SUITE("gpu_codec") {
       write.batch.seqstarts = seqstarts;
       write.batch.kvstarts = seqstarts;
       write.batch.start_pos = start_pos;
-      write.io_type = io_f16 ? DType::kF16 : DType::kF32;
-      write.current_key = io_f16 ? static_cast<const void*>(key16.data()) : key32.data();
-      write.current_value = io_f16 ? static_cast<const void*>(value16.data()) : value32.data();
+      const bool half_io = io != DType::kF32;
+      write.io_type = io;
+      write.current_key = half_io ? static_cast<const void*>(key16.data()) : key32.data();
+      write.current_value = half_io ? static_cast<const void*>(value16.data()) : value32.data();
       write.kv.cache = describe(cpu_planes, cpu_scales);
       write.kv.slots.mode = internal::SlotMap::Mode::kOffset;
       write.kv.slots.starts = offsets;
@@ -393,17 +413,15 @@ TEST_SUITE("gpu_codec") {
           for (int plane = 0; plane < 2; ++plane) {
             const void* src = plane == 0 ? write.current_key : write.current_value;
             const int64_t first = (t * heads + h) * dim;
-            const auto load = [&](int d) {
-              return internal::LoadActivation(src, first + d, io_f16);
-            };
+            const auto load = [&](int d) { return internal::LoadActivationOf(src, first + d, io); };
             const int64_t offset = t * slot_elems + h * row_elems;
             const size_t byte = elem == CacheElem::kInt4 ? static_cast<size_t>(offset / 2)
                                                          : static_cast<size_t>(offset) * elem_bytes;
             const size_t scale_byte =
                 static_cast<size_t>((t * heads + h) * groups_per_row) * (scale_f16 ? 2 : 4);
-            internal::EncodeRow(load, elem, dim, group, scale_f16, io_f16,
-                                gpu_planes[plane].data() + byte,
-                                quantized ? gpu_scales[plane].data() + scale_byte : nullptr);
+            internal::EncodeRow(
+                load, elem, dim, group, scale_f16, io_f16, gpu_planes[plane].data() + byte,
+                quantized ? gpu_scales[plane].data() + scale_byte : nullptr, tensor_scales[plane]);
           }
         }
       }
@@ -423,8 +441,8 @@ TEST_SUITE("gpu_codec") {
       gather.batch = write.batch;
       gather.io_type = write.io_type;
       gather.num_repeat = 1;
-      gather.key = io_f16 ? static_cast<void*>(out16[0].data()) : out32[0].data();
-      gather.value = io_f16 ? static_cast<void*>(out16[1].data()) : out32[1].data();
+      gather.key = half_io ? static_cast<void*>(out16[0].data()) : out32[0].data();
+      gather.value = half_io ? static_cast<void*>(out16[1].data()) : out32[1].data();
       gather.kv = write.kv;
       internal::Scratch scratch;
       internal::KernelsFor(Device::kCpu, elem)->cpu.gather_rows(gather, 0, 0, tokens, &scratch);
@@ -437,17 +455,17 @@ TEST_SUITE("gpu_codec") {
             const size_t scale_byte =
                 static_cast<size_t>((t * heads + h) * groups_per_row) * (scale_f16 ? 2 : 4);
             const void* out =
-                io_f16 ? static_cast<const void*>(out16[plane].data()) : out32[plane].data();
+                half_io ? static_cast<const void*>(out16[plane].data()) : out32[plane].data();
             for (int d = 0; d < dim; ++d) {
               const float value = internal::DecodeElement(
                   gpu_planes[plane].data() + byte,
                   quantized ? gpu_scales[plane].data() + scale_byte : nullptr, d, elem, group,
-                  scale_f16, io_f16);
+                  scale_f16, io_f16, tensor_scales[plane]);
               // The gather stores in the activation type; so does the CUDA gather kernel.
               std::vector<uint8_t> stored(4);
-              internal::StoreActivation(value, stored.data(), 0, io_f16);
+              internal::StoreActivationOf(value, stored.data(), 0, io);
               const int64_t index = (t * heads + h) * dim + d;
-              if (io_f16) {
+              if (half_io) {
                 uint16_t bits;
                 std::memcpy(&bits, stored.data(), 2);
                 REQUIRE(bits == static_cast<const uint16_t*>(out)[index]);
