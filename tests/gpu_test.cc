@@ -1218,6 +1218,103 @@ void CheckPublicCacheAttention(std::mt19937_64& rng) {
   check_output(cpu_out, "CPU");
 }
 
+/// MultiHeadAttention through the public API on the device: packed bf16/fp16/fp32 keys and values
+/// (an unquantized cache of the activation type), with the window, soft-cap, softmax scale, sinks,
+/// ALiBi and a per-head mask, against the float64 attention.
+void CheckPublicAttention(std::mt19937_64& rng) {
+  const int64_t batch = Uniform(rng, 1, 3);
+  std::vector<int64_t> seqstarts{0}, kvstarts{0};
+  int64_t longest = 1, max_seqlen = 0, max_kvlen = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t seqlen = Uniform(rng, 1, 40);
+    const int64_t kvlen =
+        seqlen + (rng() % 4 == 0 ? Uniform(rng, 1025, 1200) : Uniform(rng, 0, 50));
+    seqstarts.push_back(seqstarts.back() + seqlen);
+    kvstarts.push_back(kvstarts.back() + kvlen);
+    longest = std::max(longest, kvlen);
+    max_seqlen = std::max(max_seqlen, seqlen);
+    max_kvlen = std::max(max_kvlen, kvlen);
+  }
+  Features f = RandomFeatures(rng, longest);
+  f.elem = f.io == DType::kF32   ? CacheElem::kF32
+           : f.io == DType::kF16 ? CacheElem::kF16
+                                 : CacheElem::kBF16;
+  const bool causal = rng() % 3 != 0, masked = rng() % 2 == 0;
+  INFO(Describe(f) << " causal " << causal << " masked " << masked << " batch " << batch);
+  const int64_t tokens = seqstarts.back(), rows = kvstarts.back();
+  const int64_t hq = f.heads(), hkv = f.kv_heads, dim = f.dim;
+  const auto draw = [&] { return UniformF(rng, -1.0f, 1.0f); };
+  const Activations query = MakeActivations(f.io, static_cast<size_t>(tokens * hq * dim), draw);
+  const Activations key = MakeActivations(f.io, static_cast<size_t>(rows * hkv * dim), draw);
+  const Activations value = MakeActivations(f.io, static_cast<size_t>(rows * hkv * dim), draw);
+  const Activations mask =
+      MakeActivations(f.io, masked ? static_cast<size_t>(hq * tokens * rows) : 0,
+                      [&] { return rng() % 8 == 0 ? -INFINITY : UniformF(rng, -2.0f, 1.0f); });
+  dynattn::AttentionAttrs attrs;
+  attrs.num_heads = f.heads();
+  attrs.num_kv_heads = f.kv_heads;
+  attrs.head_dim = f.dim;
+  attrs.is_causal = causal;
+  attrs.is_alibi = f.alibi;
+  attrs.window_left = static_cast<int>(f.window);
+  attrs.logits_soft_cap = f.cap;
+  attrs.softmax_scale = f.scale;
+  using dynattn::TensorView;
+  const dynattn::Device cuda = dynattn::Device::kCuda;
+  const DeviceBytes q_in(query.bytes), k_in(key.bytes), v_in(value.bytes), m_in(mask.bytes);
+  const DeviceBytes out(Poison(query.bytes.size()));
+  const int64_t scalars[3] = {0, max_seqlen, max_kvlen};
+  dynattn::MultiHeadAttentionArgs args;
+  args.query = TensorView::Dense(q_in.get(), f.io, {tokens, hq, dim}, cuda);
+  args.key = TensorView::Dense(k_in.get(), f.io, {rows, hkv, dim}, cuda);
+  args.value = TensorView::Dense(v_in.get(), f.io, {rows, hkv, dim}, cuda);
+  args.seqstarts = TensorView::Dense(seqstarts.data(), DType::kI64, {batch + 1});
+  args.kvstarts = TensorView::Dense(kvstarts.data(), DType::kI64, {batch + 1});
+  args.decoding_batches = TensorView::Dense(&scalars[0], DType::kI64, {});
+  args.max_seqlen = TensorView::Dense(&scalars[1], DType::kI64, {});
+  args.max_kvlen = TensorView::Dense(&scalars[2], DType::kI64, {});
+  if (masked) args.attn_mask = TensorView::Dense(m_in.get(), f.io, {hq, tokens, rows}, cuda);
+  if (!f.sinks.empty()) args.sinks = TensorView::Dense(f.sinks.data(), DType::kF32, {hq});
+  args.attn_output = TensorView::Dense(out.get(), f.io, {tokens, hq, dim}, cuda);
+  const dynattn::Status status = dynattn::MultiHeadAttention(attrs, args);
+  REQUIRE_MESSAGE(status.ok(), status.message());
+  const std::vector<uint8_t> got = out.Fetch(), no_lse;
+  const std::vector<float> slopes = di::AlibiSlopes(f.heads());
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t seqlen = seqstarts[b + 1] - seqstarts[b];
+    const int64_t kvlen = kvstarts[b + 1] - kvstarts[b];
+    const bool limited = f.alibi || f.window >= 0 || (causal && seqlen > 1);
+    for (int64_t r = 0; r < seqlen; ++r) {
+      const int64_t token = seqstarts[b] + r, position = kvlen - seqlen + r;
+      const int64_t first = di::AttentionProblem::WindowStart(position, f.window);
+      const int64_t last = limited ? position : kvlen - 1;
+      for (int h = 0; h < f.heads(); ++h) {
+        const int kvh = h / f.group_size;
+        const auto row = [&](const Activations& a, int64_t j) {
+          return a.values.data() + ((kvstarts[b] + j) * hkv + kvh) * dim;
+        };
+        const auto key_of = [&](int64_t j) { return row(key, j); };
+        const auto value_of = [&](int64_t j) { return row(value, j); };
+        const auto bias = [&](int64_t j) {
+          double x = f.alibi ? double{slopes[h]} * static_cast<double>(j - position) : 0.0;
+          if (masked) x += mask.values[(h * tokens + token) * rows + kvstarts[b] + j];
+          return x;
+        };
+        const float* q = query.values.data() + (token * hq + h) * dim;
+        const Expected e = Attend(f, q, first, last, key_of, value_of, bias,
+                                  f.sinks.empty() ? nullptr : &f.sinks[h]);
+        double vmax = 0.0;
+        for (int64_t j = first; j <= last; ++j) {
+          for (int d = 0; d < f.dim; ++d) vmax = std::max(vmax, std::fabs(double{value_of(j)[d]}));
+        }
+        CheckRow(f, got, no_lse, token * hq + h, e, vmax,
+                 "request " + std::to_string(b) + " row " + std::to_string(r) + " head " +
+                     std::to_string(h));
+      }
+    }
+  }
+}
+
 }  // namespace feature
 
 TEST_SUITE("gpu") {
@@ -1257,6 +1354,15 @@ TEST_SUITE("gpu") {
     for (int trial = 0; trial < 12; ++trial) {
       CAPTURE(trial);
       feature::CheckPublicCacheAttention(rng);
+    }
+  }
+  TEST_CASE("multi_head_attention on the device with bf16 and the new attributes") {
+    const uint64_t seed = feature::FreshSeed();
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    for (int trial = 0; trial < 10; ++trial) {
+      CAPTURE(trial);
+      feature::CheckPublicAttention(rng);
     }
   }
   TEST_CASE("window, soft-cap, scale, sinks, bf16 and fp8 on the CUDA unified rows") {
