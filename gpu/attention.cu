@@ -9,11 +9,11 @@
 //   merge tasks combine them.
 // * A block walks its item's keys once per pass in tiles of up to 32 keys. Each tile's keys and
 //   values are decoded once (core/codec.h, the exact T1(T3(q * s)) of the spec; fp8 bytes times
-//   the plane's tensor scale) into shared memory
-//   and then used by all the pass's query vectors: the GQA group of the KV head times the row
-//   tile (or the readers of a shared segment). A decode item (few vectors) thus reads its K/V
-//   once for all query heads of the KV head; a prefill tile with more vectors than fit in one
-//   pass re-reads its keys per pass (from L2), as every tiled attention does.
+//   the plane's tensor scale) into shared memory and then used by all the pass's query vectors:
+//   the GQA group of the KV head times the row tile (or the readers of a shared segment). A
+//   decode item (few vectors) thus reads its K/V once for all query heads of the KV head; a
+//   prefill tile with more vectors than fit in one pass re-reads its keys per pass (from L2), as
+//   every tiled attention does.
 // * A warp owns a query vector at a time: lane j scores key j of the tile (key rows padded to an
 //   odd stride, so the lanes hit distinct banks), the online softmax reduces across the warp, and
 //   lanes take the head dimension for the P.V accumulation, so any head_dim works.
