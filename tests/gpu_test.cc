@@ -4,7 +4,10 @@
 // writes, with this run's seeds) run on the CPU and then on the CUDA device through the same
 // public API, with every data tensor in device memory and the index tensors on the host, as a
 // serving engine calls it. Caches, scales and gathered keys/values must match the CPU byte for
-// byte; attention outputs must be within the spec's tolerances of the float64 reference.
+// byte; attention outputs must be within the spec's tolerances of the float64 reference. Then
+// the formats and score features of bf16/fp8 caches, windows, soft-cap, softmax scale and sinks on
+// the CUDA rows (direct problems and the public ops), against the host codec's bytes and a float64
+// attention written here.
 //
 // The same file runs on a real device (gpu_suite=device) and on the CUDA emulator
 // (gpu/emulator, gpu_suite=emulator), which executes the unmodified kernels on the CPU in the
