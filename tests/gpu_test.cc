@@ -409,6 +409,23 @@ float CacheValue(std::mt19937_64& rng, float range) {
   }
 }
 
+/// True when two arrays of activations of type `io` hold the same bits, except that any NaN
+/// equals any NaN.
+bool SameUpToNanPayload(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, DType io) {
+  if (a.size() != b.size()) return false;
+  const size_t bytes = io == DType::kF32 ? 4 : 2;
+  for (size_t i = 0; i < a.size() / bytes; ++i) {
+    if (std::memcmp(a.data() + i * bytes, b.data() + i * bytes, bytes) == 0) continue;
+    const float x = di::LoadActivationOf(a.data(), static_cast<int64_t>(i), io);
+    const float y = di::LoadActivationOf(b.data(), static_cast<int64_t>(i), io);
+    if (!(std::isnan(x) && std::isnan(y))) {
+      MESSAGE("element ", i, ": ", x, " vs ", y);
+      return false;
+    }
+  }
+  return true;
+}
+
 /// KeyValueCache on a CUDA row: new tokens written at start_pos, then every request's context
 /// gathered num_repeat times. Cache and scales must be the host codec's (and the CPU row's)
 /// bytes; the gathered rows the host decode of the whole cache (old random bytes included, so
@@ -538,7 +555,9 @@ void CheckCacheIo(CacheElem elem, DType io, std::mt19937_64& rng) {
   for (int plane = 0; plane < 2; ++plane) {
     CHECK(cpu_cache.planes[plane] == expected.planes[plane]);
     CHECK(cpu_cache.scales[plane] == expected.scales[plane]);
-    CHECK(cpu_out[plane] == expected_out[plane]);
+    // Old rows hold random bytes, int8/int4 group scales included: a NaN scale's payload is not
+    // part of the contract, so the CPU's gather is compared with NaN equal to NaN.
+    CHECK(SameUpToNanPayload(cpu_out[plane], expected_out[plane], io));
   }
 }
 
