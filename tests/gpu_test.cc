@@ -61,9 +61,14 @@ std::string CudaError(cudaError_t error) {
     REQUIRE_MESSAGE(cuda_status == cudaSuccess, #call, " failed: ", CudaError(cuda_status)); \
   } while (false)
 
-// Data tensors (every dtype but int64) in device memory; index tensors (int64) stay on the
-// host. Outputs arrive poisoned (0xFF bytes, NaN in floats) from RunLibrary and are copied as
-// such, so an element the device never writes shows up after Fetch.
+// Data tensors (every dtype but int64) in device memory; index tensors (int64) and the small
+// fp32 inputs the library reads on the host (sinks, k_scale, v_scale) stay on the host. Outputs
+// arrive poisoned (0xFF bytes, NaN in floats) from RunLibrary and are copied as such, so an element
+// the device never writes shows up after Fetch.
+bool ReadOnHost(const std::string& name) {
+  return name == "sinks" || name == "k_scale" || name == "v_scale";
+}
+
 class DevicePlacement : public dynattn_test::Placement {
  public:
   DevicePlacement() = default;
@@ -73,9 +78,9 @@ class DevicePlacement : public dynattn_test::Placement {
     for (const Buffer& buffer : buffers_) cudaFree(buffer.device);
   }
 
-  dynattn::TensorView Place(const std::string&, Array& array) override {
+  dynattn::TensorView Place(const std::string& name, Array& array) override {
     dynattn::TensorView view = dynattn_test::ViewOf(array);
-    if (array.dt == Dt::kI64) return view;
+    if (array.dt == Dt::kI64 || ReadOnHost(name)) return view;
     Buffer buffer{&array, nullptr};
     if (!array.bytes.empty()) {
       REQUIRE_CUDA(cudaMalloc(&buffer.device, array.bytes.size()));
