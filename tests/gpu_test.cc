@@ -61,13 +61,15 @@ std::string CudaError(cudaError_t error) {
     REQUIRE_MESSAGE(cuda_status == cudaSuccess, #call, " failed: ", CudaError(cuda_status)); \
   } while (false)
 
-// Data tensors (every dtype but int64) in device memory; index tensors (int64) and the small
-// fp32 inputs the library reads on the host (sinks, k_scale, v_scale) stay on the host. Outputs
-// arrive poisoned (0xFF bytes, NaN in floats) from RunLibrary and are copied as such, so an element
-// the device never writes shows up after Fetch.
+// The small fp32 inputs the library reads on the host, as an engine passes them.
 bool ReadOnHost(const std::string& name) {
   return name == "sinks" || name == "k_scale" || name == "v_scale";
 }
+
+// Data tensors (every dtype but int64) in device memory; index tensors (int64) and the inputs
+// read on the host (ReadOnHost) stay on the host. Outputs arrive poisoned (0xFF bytes, NaN in
+// floats) from RunLibrary and are copied as such, so an element the device never writes shows up
+// after Fetch.
 
 class DevicePlacement : public dynattn_test::Placement {
  public:
