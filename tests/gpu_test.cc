@@ -1181,7 +1181,10 @@ void CheckPublicCacheAttention(std::mt19937_64& rng) {
     args.cache_desc = &desc;
     void* out = place(out_host);
     args.attn_output = TensorView::Dense(out, f.io, {tokens, hq, dim}, device);
-    const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
+    // One CPU thread: under ThreadSanitizer (gpu-tsan) the only threads are then the emulated
+    // kernels' (oneTBB's synchronisation is invisible to it).
+    const dynattn::Status status =
+        dynattn::MultiHeadCacheAttention(attrs, args, dynattn::RunOptions{1});
     REQUIRE_MESSAGE(status.ok(), status.message());
     for (int plane = 0; plane < 2; ++plane) {
       planes_out[plane] = on_device ? device_cache->planes[plane].Fetch() : host_copy.planes[plane];
