@@ -62,7 +62,8 @@ struct Plan {
   std::vector<Step> steps;               ///< Per row.
   std::vector<dynattn_ref::Array> outs;  ///< Per row.
   std::vector<size_t> row_baseline;      ///< Per row: index into baselines.
-  std::vector<size_t> row_timed;         ///< Per row: index into timed.
+  std::vector<size_t> row_timed;         ///< Per row: index into timed (unpinned, or the one mode).
+  std::vector<size_t> row_pinned;        ///< Per row with pin "both": the pinned calls.
   std::vector<Baseline> baselines;
   std::vector<SharedPrefixBench> shared_prefix;
   std::vector<Timed> timed;
@@ -95,6 +96,12 @@ void RerunWithPassiveOpenMp() {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+/// Run-to-run spread of timed calls: (slowest - fastest) / median, in percent.
+double SpreadPct(const std::vector<double>& v) {
+  const auto [low, high] = std::minmax_element(v.begin(), v.end());
+  return 100.0 * (*high - *low) / Median(v);
 }
 
 /// Progress on stderr: the current call on one rewritten line on a terminal, else one line per
@@ -147,12 +154,13 @@ void BuildBaselines(int threads, Plan* plan) {
   }
 }
 
-/// libdynattn on row `r`'s step.
-Timed StepCall(Plan* plan, size_t r, int threads) {
-  return {plan->rows[r].step,
-          [plan, r, threads] {
+/// libdynattn on row `r`'s step, its threads pinned to CPUs or not.
+Timed StepCall(Plan* plan, size_t r, int threads, bool pinned) {
+  return {plan->rows[r].step + (pinned ? " (pinned)" : ""),
+          [plan, r, threads, pinned] {
             RunOptions options;
             options.num_threads = threads;
+            options.pin_threads = pinned;
             const Status s = RunStep(&plan->steps[r], &plan->outs[r], options);
             if (!s.ok()) plan->report_error(plan->rows[r].step + ": " + s.message());
             return s.ok();
@@ -195,8 +203,9 @@ Timed SharedPrefixCall(SharedPrefixBench* b, bool decodes, int threads,
 
 /// The timed calls, grouped by shape: oneDNN, Eigen, then libdynattn's rows of that shape; then
 /// each shared-prefix step, unified then as decodes.
-void ListTimedCalls(int threads, Plan* plan) {
+void ListTimedCalls(int threads, const std::string& pin, Plan* plan) {
   plan->row_timed.assign(plan->rows.size(), 0);
+  plan->row_pinned.assign(plan->rows.size(), 0);
   for (size_t i = 0; i < plan->baselines.size(); ++i) {
     Baseline* b = &plan->baselines[i];
     b->onednn_timed = plan->timed.size();
@@ -206,7 +215,10 @@ void ListTimedCalls(int threads, Plan* plan) {
     for (size_t r = 0; r < plan->rows.size(); ++r) {
       if (plan->row_baseline[r] != i) continue;
       plan->row_timed[r] = plan->timed.size();
-      plan->timed.push_back(StepCall(plan, r, threads));
+      plan->timed.push_back(StepCall(plan, r, threads, pin == "on"));
+      if (pin != "both") continue;
+      plan->row_pinned[r] = plan->timed.size();
+      plan->timed.push_back(StepCall(plan, r, threads, true));
     }
   }
   for (SharedPrefixBench& b : plan->shared_prefix) {
@@ -252,7 +264,8 @@ bool RunRounds(int rounds, Plan* plan, double* foreign_load) {
 RowResult Evaluate(const Plan& plan, size_t r, const MachineLimits& machine) {
   const BenchRow& row = plan.rows[r];
   const Baseline& b = plan.baselines[plan.row_baseline[r]];
-  const double seconds = Median(plan.timed[plan.row_timed[r]].seconds);
+  const std::vector<double>& timed = plan.timed[plan.row_timed[r]].seconds;
+  const double seconds = Median(timed);
   const double bytes = KvBytesRead(plan.steps[r]);
   const double flops = AttentionFlops(plan.steps[r]);
   RowResult out;
@@ -262,6 +275,12 @@ RowResult Evaluate(const Plan& plan, size_t r, const MachineLimits& machine) {
   out.cache_mode = CacheModeName(row.shape.cache_mode);
   out.context = row.context;
   out.median_ms = seconds * 1e3;
+  out.spread_pct = SpreadPct(timed);
+  if (plan.row_pinned[r] != 0) {
+    const std::vector<double>& pinned = plan.timed[plan.row_pinned[r]].seconds;
+    out.pinned_ms = Median(pinned) * 1e3;
+    out.pinned_spread_pct = SpreadPct(pinned);
+  }
   out.gbps = bytes / seconds / 1e9;
   out.gflops = flops / seconds / 1e9;
   out.roofline_ms =
@@ -353,17 +372,23 @@ bool RunBenchmark(const BenchOptions& options) {
     return true;
   }
   RerunWithPassiveOpenMp();
-  MachineLimits machine = MeasureMachine(options.threads);
   Plan plan;
   plan.report_error = options.report_error ? options.report_error : [](const std::string& message) {
     std::fprintf(stderr, "bench: %s\n", message.c_str());
   };
+  // The limits are the machine's (its best target); the kernels may then be held to another.
+  MachineLimits machine = MeasureMachine(options.threads);
+  if (const Status forced = ForceCpuTarget(options.target.c_str()); !forced.ok()) {
+    plan.report_error(forced.message());
+    return false;
+  }
+  if (!options.target.empty()) machine.target = std::string(CpuTargetName()) + " (forced)";
   if (options.only != "unified") plan.rows = StepMatrix(options.quick);
   BuildSteps(&plan);
   BuildBaselines(options.threads, &plan);
   const bool shared_prefix = options.only == "unified" || (options.only.empty() && !options.quick);
   if (shared_prefix && !BuildSharedPrefix(&plan)) return false;
-  ListTimedCalls(options.threads, &plan);
+  ListTimedCalls(options.threads, options.pin, &plan);
   if (!RunRounds(options.repetitions, &plan, &machine.foreign_load)) return false;
   const bool ok = Report(options, machine, plan);
   if (ok && options.only.empty() && !options.quick) RunOverhead(options);

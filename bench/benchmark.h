@@ -26,7 +26,11 @@ struct BenchOptions {
   std::string only;     ///< "steps" or "unified" (the shared-prefix steps): that part alone.
   int threads = 2;      ///< Threads of libdynattn, of both baselines and of the machine figures.
   int repetitions = 7;  ///< Timed calls per step and per baseline shape (the median is reported).
-  std::string json;     ///< Where to write the JSON results; empty for none.
+  /// libdynattn's step calls with threads unpinned ("off"), pinned to CPUs ("on"), or both,
+  /// interleaved ("both": the table shows both medians and each one's run-to-run spread).
+  std::string pin = "both";
+  std::string target;  ///< A SIMD target to force (ForceCpuTarget), e.g. "avx2"; empty: the best.
+  std::string json;    ///< Where to write the JSON results; empty for none.
   ErrorReporter report_error;  ///< Where errors go; empty: "bench: MESSAGE" on stderr.
 };
 

@@ -24,6 +24,9 @@ Json RowJson(const RowResult& r) {
           {"cache_mode", r.cache_mode},
           {"context", r.context},
           {"median_ms", Number(r.median_ms)},
+          {"spread_pct", Number(r.spread_pct)},
+          {"pinned_ms", r.pinned_ms > 0 ? Number(r.pinned_ms) : Json(nullptr)},
+          {"pinned_spread_pct", r.pinned_ms > 0 ? Number(r.pinned_spread_pct) : Json(nullptr)},
           {"gbps", Number(r.gbps)},
           {"gflops", Number(r.gflops)},
           {"roofline_ms", Number(r.roofline_ms)},
@@ -69,12 +72,17 @@ Json SharedPrefixJson(const SharedPrefixResult& r, const MachineLimits& machine)
 
 void PrintRows(const std::vector<RowResult>& rows, std::FILE* out) {
   if (rows.empty()) return;
-  std::fprintf(out, "%-28s %9s %7s %8s %9s %8s %8s %8s\n", "step", "median ms", "GB/s", "GFLOP/s",
-               "roofl. ms", "% roofl.", "vs oneDNN", "vs Eigen");
+  std::fprintf(out, "%-36s %9s %7s %7s %8s %9s %8s %8s %8s %9s %7s\n", "step", "median ms",
+               "spread", "GB/s", "GFLOP/s", "roofl. ms", "% roofl.", "vs oneDNN", "vs Eigen",
+               "pinned ms", "spread");
   for (const RowResult& r : rows) {
-    std::fprintf(out, "%-28s %9.2f %7.2f %8.1f %9.2f %7.1f%% %8.2fx %7.2fx\n", r.step.c_str(),
-                 r.median_ms, r.gbps, r.gflops, r.roofline_ms, r.roofline_pct(), r.vs_onednn(),
-                 r.vs_eigen());
+    std::fprintf(out, "%-36s %9.3f %6.0f%% %7.2f %8.1f %9.2f %7.1f%% %8.2fx %7.2fx", r.step.c_str(),
+                 r.median_ms, r.spread_pct, r.gbps, r.gflops, r.roofline_ms, r.roofline_pct(),
+                 r.vs_onednn(), r.vs_eigen());
+    if (r.pinned_ms > 0) {
+      std::fprintf(out, " %9.3f %6.0f%%", r.pinned_ms, r.pinned_spread_pct);
+    }
+    std::fprintf(out, "\n");
   }
 }
 

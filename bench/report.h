@@ -16,8 +16,9 @@ namespace dynattn::bench {
 
 /// The machine's limits, measured in the same run.
 struct MachineLimits {
-  std::string target;              ///< CpuTargetName(), e.g. "AVX3".
-  int threads = 0;                 ///< Threads of every measurement and of every timed call.
+  std::string target;  ///< The kernels' target, e.g. "AVX3" or "AVX2 (forced)"; the limits are
+                       ///< always measured with the machine's best one.
+  int threads = 0;     ///< Threads of every measurement and of every timed call.
   double bandwidth_gbps = 0;       ///< Streaming read, all threads.
   double fma_gflops = 0;           ///< fp32 FMA peak, all threads.
   double foreign_load = 0;         ///< Share of all CPUs' time other processes took while timing.
@@ -40,7 +41,10 @@ struct BaselineResult {
 struct RowResult {
   std::string step, kind, cache, cache_mode;
   int64_t context = 0;
-  double median_ms = 0;
+  double median_ms = 0;   ///< Unpinned threads (pinned when only those were timed).
+  double spread_pct = 0;  ///< (slowest - fastest) / median of those calls, in percent.
+  double pinned_ms = 0;   ///< Median with pinned threads; 0 when not timed (or the only mode).
+  double pinned_spread_pct = 0;
   double gbps = 0;         ///< KV bytes read (its own cache type) per second.
   double gflops = 0;       ///< Causal-effective flops per second.
   double roofline_ms = 0;  ///< max(bytes / bandwidth, flops / FMA peak).

@@ -76,6 +76,38 @@ void AddModernRows(std::vector<BenchRow>* rows) {
   rows->push_back(prefill);
 }
 
+/// A decode row of another geometry: its own baseline shape, since the heads or the head size
+/// differ from the Llama-3-8B-like default.
+BenchRow VariantRow(const std::string& suffix, int requests, int64_t context, int quant_bit,
+                    int num_heads, int num_kv_heads, int head_dim, int page_size) {
+  StepShape shape = Decodes(requests, context, quant_bit, 1);
+  shape.num_heads = num_heads;
+  shape.num_kv_heads = num_kv_heads;
+  shape.head_dim = head_dim;
+  shape.page_size = page_size;
+  const std::string base = "decode_" + std::to_string(requests) + "x" + std::to_string(context);
+  const std::string geometry = num_heads == 32 && num_kv_heads == 8 && head_dim == 128
+                                   ? ""
+                                   : "_" + std::to_string(num_heads) + "/" +
+                                         std::to_string(num_kv_heads) + "xD" +
+                                         std::to_string(head_dim);
+  return {base + "_" + CacheName(quant_bit) + "_paged" + suffix, "decode", base + geometry, context,
+          shape};
+}
+
+/// Rows that keep every combination in sight: GQA 1 and 8, head dims 64 and 256, pages of 16
+/// tokens; a tiny step (its latency is the per-call overhead) and one long request (split-KV
+/// must put both cores on a single decode).
+void AddCoverageRows(std::vector<BenchRow>* rows) {
+  rows->push_back(VariantRow("_gqa1", 8, 4096, 0, 32, 32, 128, 128));
+  rows->push_back(VariantRow("_gqa8", 8, 4096, 0, 32, 4, 128, 128));
+  rows->push_back(VariantRow("_d64", 8, 4096, 8, 32, 8, 64, 128));
+  rows->push_back(VariantRow("_d256", 8, 4096, 8, 16, 4, 256, 128));
+  rows->push_back(VariantRow("_page16", 8, 4096, 8, 32, 8, 128, 16));
+  rows->push_back(VariantRow("", 1, 16, 0, 32, 8, 128, 16));
+  rows->push_back(VariantRow("", 1, 131072, 0, 32, 8, 128, 128));
+}
+
 BenchRow MixedRow() {
   const StepShape s = Mixed();
   return {"mixed_24dec_2x512_int8", "mixed", "mixed_24dec_2x512", LargestContext(s), s};
@@ -117,6 +149,7 @@ std::vector<BenchRow> StepMatrix(bool quick) {
   if (!quick) rows.push_back(PrefillRow(2048, 8));
   rows.push_back(MixedRow());
   if (!quick) AddModernRows(&rows);
+  if (!quick) AddCoverageRows(&rows);
   return rows;
 }
 

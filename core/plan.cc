@@ -14,11 +14,23 @@ int64_t VisibleKeys(const AttentionProblem& p, int64_t b, int64_t row_end) {
   return std::clamp<int64_t>(kvlen - p.batch.SeqLen(b) + row_end, 0, kvlen);
 }
 
+/// The first key some row of the tile starting at row_begin may see (its first row has the
+/// earliest sliding window), rounded down to a key tile so that tiles keep their places; at most
+/// `visible`.
+int64_t FirstPlannedKey(const AttentionProblem& p, int64_t b, int64_t row_begin, int64_t visible) {
+  const int64_t first = p.FirstVisibleKey(b, row_begin) / kKeyTile * kKeyTile;
+  return std::min(first, visible);
+}
+
+/// A tile's visible keys [first, visible) are cut at the multiples of kSplitKeys (the same split
+/// boundaries with or without a sliding window); splits wholly before the window are left out.
 void PlanTile(const AttentionProblem& p, int64_t b, int32_t row_begin, int32_t row_end,
               AttentionPlan* plan) {
   const int64_t visible = VisibleKeys(p, b, row_end);
-  const int32_t splits =
-      static_cast<int32_t>(std::max<int64_t>(1, (visible + kSplitKeys - 1) / kSplitKeys));
+  const int64_t first = FirstPlannedKey(p, b, row_begin, visible);
+  const int64_t first_split = first / kSplitKeys;
+  const int32_t splits = static_cast<int32_t>(
+      std::max<int64_t>(1, (visible + kSplitKeys - 1) / kSplitKeys - first_split));
   const int64_t vectors = int64_t{p.group_size} * (row_end - row_begin);
   for (int32_t g = 0; g < p.num_kv_heads; ++g) {
     const int64_t state_index = plan->num_states;
@@ -28,8 +40,8 @@ void PlanTile(const AttentionProblem& p, int64_t b, int32_t row_begin, int32_t r
       item.kv_head = g;
       item.row_begin = row_begin;
       item.row_end = row_end;
-      item.key_begin = s * kSplitKeys;
-      item.key_end = std::min(visible, (s + 1) * kSplitKeys);
+      item.key_begin = std::max(first, (first_split + s) * kSplitKeys);
+      item.key_end = std::min(visible, (first_split + s + 1) * kSplitKeys);
       item.num_splits = splits;
       item.state_index = state_index + s * vectors;
       plan->items.push_back(item);

@@ -31,7 +31,9 @@ struct BlockReads {
 
   explicit BlockReads(const UnifiedStep& s) {
     for (int64_t b = 0; b < s.num_requests; ++b) {
-      for (int64_t j = 0; j < s.ContextBlocks(b); ++j) uses.push_back({s.Block(b, j), b, j});
+      for (int64_t j = s.FirstContextBlock(b); j < s.ContextBlocks(b); ++j) {
+        uses.push_back({s.Block(b, j), b, j});
+      }
     }
     std::sort(uses.begin(), uses.end());
     for (size_t i = 0; i < uses.size(); ++i) {
@@ -49,10 +51,12 @@ struct BlockReads {
 };
 
 /// A part of one token's attention, with the logical position of its first key (its rank in the
-/// token's merge order).
+/// token's merge order). A direct part is written as the token's output by its item (its only
+/// part); the others leave states that the token's merge reads.
 struct PendingPart {
   int64_t first_key;
   PartRef ref;
+  bool direct = false;
 };
 
 class Planner {
@@ -116,9 +120,12 @@ class Planner {
     for (const auto& [begin, end] : segments) PlanSegment(begin, end);
   }
 
-  /// Readers of the segment starting with block id `first_block`, in request order.
+  /// Readers of the segment starting with block id `first_block`, in request order, with the
+  /// logical position of the segment's first key (`first_keys`) and each reader's first visible
+  /// segment key (`window_keys`: its sliding window's start, possibly negative).
   std::vector<SharedReader> SegmentReaders(int64_t first_block, int64_t num_blocks,
-                                           std::vector<int64_t>* first_keys) const {
+                                           std::vector<int64_t>* first_keys,
+                                           std::vector<int64_t>* window_keys) const {
     std::vector<SharedReader> readers;
     const auto [first, last] = reads_.Uses(first_block);
     for (size_t u = first; u < last; ++u) {
@@ -133,6 +140,7 @@ class Planner {
         r.origin = context + i - offset;
         readers.push_back(r);
         first_keys->push_back(offset);
+        window_keys->push_back(s_.FirstKey(use.request, i) - offset);
       }
     }
     return readers;
@@ -140,20 +148,23 @@ class Planner {
 
   void PlanSegment(size_t begin, size_t end) {
     const int64_t num_blocks = static_cast<int64_t>(end - begin);
-    std::vector<int64_t> offsets;
+    std::vector<int64_t> offsets, window_keys;
     const std::vector<SharedReader> readers =
-        SegmentReaders(plan_.segment_blocks[begin], num_blocks, &offsets);
+        SegmentReaders(plan_.segment_blocks[begin], num_blocks, &offsets, &window_keys);
     int64_t keys = 0;
     for (const SharedReader& r : readers) keys = std::max(keys, r.visible);
     for (int64_t key0 = 0; key0 < keys; key0 += kSplitKeys) {
       const int64_t key1 = std::min(keys, key0 + kSplitKeys);
-      std::vector<size_t> chunk_readers;
+      std::vector<size_t> chunk_readers;  // readers with a visible key in [key0, key1)
       for (size_t r = 0; r < readers.size(); ++r) {
-        if (readers[r].visible > key0) chunk_readers.push_back(r);
+        if (readers[r].visible > key0 && window_keys[r] < key1) chunk_readers.push_back(r);
       }
       for (size_t t0 = 0; t0 < chunk_readers.size(); t0 += kSharedReaders) {
         const size_t t1 = std::min(chunk_readers.size(), t0 + kSharedReaders);
-        AddSharedTile(begin, readers, offsets, chunk_readers, t0, t1, key0, key1);
+        int64_t first = key1;  // the item starts at the first key tile one of its readers sees
+        for (size_t t = t0; t < t1; ++t) first = std::min(first, window_keys[chunk_readers[t]]);
+        const int64_t start = first <= key0 ? key0 : key0 + (first - key0) / kKeyTile * kKeyTile;
+        AddSharedTile(begin, readers, offsets, chunk_readers, t0, t1, start, key1);
       }
     }
   }
@@ -184,15 +195,18 @@ class Planner {
     plan_.num_states += int64_t{s_.num_kv_heads} * s_.group_size * n;
   }
 
-  /// Request items over keys [key0, key1) for rows [row0, row1) of request b, split in chunks of
-  /// kSplitKeys; `single` items write their rows' outputs directly.
+  /// Request items over keys [key0, key1) for rows [row0, row1) of request b, cut at the
+  /// multiples of kSplitKeys (as PlanAttention cuts a context, so a lone decode gets its splits);
+  /// `single` items (the rows' only part, one chunk) write the outputs directly.
   void AddRequestItems(int64_t b, int32_t row0, int32_t row1, int64_t key0, int64_t key1,
                        UnifiedPath path, bool single) {
     const int32_t rows = row1 - row0;
-    for (int64_t k0 = key0; k0 < key1; k0 += kSplitKeys) {
+    for (int64_t k0 = key0, next = 0; k0 < key1; k0 = next) {
+      next = std::min(key1, (k0 / kSplitKeys + 1) * kSplitKeys);
       const int64_t base = plan_.num_states;
       for (int32_t r = row0; r < row1; ++r) {
-        pending_[s_.query_start_loc[b] + r].push_back({k0, PartRef{base + (r - row0), rows}});
+        pending_[s_.query_start_loc[b] + r].push_back(
+            {k0, PartRef{base + (r - row0), rows}, single});
       }
       for (int g = 0; g < s_.num_kv_heads; ++g) {
         WorkItem item;
@@ -201,7 +215,7 @@ class Planner {
         item.row_begin = row0;
         item.row_end = row1;
         item.key_begin = k0;
-        item.key_end = std::min(key1, k0 + kSplitKeys);
+        item.key_end = next;
         item.num_splits = single ? 1 : 2;  // fixed in FinishParts
         item.state_index = base + int64_t{g} * s_.group_size * rows;
         plan_.request_items.push_back(item);
@@ -215,10 +229,14 @@ class Planner {
   /// also takes the token's own fresh key, so that a decode without shared blocks is one pass
   /// over its context, as in a pure decode step, with no causal item (spec §1.7, the
   /// alternative partition). Returns true when the fresh key was taken.
+  /// Under a sliding window the first run starts at the key tile holding the token's window start,
+  /// as PlanAttention starts a windowed decode (so the two give the same bits).
   bool PlanUniqueRuns(int64_t b) {
     const int64_t blocks = s_.ContextBlocks(b), context = s_.context_lens[b];
+    const int64_t first_block = s_.FirstContextBlock(b);
+    const int64_t window_tile = s_.FirstKey(b, 0) / kKeyTile * kKeyTile;
     bool folded = false;
-    for (int64_t j = 0; j < blocks;) {
+    for (int64_t j = first_block; j < blocks;) {
       if (reads_.Shared(s_.Block(b, j))) {
         ++j;
         continue;
@@ -226,20 +244,27 @@ class Planner {
       int64_t end = j;
       while (end < blocks && !reads_.Shared(s_.Block(b, end))) ++end;
       folded = end == blocks;  // unique blocks are read by one token: QueryLen(b) == 1
+      const int64_t key_begin = j == first_block ? window_tile : j * s_.block_size;
       const int64_t key_end = folded ? context + 1 : end * s_.block_size;
-      const bool single = j == 0 && folded && key_end <= kSplitKeys;
-      AddRequestItems(b, 0, 1, j * s_.block_size, key_end, UnifiedPath::kUnique, single);
+      const bool single =
+          j == first_block && folded && key_begin / kSplitKeys == (key_end - 1) / kSplitKeys;
+      AddRequestItems(b, 0, 1, key_begin, key_end, UnifiedPath::kUnique, single);
       j = end;
     }
     return folded;
   }
 
+  /// Fresh keys of request b against its own tokens. A row tile whose first token's window starts
+  /// past the cached context reads no cached key: its items are its tokens' only parts.
   void PlanCausal(int64_t b) {
     const int64_t queries = s_.QueryLen(b), context = s_.context_lens[b];
     for (int64_t row = 0; row < queries; row += kRowTile) {
       const int64_t row_end = std::min(queries, row + kRowTile);
-      const bool single = s_.ContextBlocks(b) == 0 && row_end <= kSplitKeys;
-      AddRequestItems(b, static_cast<int32_t>(row), static_cast<int32_t>(row_end), context,
+      const int64_t key_begin = std::max(context, s_.FirstKey(b, row));
+      const bool no_cached = s_.ContextBlocks(b) == 0 || s_.FirstKey(b, row) >= context;
+      const bool single =
+          no_cached && key_begin / kSplitKeys == (context + row_end - 1) / kSplitKeys;
+      AddRequestItems(b, static_cast<int32_t>(row), static_cast<int32_t>(row_end), key_begin,
                       context + row_end, UnifiedPath::kCausal, single);
     }
   }
@@ -253,7 +278,7 @@ class Planner {
       std::sort(parts.begin(), parts.end(), [](const PendingPart& x, const PendingPart& y) {
         return x.first_key < y.first_key;
       });
-      if (parts.size() > 1) {
+      if (parts.size() > 1 || (parts.size() == 1 && !parts[0].direct)) {
         for (const PendingPart& part : parts) plan_.parts.push_back(part.ref);
       }
       plan_.part_begin.push_back(static_cast<int64_t>(plan_.parts.size()));
@@ -298,6 +323,7 @@ class CoverageCounter {
     for (int64_t b = 0; b < s.num_requests; ++b) {
       for (int64_t i = 0; i < s.QueryLen(b); ++i) {
         position_.push_back(s.context_lens[b] + i);
+        first_.push_back(s.FirstKey(b, i));
         request_.push_back(b);
       }
     }
@@ -326,7 +352,8 @@ class CoverageCounter {
       for (int g = 0; g < s_.num_kv_heads; ++g) {
         const auto& c = counts_[t * s_.num_kv_heads + g];
         for (size_t pos = 0; pos < c.size(); ++pos) {
-          if (c[pos] != 1) {
+          const int want = static_cast<int64_t>(pos) >= first_[t] ? 1 : 0;  // the window's keys
+          if (c[pos] != want) {
             return "token " + to_string(t) + " kv head " + to_string(g) + " key position " +
                    to_string(pos) + " is covered " + to_string(int{c[pos]}) + " times";
           }
@@ -337,10 +364,12 @@ class CoverageCounter {
   }
 
   int64_t Position(int64_t token) const { return position_[token]; }
+  /// The first key the token sees (its sliding window's start).
+  int64_t First(int64_t token) const { return first_[token]; }
 
  private:
   const UnifiedStep& s_;
-  std::vector<int64_t> position_, request_;
+  std::vector<int64_t> position_, first_, request_;
   std::vector<std::vector<uint8_t>> counts_;
   std::string bad_;
 };
@@ -356,7 +385,8 @@ bool CoverRequestItem(const UnifiedStep& s, const WorkItem& w, CoverageCounter* 
     const int64_t token = s.query_start_loc[w.request] + r;
     // The kernels' rule (MakeQueryRows): bottom-right causal when a request has several tokens.
     const int64_t last = queries > 1 ? context + r : context + queries - 1;
-    for (int64_t k = w.key_begin; k < std::min(w.key_end, last + 1); ++k) {
+    const int64_t first = std::max(w.key_begin, counter->First(token));  // FinishScores' window
+    for (int64_t k = first; k < std::min(w.key_end, last + 1); ++k) {
       if (!counter->Cover(token, w.kv_head, k)) return false;
     }
     for (int h = 0; h < s.group_size; ++h) {
@@ -376,7 +406,8 @@ bool CoverSharedItem(const UnifiedStep& s, const SharedItem& w, CoverageCounter*
   for (int32_t r = 0; r < w.num_readers; ++r) {
     const SharedReader& reader = w.readers[r];
     const int64_t shift = counter->Position(reader.token) - reader.origin;
-    for (int64_t k = w.key_begin; k < std::min(w.key_end, reader.visible); ++k) {
+    const int64_t first = std::max(w.key_begin, counter->First(reader.token) - shift);
+    for (int64_t k = first; k < std::min(w.key_end, reader.visible); ++k) {
       if (!counter->Cover(reader.token, w.kv_head, k + shift)) return false;
     }
     for (int h = 0; h < s.group_size; ++h) {

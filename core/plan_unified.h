@@ -14,6 +14,11 @@
 // (`CheckCoverage` proves it; debug builds run it on every call). A decode without shared blocks
 // is thus planned exactly as a pure decode step plans it, and gets the same bits.
 //
+// Sliding window (window_left >= 0): a token at position i reads keys [i - window_left, i] only.
+// A request reads its cached blocks from the one holding its first token's window start; blocks
+// before it are neither planned, read nor counted, and each item starts at the first key tile
+// one of its tokens sees.
+//
 // Every token's parts are listed in logical key order (shared segments and unique runs as its
 // request reads them, then its causal splits) and merged in that order, so a token's bits depend
 // on its own request and on which of its blocks are shared, never on thread count or on the
@@ -44,13 +49,24 @@ struct UnifiedStep {
   int64_t block_stride = 1;
   int num_kv_heads = 1;
   int group_size = 1;
+  int64_t window_left = -1;  ///< Sliding window: -1 = off, else keys [i - window_left, i].
 
   int64_t QueryLen(int64_t b) const { return query_start_loc[b + 1] - query_start_loc[b]; }
   int64_t Tokens() const { return query_start_loc[num_requests]; }
-  /// Cached blocks request b reads in this step (none when it has no query token).
+  /// Cached blocks [0, n) of request b's context (none when it has no query token).
   int64_t ContextBlocks(int64_t b) const {
     if (QueryLen(b) == 0) return 0;
     return (context_lens[b] + block_size - 1) / block_size;
+  }
+  /// The first key query token i of request b sees: its sliding window's start (0 when off).
+  int64_t FirstKey(int64_t b, int64_t i) const {
+    return AttentionProblem::WindowStart(context_lens[b] + i, window_left);
+  }
+  /// The first cached block request b reads: the one holding its first token's window start, or
+  /// ContextBlocks(b) when that window starts past the cached context.
+  int64_t FirstContextBlock(int64_t b) const {
+    const int64_t first = FirstKey(b, 0);
+    return first >= context_lens[b] ? ContextBlocks(b) : first / block_size;
   }
   int64_t Block(int64_t b, int64_t j) const { return block_table[b * table_stride + j]; }
 };

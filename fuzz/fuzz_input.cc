@@ -3,6 +3,8 @@
 #include "fuzz/fuzz_input.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace dynattn_fuzz {
@@ -30,6 +32,14 @@ constexpr int64_t kExtremes[16] = {
     (1 << 20) + 1,
 };
 
+// Compact reals: 0 is 0; 0x01-0xFE pick one of kReals (valid and hostile values alike); 0xFF is
+// followed by the 4 little-endian bytes of any float.
+constexpr float kReals[16] = {
+    1.0f,  0.5f, 2.0f,     30.0f,     50.0f,  0.125f, 1e-3f,  1e4f,
+    -1.0f, NAN,  INFINITY, -INFINITY, 1e-30f, 1e-45f, 448.0f, 3.4e38f,
+};
+constexpr uint8_t kRawReal = 0xFF;
+
 class Reader {
  public:
   Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
@@ -47,6 +57,15 @@ class Reader {
     if (b == 0xF1) return static_cast<int32_t>(static_cast<uint32_t>(Bytes(4)));
     if (b == 0xF2) return static_cast<int64_t>(Bytes(8));
     return -static_cast<int64_t>(b - 0xF2);
+  }
+  float Real() {
+    const uint8_t b = Byte();
+    if (b == 0) return 0.0f;
+    if (b != kRawReal) return kReals[(b - 1) % 16];
+    const uint32_t bits = static_cast<uint32_t>(Bytes(4));
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
   }
 
  private:
@@ -72,6 +91,42 @@ void PutInt(int64_t v, std::string* out) {
     out->push_back(static_cast<char>(0xF2));
     PutBytes(static_cast<uint64_t>(v), 8, out);
   }
+}
+
+// A real as the shortest code that reads back as the same bits.
+void PutReal(float v, std::string* out) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  if (bits == 0) {
+    out->push_back(0);
+    return;
+  }
+  for (int i = 0; i < 16; ++i) {
+    uint32_t table_bits;
+    std::memcpy(&table_bits, &kReals[i], sizeof table_bits);
+    if (table_bits == bits) {
+      out->push_back(static_cast<char>(i + 1));
+      return;
+    }
+  }
+  out->push_back(static_cast<char>(kRawReal));
+  PutBytes(bits, 4, out);
+}
+
+// a + b modulo 2^64 (the window is stored off by one, and any int64 must survive the trip).
+int64_t WrappingAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+
+// Bits of the ext byte.
+constexpr uint8_t kExtBf16 = 1, kExtSinks = 8, kExtKScale = 16, kExtVScale = 32;
+constexpr int kExtCacheShift = 1;
+
+uint8_t ExtBit(const char* name) {
+  const std::string n = name;
+  if (n == "sinks") return kExtSinks;
+  if (n == "k_scale") return kExtKScale;
+  return kExtVScale;
 }
 
 uint64_t Fnv1a(const uint8_t* data, size_t size) {
@@ -134,6 +189,22 @@ const std::vector<TensorSpec>& OpTensors(Op op) {
   return kTensors[static_cast<int>(op)];
 }
 
+const std::vector<TensorSpec>& ExtraTensors(Op op) {
+  static const std::vector<TensorSpec> kExtras[kNumOps] = {
+      {{"k_scale", Role::kTensorScale}, {"v_scale", Role::kTensorScale}},
+      {{"sinks", Role::kSinks}},
+      {{"sinks", Role::kSinks}, {"k_scale", Role::kTensorScale}, {"v_scale", Role::kTensorScale}},
+      {{"sinks", Role::kSinks}, {"k_scale", Role::kTensorScale}, {"v_scale", Role::kTensorScale}},
+  };
+  return kExtras[static_cast<int>(op)];
+}
+
+std::vector<TensorSpec> AllTensors(Op op) {
+  std::vector<TensorSpec> all = OpTensors(op);
+  for (const TensorSpec& extra : ExtraTensors(op)) all.push_back(extra);
+  return all;
+}
+
 uint8_t Flags::Encode() const {
   return static_cast<uint8_t>(f16 | int32_index << 1 | f32_scale << 2 | two_threads << 3 |
                               plan_run << 4);
@@ -157,6 +228,47 @@ int64_t* AttrAt(Attrs* a, int i) {
   return fields[i];
 }
 
+namespace {
+
+// Reads what follows a present tensor's header byte.
+void ReadTensor(const TensorSpec& spec, uint8_t header, Reader* in, TensorInput* t) {
+  t->rank = header & 7;
+  t->mutation = static_cast<Mutation>((header >> 3) & 7);
+  if (t->mutation == Mutation::kOtherDType) t->other_dtype = in->Byte();
+  for (int d = 0; d < std::min(t->rank, 6); ++d) t->shape[d] = in->Int();
+  if (spec.role == Role::kIndex) {
+    const int64_t count = in->Int();
+    for (int64_t i = 0; i < std::clamp<int64_t>(count, 0, kMaxIndexValues); ++i) {
+      t->index_values.push_back(in->Int());
+    }
+  }
+  if (spec.role == Role::kSinks || spec.role == Role::kTensorScale) {
+    const int64_t count = in->Int();
+    for (int64_t i = 0; i < std::clamp<int64_t>(count, 0, kMaxRealValues); ++i) {
+      t->real_values.push_back(in->Real());
+    }
+  }
+}
+
+// Writes a present tensor: header byte, extents, values.
+void WriteTensor(const TensorSpec& spec, const TensorInput& t, std::string* out) {
+  out->push_back(static_cast<char>((t.rank & 7) | static_cast<int>(t.mutation) << 3));
+  if (t.mutation == Mutation::kOtherDType) out->push_back(static_cast<char>(t.other_dtype));
+  for (int d = 0; d < std::min(t.rank, 6); ++d) PutInt(t.shape[d], out);
+  if (spec.role == Role::kIndex) {
+    const int64_t count = std::min<int64_t>(t.index_values.size(), kMaxIndexValues);
+    PutInt(count, out);
+    for (int64_t i = 0; i < count; ++i) PutInt(t.index_values[i], out);
+  }
+  if (spec.role == Role::kSinks || spec.role == Role::kTensorScale) {
+    const int64_t count = std::min<int64_t>(t.real_values.size(), kMaxRealValues);
+    PutInt(count, out);
+    for (int64_t i = 0; i < count; ++i) PutReal(t.real_values[i], out);
+  }
+}
+
+}  // namespace
+
 Call Decode(const uint8_t* data, size_t size) {
   Reader in(data, size);
   Call call;
@@ -167,18 +279,19 @@ Call Decode(const uint8_t* data, size_t size) {
     TensorInput t;
     const uint8_t header = in.Byte();
     t.present = header != 0xFF;
-    if (t.present) {
-      t.rank = header & 7;
-      t.mutation = static_cast<Mutation>((header >> 3) & 7);
-      if (t.mutation == Mutation::kOtherDType) t.other_dtype = in.Byte();
-      for (int d = 0; d < std::min(t.rank, 6); ++d) t.shape[d] = in.Int();
-      if (spec.role == Role::kIndex) {
-        const int64_t count = in.Int();
-        for (int64_t i = 0; i < std::clamp<int64_t>(count, 0, kMaxIndexValues); ++i) {
-          t.index_values.push_back(in.Int());
-        }
-      }
-    }
+    if (t.present) ReadTensor(spec, header, &in, &t);
+    call.tensors.push_back(std::move(t));
+  }
+  const uint8_t ext = in.Byte();
+  call.ext.bf16 = ext & kExtBf16;
+  call.ext.cache = static_cast<CacheChoice>((ext >> kExtCacheShift) & 3);
+  call.ext.window_left = WrappingAdd(in.Int(), -1);
+  call.ext.logits_soft_cap = in.Real();
+  call.ext.softmax_scale = in.Real();
+  for (const TensorSpec& spec : ExtraTensors(call.op)) {
+    TensorInput t;
+    t.present = (ext & ExtBit(spec.name)) != 0;
+    if (t.present) ReadTensor(spec, in.Byte(), &in, &t);
     call.tensors.push_back(std::move(t));
   }
   call.data_seed = Fnv1a(data, size);
@@ -198,16 +311,27 @@ std::string Encode(const Call& call) {
       out.push_back(static_cast<char>(0xFF));
       continue;
     }
-    out.push_back(static_cast<char>((t.rank & 7) | static_cast<int>(t.mutation) << 3));
-    if (t.mutation == Mutation::kOtherDType) out.push_back(static_cast<char>(t.other_dtype));
-    for (int d = 0; d < std::min(t.rank, 6); ++d) PutInt(t.shape[d], &out);
-    if (specs[k].role == Role::kIndex) {
-      const int64_t count = std::min<int64_t>(t.index_values.size(), kMaxIndexValues);
-      PutInt(count, &out);
-      for (int64_t i = 0; i < count; ++i) PutInt(t.index_values[i], &out);
-    }
+    WriteTensor(specs[k], t, &out);
   }
-  return out;
+  // The extension; its trailing zero bytes are left out (missing bytes read as 0), so a call
+  // that uses none of it encodes exactly as before the extension existed.
+  const std::vector<TensorSpec>& extras = ExtraTensors(call.op);
+  uint8_t ext = static_cast<uint8_t>((call.ext.bf16 ? kExtBf16 : 0) |
+                                     static_cast<int>(call.ext.cache) << kExtCacheShift);
+  std::string tail;
+  for (size_t k = 0; k < extras.size(); ++k) {
+    const TensorInput& t = call.tensors[specs.size() + k];
+    if (!t.present) continue;
+    ext |= ExtBit(extras[k].name);
+    WriteTensor(extras[k], t, &tail);
+  }
+  std::string ext_bytes(1, static_cast<char>(ext));
+  PutInt(WrappingAdd(call.ext.window_left, 1), &ext_bytes);
+  PutReal(call.ext.logits_soft_cap, &ext_bytes);
+  PutReal(call.ext.softmax_scale, &ext_bytes);
+  ext_bytes += tail;
+  while (!ext_bytes.empty() && ext_bytes.back() == 0) ext_bytes.pop_back();
+  return out + ext_bytes;
 }
 
 }  // namespace dynattn_fuzz

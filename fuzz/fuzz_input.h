@@ -11,6 +11,13 @@
 // a header byte (0xFF = absent; else rank = low 3 bits, mutation = next 3 bits), `rank` extents
 // (at most 6 are stored; rank 7 is kept as an invalid rank), then for index tensors up to
 // kMaxIndexValues values. Integers are "compact": see ReadInt.
+//
+// Then the extension (Ext), where a zero byte always means "off", so that an input written
+// before it existed (which ends earlier: missing bytes read as 0) keeps its meaning: an ext
+// byte (bf16 activations, cache element, which of the op's ExtraTensors are present), the
+// window (compact integer + 1), the soft-cap and the softmax scale (compact reals, see
+// ReadReal), then each present extra tensor: a header as above, its extents, a count and up to
+// kMaxRealValues compact reals (its values, repeated; none: drawn from the generator).
 
 #ifndef DYNATTN_FUZZ_FUZZ_INPUT_H_
 #define DYNATTN_FUZZ_FUZZ_INPUT_H_
@@ -28,12 +35,14 @@ inline constexpr int kNumOps = 4;
 
 /// What a tensor is to its op: decides its default dtype and how it is filled.
 enum class Role : uint8_t {
-  kActivation,  ///< fp32/fp16 input (query, keys, values, mask).
-  kIndex,       ///< int64/int32 offsets, tables and scalars: values come from the input.
-  kCache,       ///< The PMX cache: int8 when quantized, else the activation dtype.
-  kScale,       ///< Group scales: fp16 or fp32.
-  kOutput,      ///< Written by the call, activation dtype.
-  kLse,         ///< Written by the call, fp32.
+  kActivation,   ///< fp32/fp16 input (query, keys, values, mask).
+  kIndex,        ///< int64/int32 offsets, tables and scalars: values come from the input.
+  kCache,        ///< The PMX cache: int8 when quantized, else the activation dtype.
+  kScale,        ///< Group scales: fp16 or fp32.
+  kOutput,       ///< Written by the call, activation dtype.
+  kLse,          ///< Written by the call, fp32.
+  kSinks,        ///< fp32 (Hq) attention sinks: values from the input (or drawn).
+  kTensorScale,  ///< fp32 0-d fp8 per-tensor scale: value from the input.
 };
 
 /// A tensor of an op, by its spec name.
@@ -44,6 +53,10 @@ struct TensorSpec {
 
 /// The tensors of `op`, in input order.
 const std::vector<TensorSpec>& OpTensors(Op op);
+/// The optional tensors of `op` drawn in the extension (sinks, k_scale, v_scale; those it has).
+const std::vector<TensorSpec>& ExtraTensors(Op op);
+/// OpTensors(op) then ExtraTensors(op): the order of Call::tensors.
+std::vector<TensorSpec> AllTensors(Op op);
 
 /// How a tensor view is spoiled before the call (the library must refuse or survive each).
 enum class Mutation : uint8_t {
@@ -68,6 +81,19 @@ struct Flags {
   static Flags Decode(uint8_t byte);
 };
 
+/// Element of the cache tensor (the extension's choice; kDefault: int8 when quantized, else the
+/// activations' dtype).
+enum class CacheChoice : uint8_t { kDefault, kBF16, kF8E4M3, kF8E5M2 };
+
+/// The extension's draws: the issue-13 attributes, bf16 activations and the cache element.
+struct Ext {
+  bool bf16 = false;                          ///< Activations bf16 (overrides Flags::f16).
+  CacheChoice cache = CacheChoice::kDefault;  ///< Element of the cache tensor.
+  int64_t window_left = -1;                   ///< AttentionAttrs::window_left.
+  float logits_soft_cap = 0.0f;               ///< AttentionAttrs::logits_soft_cap.
+  float softmax_scale = 0.0f;                 ///< AttentionAttrs::softmax_scale.
+};
+
 /// The attributes of every op, in input order.
 struct Attrs {
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, is_causal = 0, is_alibi = 0, num_layer = 1,
@@ -85,7 +111,11 @@ struct TensorInput {
   Mutation mutation = Mutation::kNone;
   uint8_t other_dtype = 0;            ///< For kOtherDType: the dtype index to use.
   std::vector<int64_t> index_values;  ///< Index tensors: the values (repeated to fill).
+  std::vector<float> real_values;     ///< Extra tensors: the values (repeated to fill).
 };
+
+/// Extra tensors carry at most this many values (the rest repeat the last one).
+inline constexpr int kMaxRealValues = 64;
 
 /// Index tensors carry at most this many values (the rest repeat the last one).
 inline constexpr int kMaxIndexValues = 512;
@@ -95,7 +125,8 @@ struct Call {
   Op op = Op::kKeyValueCache;
   Flags flags;
   Attrs attrs;
-  std::vector<TensorInput> tensors;  ///< One per OpTensors(op) entry.
+  Ext ext;
+  std::vector<TensorInput> tensors;  ///< One per AllTensors(op) entry.
   uint64_t data_seed = 0;            ///< Seeds the fill of data tensors.
 };
 

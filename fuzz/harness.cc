@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,11 @@ using dynattn::TensorView;
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 19;  // 512 KiB per tensor
 constexpr int64_t kMaxCallBytes = int64_t{1} << 21;    // 2 MiB per call
 constexpr int64_t kMaxWork = int64_t{1} << 23;  // ~ query elements x key rows, past it: plan only
-constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kI8, DType::kI64, DType::kI32};
+constexpr DType kDTypes[] = {DType::kF32, DType::kF16,  DType::kI8,     DType::kI64,
+                             DType::kI32, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2};
+// fp8 scales past this may overflow fp32 once multiplied by an fp8 maximum and summed over a
+// row: a call with one is checked for everything but the finiteness of its outputs.
+constexpr float kMaxFiniteSafeScale = 1e30f;
 
 Totals totals;
 
@@ -65,8 +70,22 @@ bool IsWritten(Role role) {
 
 bool IsCacheMemory(Role role) { return role == Role::kCache || role == Role::kScale; }
 
+DType CacheDType(const Call& call, DType act) {
+  switch (call.ext.cache) {
+    case CacheChoice::kDefault:
+      return call.attrs.quant_bit != 0 ? DType::kI8 : act;
+    case CacheChoice::kBF16:
+      return DType::kBF16;
+    case CacheChoice::kF8E4M3:
+      return DType::kF8E4M3;
+    case CacheChoice::kF8E5M2:
+      return DType::kF8E5M2;
+  }
+  return act;
+}
+
 DType RoleDType(Role role, const Call& call) {
-  const DType act = call.flags.f16 ? DType::kF16 : DType::kF32;
+  const DType act = call.ext.bf16 ? DType::kBF16 : (call.flags.f16 ? DType::kF16 : DType::kF32);
   switch (role) {
     case Role::kActivation:
     case Role::kOutput:
@@ -74,13 +93,32 @@ DType RoleDType(Role role, const Call& call) {
     case Role::kIndex:
       return call.flags.int32_index ? DType::kI32 : DType::kI64;
     case Role::kCache:
-      return call.attrs.quant_bit != 0 ? DType::kI8 : act;
+      return CacheDType(call, act);
     case Role::kScale:
       return call.flags.f32_scale ? DType::kF32 : DType::kF16;
     case Role::kLse:
+    case Role::kSinks:
+    case Role::kTensorScale:
       return DType::kF32;
   }
   return act;
+}
+
+// bf16 bits of `x`, rounded to nearest even (x is finite here).
+uint16_t ToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// A random fp8 byte that is a finite number: NaN (and e5m2's infinities) would make any
+// output that reads them NaN, which the finiteness check cannot tell from a kernel bug.
+uint8_t FiniteFp8(DType dtype, uint64_t random) {
+  uint8_t b = static_cast<uint8_t>(random & 0xFF);
+  if (dtype == DType::kF8E4M3 && (b & 0x7F) == 0x7F) b ^= 1;     // 0x7F/0xFF: NaN
+  if (dtype == DType::kF8E5M2 && (b & 0x7C) == 0x7C) b &= 0x7B;  // exponent 31
+  return b;
 }
 
 /// splitmix64: a cheap generator for data values (their distribution does not steer validation).
@@ -108,15 +146,26 @@ void Fill(const TensorInput& t, int64_t count, Rng* rng, Buffer* b) {
     std::memset(b->storage.data(), 0xFF, b->bytes);  // poison: NaN in fp16 and fp32
     return;
   }
-  const Uniform unit = b->role == Role::kScale ? Uniform{0.01f, 1.0f} : Uniform{-2.0f, 2.0f};
+  const bool positive = b->role == Role::kScale || b->role == Role::kTensorScale;
+  const Uniform unit = positive ? Uniform{0.01f, 1.0f} : Uniform{-2.0f, 2.0f};
   void* p = b->storage.data();
   for (int64_t i = 0; i < count; ++i) {
     const bool has_value = b->role == Role::kIndex && !t.index_values.empty();
     const int64_t v =
         has_value ? t.index_values[std::min<size_t>(i, t.index_values.size() - 1)] : 0;
+    const bool has_real = !t.real_values.empty();
+    const float real =
+        has_real ? t.real_values[std::min<size_t>(i, t.real_values.size() - 1)] : 0.0f;
     switch (b->view.dtype) {
       case DType::kF32:
-        static_cast<float*>(p)[i] = unit(*rng);
+        static_cast<float*>(p)[i] = has_real ? real : unit(*rng);
+        break;
+      case DType::kBF16:
+        static_cast<uint16_t*>(p)[i] = ToBf16(unit(*rng));
+        break;
+      case DType::kF8E4M3:
+      case DType::kF8E5M2:
+        static_cast<uint8_t*>(p)[i] = FiniteFp8(b->view.dtype, (*rng)());
         break;
       case DType::kF16:
         static_cast<uint16_t*>(p)[i] = dynattn::FloatToHalf(unit(*rng));
@@ -150,7 +199,7 @@ void Alias(const Buffer& previous, int64_t bytes, bool inside, Buffer* b) {
 /// Builds the buffers of `call`; false when they exceed the harness's memory cap.
 bool BuildBuffers(const Call& call, std::vector<Buffer>* buffers) {
   Rng rng{call.data_seed};
-  const std::vector<TensorSpec>& specs = OpTensors(call.op);
+  const std::vector<TensorSpec> specs = AllTensors(call.op);
   int64_t call_bytes = 0;
   const Buffer* previous = nullptr;
   for (size_t k = 0; k < specs.size(); ++k) {
@@ -159,7 +208,7 @@ bool BuildBuffers(const Call& call, std::vector<Buffer>* buffers) {
     Buffer& b = buffers->back();
     if (!t.present) continue;
     DType dtype = RoleDType(b.role, call);
-    if (t.mutation == Mutation::kOtherDType) dtype = kDTypes[t.other_dtype % 5];
+    if (t.mutation == Mutation::kOtherDType) dtype = kDTypes[t.other_dtype % std::size(kDTypes)];
     const int stored_rank = std::min(t.rank, 6);
     b.view = TensorView::Dense(nullptr, dtype, stored_rank, t.shape);
     b.view.rank = t.rank;
@@ -229,14 +278,30 @@ dynattn::CacheAttrs CacheAttrsOf(const Attrs& a) {
   return c;
 }
 
-dynattn::AttentionAttrs AttentionAttrsOf(const Attrs& a) {
+// The extension's score attributes (window, soft-cap, softmax scale) into `attrs`.
+template <typename AttentionLikeAttrs>
+void SetScoreAttrs(const Ext& ext, AttentionLikeAttrs* attrs) {
+  attrs->window_left = static_cast<int>(ext.window_left);
+  attrs->logits_soft_cap = ext.logits_soft_cap;
+  attrs->softmax_scale = ext.softmax_scale;
+}
+
+dynattn::AttentionAttrs AttentionAttrsOf(const Call& call) {
+  const Attrs& a = call.attrs;
   dynattn::AttentionAttrs t;
   t.num_heads = static_cast<int>(a.num_heads);
   t.num_kv_heads = static_cast<int>(a.num_kv_heads);
   t.head_dim = static_cast<int>(a.head_dim);
   t.is_causal = a.is_causal != 0;
   t.is_alibi = a.is_alibi != 0;
+  SetScoreAttrs(call.ext, &t);
   return t;
+}
+
+dynattn::ContextOptions ContextOptionsOf(int threads) {
+  dynattn::ContextOptions options;
+  options.num_threads = threads;
+  return options;
 }
 
 /// Plan, then Run twice with the bits of the outputs and the cache compared; or the one-shot.
@@ -256,8 +321,8 @@ Status Invoke(const Call& call, bool plan_only, const Attrs_& attrs, const Args&
   Status status = plan_fn(attrs, args, &plan);
   if (!status.ok() || plan_only) return status;
   // Contexts are reused across inputs, as an engine reuses its own across steps.
-  static dynattn::Context contexts[2] = {dynattn::Context(dynattn::ContextOptions{1, nullptr}),
-                                         dynattn::Context(dynattn::ContextOptions{2, nullptr})};
+  static dynattn::Context contexts[2] = {dynattn::Context(ContextOptionsOf(1)),
+                                         dynattn::Context(ContextOptionsOf(2))};
   dynattn::Context& context = contexts[threads - 1];
   status = run_fn(plan, args, &context);
   if (!status.ok()) return status;
@@ -286,13 +351,13 @@ Status CallOp(const Call& call, bool plan_only, std::vector<Buffer>* buffers) {
                     &dynattn::KeyValueCache, buffers);
     }
     case Op::kMultiHeadAttention:
-      return Invoke(call, plan_only, AttentionAttrsOf(a),
+      return Invoke(call, plan_only, AttentionAttrsOf(call),
                     dynattn::MultiHeadAttentionArgsByName(tensors),
                     &dynattn::PlanMultiHeadAttention, &dynattn::RunMultiHeadAttention,
                     &dynattn::MultiHeadAttention, buffers);
     case Op::kMultiHeadCacheAttention: {
       dynattn::MultiHeadCacheAttentionAttrs attrs;
-      attrs.attention = AttentionAttrsOf(a);
+      attrs.attention = AttentionAttrsOf(call);
       attrs.cache = CacheAttrsOf(a);
       return Invoke(call, plan_only, attrs, dynattn::MultiHeadCacheAttentionArgsByName(tensors),
                     &dynattn::PlanMultiHeadCacheAttention, &dynattn::RunMultiHeadCacheAttention,
@@ -304,6 +369,7 @@ Status CallOp(const Call& call, bool plan_only, std::vector<Buffer>* buffers) {
       attrs.num_kv_heads = static_cast<int>(a.num_kv_heads);
       attrs.head_dim = static_cast<int>(a.head_dim);
       attrs.is_alibi = a.is_alibi != 0;
+      SetScoreAttrs(call.ext, &attrs);
       const int kv_heads = attrs.num_kv_heads > 0 ? attrs.num_kv_heads : attrs.num_heads;
       dynattn::BlockCache cache;
       DYNATTN_RETURN_IF_ERROR(dynattn::MakePmxBlockCache(tensors("cache"), tensors("scale"),
@@ -331,6 +397,7 @@ bool TooMuchWork(const std::vector<Buffer>& buffers) {
 
 bool IsFiniteElement(const TensorView& v, int64_t i) {
   if (v.dtype == DType::kF16) return (v.As<const uint16_t>()[i] & 0x7C00) != 0x7C00;
+  if (v.dtype == DType::kBF16) return (v.As<const uint16_t>()[i] & 0x7F80) != 0x7F80;
   return std::isfinite(v.As<const float>()[i]);
 }
 
@@ -344,7 +411,30 @@ void CheckRefused(const Status& status, const std::vector<Buffer>& buffers) {
   }
 }
 
+/// False when an fp8 scale is so large that dequantized values may overflow fp32 in a row's sums
+/// (then an output may rightly be infinite or NaN).
+bool OutputsMustBeFinite(const std::vector<Buffer>& buffers) {
+  for (const Buffer& b : buffers) {
+    if (b.role != Role::kTensorScale || b.storage.empty() || b.view.dtype != DType::kF32) continue;
+    for (int64_t i = 0; i < b.view.NumElements(); ++i) {
+      if (!(std::fabs(b.view.As<const float>()[i]) <= kMaxFiniteSafeScale)) return false;
+    }
+  }
+  return true;
+}
+
+// True when element i still holds the poison Fill wrote (all bits set).
+bool IsPoison(const TensorView& v, int64_t i) {
+  const size_t size = dynattn::DTypeSize(v.dtype);
+  const auto* bytes = static_cast<const uint8_t*>(v.data) + i * static_cast<int64_t>(size);
+  for (size_t k = 0; k < size; ++k) {
+    if (bytes[k] != 0xFF) return false;
+  }
+  return true;
+}
+
 void CheckAccepted(const std::vector<Buffer>& buffers) {
+  const bool finite = OutputsMustBeFinite(buffers);
   for (const Buffer& b : buffers) {
     if (!IsWritten(b.role) && b.storage != b.snapshot) {
       Broken(std::string("input ") + b.name + " changed by an accepted call");
@@ -352,8 +442,11 @@ void CheckAccepted(const std::vector<Buffer>& buffers) {
     if ((b.role != Role::kOutput && b.role != Role::kLse) || b.storage.empty()) continue;
     const int64_t n = b.view.NumElements();
     for (int64_t i = 0; i < n; ++i) {
-      const bool ok = b.role == Role::kLse ? !std::isnan(b.view.As<const float>()[i])
-                                           : IsFiniteElement(b.view, i);
+      bool ok = !IsPoison(b.view, i);
+      if (finite) {
+        ok = b.role == Role::kLse ? !std::isnan(b.view.As<const float>()[i])
+                                  : IsFiniteElement(b.view, i);
+      }
       if (!ok) Broken(std::string(b.name) + " element " + std::to_string(i) + " not written");
     }
   }
@@ -365,7 +458,7 @@ int RunOneInput(const uint8_t* data, size_t size) {
   ++totals.inputs;
   const Call call = Decode(data, size);
   std::vector<Buffer> buffers;
-  buffers.reserve(OpTensors(call.op).size());
+  buffers.reserve(AllTensors(call.op).size());
   if (!BuildBuffers(call, &buffers)) {
     ++totals.skipped;
     return 0;

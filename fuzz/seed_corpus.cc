@@ -58,6 +58,32 @@ void SetAttrs(const std::map<std::string, std::string>& values, dynattn_fuzz::At
   }
 }
 
+/// The extension's attributes: window, soft-cap, softmax scale, and an fp8 cache's format.
+void SetExt(const std::map<std::string, std::string>& values, dynattn_fuzz::Ext* ext) {
+  auto value = [&values](const char* name) -> const std::string* {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : &it->second;
+  };
+  if (const std::string* v = value("window_left")) ext->window_left = std::stoll(*v);
+  if (const std::string* v = value("logits_soft_cap")) ext->logits_soft_cap = std::stof(*v);
+  if (const std::string* v = value("softmax_scale")) ext->softmax_scale = std::stof(*v);
+  if (const std::string* v = value("cache_dtype")) {
+    ext->cache =
+        *v == "fp8_e5m2" ? dynattn_fuzz::CacheChoice::kF8E5M2 : dynattn_fuzz::CacheChoice::kF8E4M3;
+  }
+}
+
+/// The float32 values of an extra tensor (sinks, k_scale, v_scale), at most kMaxRealValues.
+std::vector<float> RealValues(const dynattn::cli::NpyArray& a) {
+  std::vector<float> values;
+  if (a.dtype != DType::kF32) return values;
+  const size_t n = a.bytes.size() / sizeof(float);
+  for (size_t i = 0; i < n && i < dynattn_fuzz::kMaxRealValues; ++i) {
+    values.push_back(reinterpret_cast<const float*>(a.bytes.data())[i]);
+  }
+  return values;
+}
+
 /// The tensor `name` of the case (inputs/ first, then outputs/), or false when it has none.
 bool ReadTensor(const fs::path& case_dir, const std::string& name, dynattn::cli::NpyArray* out) {
   for (const char* sub : {"inputs", "outputs"}) {
@@ -78,16 +104,27 @@ bool CaseToCall(const fs::path& case_dir, int ordinal, dynattn_fuzz::Call* call)
   auto op = values.find("op");
   if (op == values.end() || !OpOf(op->second, &call->op)) return false;
   SetAttrs(values, &call->attrs);
+  SetExt(values, &call->ext);
   call->flags.two_threads = ordinal % 2;
   call->flags.plan_run = (ordinal / 2) % 2;
-  for (const dynattn_fuzz::TensorSpec& spec : dynattn_fuzz::OpTensors(call->op)) {
+  for (const dynattn_fuzz::TensorSpec& spec : dynattn_fuzz::AllTensors(call->op)) {
     dynattn_fuzz::TensorInput t;
     dynattn::cli::NpyArray a;
     if (ReadTensor(case_dir, spec.name, &a)) {
       t.present = true;
       t.rank = static_cast<int>(a.shape.size());
       for (int d = 0; d < t.rank && d < 6; ++d) t.shape[d] = a.shape[d];
-      if (spec.role == dynattn_fuzz::Role::kActivation) call->flags.f16 = a.dtype == DType::kF16;
+      if (spec.role == dynattn_fuzz::Role::kActivation) {
+        call->flags.f16 = a.dtype == DType::kF16;
+        call->ext.bf16 = a.dtype == DType::kBF16;
+      }
+      if (spec.role == dynattn_fuzz::Role::kCache && a.dtype == DType::kBF16) {
+        call->ext.cache = dynattn_fuzz::CacheChoice::kBF16;
+      }
+      if (spec.role == dynattn_fuzz::Role::kSinks ||
+          spec.role == dynattn_fuzz::Role::kTensorScale) {
+        t.real_values = RealValues(a);
+      }
       if (spec.role == dynattn_fuzz::Role::kScale) call->flags.f32_scale = a.dtype == DType::kF32;
       if (spec.role == dynattn_fuzz::Role::kIndex) {
         call->flags.int32_index = a.dtype == DType::kI32;

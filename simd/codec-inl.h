@@ -1,7 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Kernel family: the cache codec. Turns cached rows (fp32, fp16, int8, packed int4 with group
-// scales) into the exact fp32 values the spec defines, and new tokens into cache bytes.
+// Kernel family: the cache codec. Turns cached rows (fp32, fp16, bf16, fp8 e4m3fn / e5m2 with a
+// per-tensor scale, int8, packed int4 with group scales) into the exact fp32 values the spec
+// defines, and new tokens into cache bytes; loads and stores fp32, fp16 and bf16 activations.
 //
 // Why it looks like this: the numerics contract fixes these bits. A dequantized element is
 // T1(T3(q) * s): the product rounded to the scale type T3, then to the activation type T1.
@@ -10,6 +11,9 @@
 // operations, identical on every target, because Highway 1.0.3 truncates when it converts to
 // fp16 without F16C. Quantization runs once per new token and follows the spec's double rounding
 // literally, in scalar code, so there is exactly one definition of the cache format.
+// bf16 and fp8 rows widen with integer operations only (a shift; an exponent rebase with the
+// specials selected), then one correctly rounded multiply by the tensor scale: the bits of core's
+// scalar decoder on every target. Their encoder is core's scalar one, element by element.
 
 // Per-target include guard (the file is re-included once per Highway target).
 #if defined(DYNATTN_SIMD_CODEC_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -224,6 +228,82 @@ HWY_INLINE void DecodeRowInt4(const RowCodec& c, const uint8_t* src, const void*
   ApplyScales(c, scales_tmp, dst);
 }
 
+/// The kN bf16 values at `src` as floats (exact: the bits move to the top half).
+HWY_INLINE hn::Vec<DF> Bf16Lanes(const uint16_t* src) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const auto bits = hn::PromoteTo(du, hn::LoadU(hn::Rebind<uint16_t, DF>(), src));
+  return hn::BitCast(df, hn::ShiftLeft<16>(bits));
+}
+
+/// The kN fp8 bytes at `src` as floats, bit for bit internal::Fp8ToF32: the exponent field is
+/// rebased with integer operations (normal numbers), subnormals are their mantissa times the
+/// subnormal unit (exact), and the specials (e4m3fn NaN, e5m2 infinities and NaN) are selected.
+template <CacheElem kElem>
+HWY_INLINE hn::Vec<DF> Fp8Lanes(const uint8_t* src) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  constexpr bool kE4M3 = kElem == CacheElem::kF8E4M3;
+  constexpr int kMant = kE4M3 ? 3 : 2;
+  constexpr int kBias = kE4M3 ? 7 : 15;
+  const auto byte = hn::PromoteTo(di, hn::LoadU(hn::Rebind<uint8_t, DF>(), src));
+  const auto sign = hn::ShiftLeft<24>(hn::And(byte, hn::Set(di, 0x80)));
+  const auto magnitude = hn::And(byte, hn::Set(di, 0x7F));
+  const auto normal = hn::BitCast(
+      df, hn::Add(hn::ShiftLeft<23 - kMant>(magnitude), hn::Set(di, (127 - kBias) << 23)));
+  const auto mantissa = hn::And(magnitude, hn::Set(di, (1 << kMant) - 1));
+  const float unit = internal::BitsFloat(static_cast<uint32_t>(127 + 1 - kBias - kMant) << 23);
+  const auto subnormal = hn::Mul(hn::ConvertTo(df, mantissa), hn::Set(df, unit));
+  const auto is_subnormal = hn::RebindMask(df, hn::Lt(magnitude, hn::Set(di, 1 << kMant)));
+  auto value = hn::IfThenElse(is_subnormal, subnormal, normal);
+  const auto quiet_nan = hn::BitCast(df, hn::Set(di, 0x7FC00000));
+  if constexpr (kE4M3) {
+    value =
+        hn::IfThenElse(hn::RebindMask(df, hn::Eq(magnitude, hn::Set(di, 0x7F))), quiet_nan, value);
+  } else {
+    const auto infinity = hn::BitCast(df, hn::Set(di, 0x7F800000));
+    value =
+        hn::IfThenElse(hn::RebindMask(df, hn::Gt(magnitude, hn::Set(di, 0x7C))), quiet_nan, value);
+    value =
+        hn::IfThenElse(hn::RebindMask(df, hn::Eq(magnitude, hn::Set(di, 0x7C))), infinity, value);
+  }
+  return hn::BitCast(df, hn::Or(hn::BitCast(di, value), sign));
+}
+
+/// A bf16 or fp8 row -> fp32 values as T1 sees them (internal::DecodeElement bit for bit).
+template <CacheElem kElem>
+HWY_INLINE void DecodeRowWidened(const RowCodec& c, const void* row, float tensor_scale,
+                                 float* dst) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int d = 0;
+  for (; d + n <= c.head_dim; d += n) {
+    hn::Vec<DF> v;
+    if constexpr (kElem == CacheElem::kBF16) {
+      v = Bf16Lanes(static_cast<const uint16_t*>(row) + d);
+    } else {
+      v = hn::Mul(Fp8Lanes<kElem>(static_cast<const uint8_t*>(row) + d), hn::Set(df, tensor_scale));
+    }
+    hn::StoreU(RoundChain(v, false, c.io_is_f16), df, dst + d);
+  }
+  for (; d < c.head_dim; ++d) {
+    dst[d] = internal::DecodeElement(row, nullptr, d, kElem, 1, false, c.io_is_f16, tensor_scale);
+  }
+}
+
+/// True for the cache elements whose values are read without group scales but are not fp32 or
+/// fp16: bf16 (a shift) and the two fp8 formats (a bit rebase and the plane's tensor scale).
+template <CacheElem kElem>
+constexpr bool IsWidenedElem() {
+  return kElem == CacheElem::kBF16 || kElem == CacheElem::kF8E4M3 || kElem == CacheElem::kF8E5M2;
+}
+
+/// True for the two fp8 cache elements.
+template <CacheElem kElem>
+constexpr bool IsFp8Elem() {
+  return kElem == CacheElem::kF8E4M3 || kElem == CacheElem::kF8E5M2;
+}
+
 /// Element offset of (slot, head) in a plane -> pointer to the row's first byte.
 template <CacheElem kElem>
 HWY_INLINE const void* RowPointer(const CachePlane& plane, int64_t slot, int head) {
@@ -259,6 +339,8 @@ HWY_INLINE void DecodeRow(const CacheDesc& cache, const RowCodec& c, const Cache
     DecodeRowF32(c, static_cast<const float*>(row), dst);
   } else if constexpr (kElem == CacheElem::kF16) {
     DecodeRowF16(c, static_cast<const uint16_t*>(row), dst);
+  } else if constexpr (IsWidenedElem<kElem>()) {
+    DecodeRowWidened<kElem>(c, row, plane.tensor_scale, dst);
   } else if constexpr (kElem == CacheElem::kInt8) {
     DecodeRowInt8(c, static_cast<const int8_t*>(row), ScalePointer(cache, plane, slot, head), dst,
                   scales_tmp);
@@ -281,7 +363,7 @@ template <CacheElem kElem>
 HWY_INLINE bool DecodeRounds(const internal::AttentionProblem& p) {
   if (kElem == CacheElem::kF16) return false;  // already fp16 values
   const bool io_f16 = p.io_type == DType::kF16;
-  if (kElem == CacheElem::kF32) return io_f16;
+  if (kElem == CacheElem::kF32 || IsWidenedElem<kElem>()) return io_f16;
   return io_f16 || p.kv.cache.scale_type == ScaleType::kF16;
 }
 
@@ -300,7 +382,7 @@ struct ScaleLanes {
 
   static ScaleLanes For(const CacheDesc& cache) {
     ScaleLanes s;
-    if (cache.elem == CacheElem::kF32 || cache.elem == CacheElem::kF16) return s;
+    if (cache.elem != CacheElem::kInt8 && cache.elem != CacheElem::kInt4) return s;
     const int group = cache.quant_group;
     s.groups = cache.head_dim / group;
     const bool power_of_two = (group & (group - 1)) == 0;
@@ -349,13 +431,21 @@ HWY_INLINE void LoadRowScales(const CacheDesc& cache, const void* src, const Sca
   for (; g < groups; ++g) out[g] = internal::F16ToF32(static_cast<const uint16_t*>(src)[g]);
 }
 
-/// Elements [e, e + kLanes) of a cached row as T1 sees them: T1(T3(code * scale)).
+/// Elements [e, e + kLanes) of a cached row as T1 sees them: T1(T3(code * scale)). For an fp8
+/// row `scales` points to the plane's tensor scale (one float).
 template <CacheElem kElem, bool kRound>
 HWY_INLINE hn::Vec<DF> DecodeLanes(const void* row, const float* scales, const ScaleLanes& lanes,
                                    int e) {
   const DF df;
   if constexpr (kElem == CacheElem::kF32) {
     const auto v = hn::LoadU(df, static_cast<const float*>(row) + e);
+    return kRound ? RoundToF16(v) : v;
+  } else if constexpr (kElem == CacheElem::kBF16) {
+    const auto v = Bf16Lanes(static_cast<const uint16_t*>(row) + e);
+    return kRound ? RoundToF16(v) : v;
+  } else if constexpr (IsFp8Elem<kElem>()) {
+    const auto v =
+        hn::Mul(Fp8Lanes<kElem>(static_cast<const uint8_t*>(row) + e), hn::Set(df, scales[0]));
     return kRound ? RoundToF16(v) : v;
   } else if constexpr (kElem == CacheElem::kF16) {
     const hn::Rebind<hwy::float16_t, DF> df16;
@@ -407,6 +497,11 @@ HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePla
   } else if constexpr (kElem == CacheElem::kF16) {
     uint16_t* out = static_cast<uint16_t*>(row);
     for (int d = 0; d < dim; ++d) out[d] = internal::F32ToF16(x[d]);
+  } else if constexpr (IsWidenedElem<kElem>()) {
+    // bf16 and fp8 rows: core's scalar codec, element by element (one row per new token; the
+    // fp8 division and rounding are not worth vectorising), so the bytes have one definition.
+    internal::EncodeRow([x](int i) { return x[i]; }, kElem, dim, 1, false, io_is_f16, row, nullptr,
+                        plane.tensor_scale);
   } else {
     const int qmax = kElem == CacheElem::kInt8 ? 127 : 7;
     const int group = cache.quant_group;
@@ -434,10 +529,17 @@ HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePla
   }
 }
 
-/// Loads `count` activations of type `io` (fp32 or fp16) as floats.
+/// Loads `count` activations of type `io` (fp32, fp16 or bf16) as floats (exact).
 HWY_INLINE void LoadActivations(const void* src, DType io, int count, float* dst) {
   if (io == DType::kF32) {
     std::copy(static_cast<const float*>(src), static_cast<const float*>(src) + count, dst);
+  } else if (io == DType::kBF16) {
+    const DF df;
+    const int n = static_cast<int>(hn::Lanes(df));
+    const auto* bits = static_cast<const uint16_t*>(src);
+    int i = 0;
+    for (; i + n <= count; i += n) hn::StoreU(Bf16Lanes(bits + i), df, dst + i);
+    for (; i < count; ++i) dst[i] = internal::Bf16ToF32(bits[i]);
   } else {
     const DF df;
     const hn::Rebind<hwy::float16_t, DF> df16;
@@ -450,10 +552,13 @@ HWY_INLINE void LoadActivations(const void* src, DType io, int count, float* dst
   }
 }
 
-/// Stores `count` floats as activations of type `io`, rounding to nearest even for fp16.
+/// Stores `count` floats as activations of type `io`, rounding to nearest even for fp16 and bf16.
 HWY_INLINE void StoreActivations(const float* src, DType io, int count, void* dst) {
   if (io == DType::kF32) {
     std::copy(src, src + count, static_cast<float*>(dst));
+  } else if (io == DType::kBF16) {
+    uint16_t* bits = static_cast<uint16_t*>(dst);
+    for (int i = 0; i < count; ++i) bits[i] = internal::F32ToBf16(src[i]);
   } else {
     uint16_t* half = static_cast<uint16_t*>(dst);
     for (int i = 0; i < count; ++i) half[i] = internal::F32ToF16(src[i]);

@@ -16,7 +16,8 @@
 //   chains and the same tree, so their bits agree; narrower targets fold through memory.
 // * Values: each output element is one chain over the keys in order, as in the tiled path.
 // * Addressing: the slots of a tile are computed once (one division per page), and the group
-//   scales of a row are widened once and spread over lanes with a table lookup.
+//   scales of a row are widened once and spread over lanes with a table lookup. fp8 rows take
+//   their plane's tensor scale instead; a sliding window's decode starts at its first tile.
 
 #if defined(DYNATTN_SIMD_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DYNATTN_SIMD_DECODE_INL_H_
@@ -120,7 +121,7 @@ constexpr int FusedKeys() {
 struct TileRows {
   const void* rows[kKeyTile];
   const void* scale_rows[kKeyTile];
-  float* scales;   ///< kKeyTile x row_floats.
+  float* scales;   ///< kKeyTile x row_floats; for fp8 one float, the plane's tensor scale.
   int row_floats;  ///< Scale buffer stride.
 };
 
@@ -258,7 +259,9 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   const int dp = p.padded_dim;
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
   const internal::RowBytes bytes = internal::RowBytesOf(p.kv.cache);
-  const size_t n = kBlock, scale_floats = size_t{kKeyTile} * lanes.row_floats;
+  // Quantized tiles widen their group scales here; fp8 tiles keep the plane's tensor scale.
+  const size_t n = kBlock;
+  const size_t scale_floats = std::max<size_t>(1, size_t{kKeyTile} * lanes.row_floats);
   constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
   const auto parts =
       scratch->Carve({n * dp, n * dp, n, n, size_t(dp), n * kKeyTile, 2 * kKeyTile, kKeyTile,
@@ -273,6 +276,10 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
     tiles[t].keys.scales = parts[8 + 2 * t];
     tiles[t].values.scales = parts[9 + 2 * t];
     tiles[t].keys.row_floats = tiles[t].values.row_floats = lanes.row_floats;
+    if constexpr (IsFp8Elem<kElem>()) {
+      tiles[t].keys.scales[0] = p.kv.cache.key.tensor_scale;
+      tiles[t].values.scales[0] = p.kv.cache.value.tensor_scale;
+    }
   }
   QueryRow* query_rows = reinterpret_cast<QueryRow*>(parts[12]);
   MakeQueryRows(p, w, query_rows);
@@ -280,7 +287,7 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   LoadQueries(p, query_rows, vectors, kBlock, queries);
   s.Reset(kBlock, dp);
   constexpr int kKeys = FusedKeys<kBlock>();
-  PointTile<kElem>(p, w, w.key_begin, slots, &tiles[0]);
+  PointTile<kElem>(p, w, FirstTileKey(query_rows, vectors, w.key_begin), slots, &tiles[0]);
   for (int t = 0; tiles[t].count > 0; t ^= 1) {
     FusedTile& tile = tiles[t];
     const FusedTile& next = tiles[t ^ 1];

@@ -14,6 +14,9 @@ CpuKernels CpuKernelsF32();
 CpuKernels CpuKernelsF16();
 CpuKernels CpuKernelsInt8();
 CpuKernels CpuKernelsInt4();
+CpuKernels CpuKernelsBF16();
+CpuKernels CpuKernelsF8E4M3();
+CpuKernels CpuKernelsF8E5M2();
 
 }  // namespace dynattn::internal
 

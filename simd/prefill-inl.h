@@ -11,6 +11,8 @@
 //   KV head) share every key and value load.
 // * Quantized K/V tiles are decoded once per tile into L1/L2-resident fp32 scratch (codec-inl.h)
 //   with the exact spec rounding; many query vectors then reuse them.
+// * Sliding windows: an item's tiles start at the first one a query vector of the item sees
+//   (FirstTileKey); skipped tiles are never decoded.
 
 #if defined(DYNATTN_SIMD_PREFILL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DYNATTN_SIMD_PREFILL_INL_H_
@@ -142,9 +144,11 @@ HWY_INLINE void DecodeTileLanes(const AttentionProblem& p, const CachePlane& pla
     if (lanes.mode != ScaleLanes::Mode::kNone) {
       LoadRowScales(p.kv.cache, ScalePointer(p.kv.cache, plane, slot, kv_head), lanes, scales_tmp);
     }
+    // fp8 rows read the plane's tensor scale instead of group scales.
+    const float* scales = IsFp8Elem<kElem>() ? &plane.tensor_scale : scales_tmp;
     const void* src = RowPointer<kElem>(plane, slot, kv_head);
     for (int e = 0; e < p.head_dim; e += kLanes) {
-      hn::StoreU(DecodeLanes<kElem, kRound>(src, scales_tmp, lanes, e), df, row + e);
+      hn::StoreU(DecodeLanes<kElem, kRound>(src, scales, lanes, e), df, row + e);
     }
     ZeroPad(row, p.head_dim, p.padded_dim);
   }
@@ -271,10 +275,11 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
   };
   int64_t* slots = s.slots;
   int64_t* next_slots = s.slots + kKeyTile;
-  if (k.key_begin < k.key_end) {
-    FetchTileSlots<kElem>(p, k, k.key_begin, tile_count(k.key_begin), bytes, slots);
+  const int64_t first_key0 = FirstTileKey(s.rows, vectors, k.key_begin);
+  if (first_key0 < k.key_end) {
+    FetchTileSlots<kElem>(p, k, first_key0, tile_count(first_key0), bytes, slots);
   }
-  for (int64_t key0 = k.key_begin; key0 < k.key_end; key0 += kKeyTile) {
+  for (int64_t key0 = first_key0; key0 < k.key_end; key0 += kKeyTile) {
     const int count = tile_count(key0);
     if (key0 + kKeyTile < k.key_end) {
       FetchTileSlots<kElem>(p, k, key0 + kKeyTile, tile_count(key0 + kKeyTile), bytes, next_slots);
@@ -325,6 +330,8 @@ void AttendShared(const AttentionProblem& p, const internal::SharedItem& w, floa
     r.head = w.kv_head * p.group_size + index / w.num_readers;
     r.last_key = reader.visible - 1;
     r.origin = reader.origin;
+    // The reader's sliding window in segment key numbers (origin is its own position).
+    r.first_key = p.window_left >= 0 ? reader.origin - p.window_left : 0;
   }
   const internal::SlotMap segment{internal::SlotMap::Mode::kBlocks, w.blocks, 0, w.block_size,
                                   w.block_stride};

@@ -1,9 +1,9 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Kernel family: the online softmax and the per-query-vector bookkeeping that both attention
-// paths (prefill-inl.h, decode-inl.h) share: scores finished with scale, ALiBi, causal limit and
-// mask; the running (max, sum, accumulator) state over fixed 64-key tiles; output rows, split
-// states and their exact merge.
+// paths (prefill-inl.h, decode-inl.h) share: scores finished with scale, soft-cap, ALiBi, causal
+// limit, sliding window and mask; the running (max, sum, accumulator) state over fixed 64-key
+// tiles; output rows, split states and their exact merge, where an attention sink enters once.
 //
 // Why it looks like this: these steps fix the numerics of every path. exp is Highway's polynomial,
 // lane-wise; the one reduction across keys (the softmax sum) keeps kVirtualLanes partial sums
@@ -93,6 +93,17 @@ HWY_INLINE void NormalizeRow(const float* acc, float sum, int n, float* out) {
   }
 }
 
+/// out = (acc * acc_scale) / sum: a state with its attention sink folded in (FoldSink).
+HWY_INLINE void NormalizeRowScaled(const float* acc, float acc_scale, float sum, int n,
+                                   float* out) {
+  const DF df;
+  const auto s = hn::Set(df, sum);
+  const auto f = hn::Set(df, acc_scale);
+  for (int d = 0; d < n; d += static_cast<int>(hn::Lanes(df))) {
+    hn::StoreU(hn::Div(hn::Mul(hn::LoadU(df, acc + d), f), s), df, out + d);
+  }
+}
+
 /// Running softmax state of one query vector.
 struct RowState {
   float max = kNegInf;
@@ -131,22 +142,24 @@ HWY_INLINE void OnlineSoftmaxStep(float* scores, int padded_dim, RowState* state
 /// shared segment).
 struct QueryRow {
   int64_t request = 0;
-  int64_t token = 0;     ///< Packed query row.
-  int head = 0;          ///< Query head.
-  int64_t last_key = 0;  ///< Last visible key (inclusive).
-  int64_t origin = 0;    ///< The query's own position in key numbers (ALiBi: key - origin).
+  int64_t token = 0;      ///< Packed query row.
+  int head = 0;           ///< Query head.
+  int64_t first_key = 0;  ///< First visible key (a sliding window's start; may be negative).
+  int64_t last_key = 0;   ///< Last visible key (inclusive).
+  int64_t origin = 0;     ///< The query's own position in key numbers (ALiBi: key - origin).
 };
 
 /// Adds the additive mask (in the activation type) at (head, packed row, packed column).
 HWY_INLINE float MaskValue(const AttentionProblem& p, const QueryRow& r, int64_t key) {
   const int64_t column = p.batch.kvstarts[r.request] + key;
   const int64_t offset = r.head * p.mask_head_stride + r.token * p.mask_row_stride + column;
-  if (p.io_type == DType::kF32) return static_cast<const float*>(p.mask)[offset];
-  return internal::F16ToF32(static_cast<const uint16_t*>(p.mask)[offset]);
+  return internal::LoadActivationOf(p.mask, offset, p.io_type);
 }
 
 /// Turns the dots of one query vector against the tile at context key `key0` into scores:
-/// dot * scale + mask + ALiBi, and -inf for keys past the tile or past the row's causal limit.
+/// s0 = min(dot * scale, FLT_MAX), soft-capped (cap * tanh(s0 / cap)), + ALiBi, + mask, and -inf
+/// for keys past the tile, past the row's causal limit or before its sliding window.
+/// tanh is Highway's (built on the same lane-wise Expm1 polynomial on every target).
 HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64_t key0,
                              int num_keys, float* scores) {
   const DF df;
@@ -154,6 +167,10 @@ HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64
   const int n = static_cast<int>(hn::Lanes(df));
   const int64_t limit = std::min<int64_t>(num_keys - 1, r.last_key - key0);  // last visible j
   const int32_t last = static_cast<int32_t>(std::max<int64_t>(-1, limit));
+  const int32_t first =  // first visible j
+      static_cast<int32_t>(std::clamp<int64_t>(r.first_key - key0, 0, kKeyTile));
+  const bool capped = p.soft_cap > 0.0f;
+  const auto cap = hn::Set(df, p.soft_cap);
   const auto scale = hn::Set(df, p.score_scale);
   const auto neg_inf = hn::Set(df, kNegInf);
   const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[r.head] : 0.0f;
@@ -163,16 +180,18 @@ HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64
   const auto largest = hn::Set(df, std::numeric_limits<float>::max());
   for (int j = 0; j < kKeyTile; j += n) {
     auto s = hn::Min(hn::Mul(hn::LoadU(df, scores + j), scale), largest);
+    if (capped) s = hn::Mul(cap, hn::Tanh(df, hn::Div(s, cap)));
     const auto index = hn::Iota(di, j);
     if (p.alibi_slopes != nullptr) {
       // slope * (key - a), with key - a = (key0 - a) + j exact in float for any real context.
       s = hn::Add(s, hn::Mul(hn::Set(df, slope), hn::Add(base, hn::ConvertTo(df, index))));
     }
-    const auto visible = hn::RebindMask(df, hn::Lt(index, hn::Set(di, last + 1)));
+    const auto visible = hn::RebindMask(
+        df, hn::And(hn::Lt(index, hn::Set(di, last + 1)), hn::Gt(index, hn::Set(di, first - 1))));
     hn::StoreU(hn::IfThenElse(visible, s, neg_inf), df, scores + j);
   }
   if (p.mask == nullptr) return;
-  for (int j = 0; j <= last; ++j) scores[j] += MaskValue(p, r, key0 + j);
+  for (int j = first; j <= last; ++j) scores[j] += MaskValue(p, r, key0 + j);
 }
 
 /// Decodes context keys [key0, key0 + count) of one plane into rows of padded_dim floats.
@@ -201,8 +220,21 @@ HWY_INLINE void MakeQueryRows(const AttentionProblem& p, const internal::WorkIte
     const int64_t row = w.row_begin + index % rows;
     r.token = p.batch.seqstarts[w.request] + row;
     r.last_key = limited ? kvlen - p.batch.SeqLen(w.request) + row : kvlen - 1;
+    r.first_key = p.FirstVisibleKey(w.request, row);
     r.origin = r.last_key;
   }
+}
+
+/// The first key of the first tile of [key_begin, ...) that some of the query vectors sees.
+/// Tiles keep their places (key_begin + a multiple of kKeyTile); those before every vector's
+/// sliding window are neither read nor scored, which changes no bit (a fully masked tile adds
+/// nothing to a state).
+HWY_INLINE int64_t FirstTileKey(const QueryRow* rows, int vectors, int64_t key_begin) {
+  if (vectors == 0) return key_begin;
+  int64_t first = rows[0].first_key;
+  for (int index = 1; index < vectors; ++index) first = std::min(first, rows[index].first_key);
+  if (first <= key_begin) return key_begin;
+  return key_begin + (first - key_begin) / kKeyTile * kKeyTile;
 }
 
 /// Loads query vectors [0, vectors) into rows of padded_dim floats, zero rows up to `padded`.
@@ -240,17 +272,38 @@ HWY_INLINE float LogSumExp(float max, float sum) {
   return sum > 0.0f ? max + static_cast<float>(std::log(static_cast<double>(sum))) : kNegInf;
 }
 
+/// Normalises the finished state (max, sum, acc) of query head `head` into `out`, folding the
+/// head's attention sink in when there is one (the only place it enters), and writes the
+/// log-sum-exp of the folded state to `lse` when asked.
+HWY_INLINE void FinishVector(const AttentionProblem& p, int head, float max, float sum,
+                             const float* acc, float* out, float* lse) {
+  if (p.sinks == nullptr) {
+    NormalizeRow(acc, sum, p.padded_dim, out);
+    if (lse != nullptr) *lse = LogSumExp(max, sum);
+    return;
+  }
+  // A lambda of this target: core's FoldSink is compiled without target attributes and may not
+  // call the always-inline ExpScalar itself.
+  const auto exp = [](float x) { return ExpScalar(x); };
+  const internal::SinkFolded<float> folded = internal::FoldSink(max, sum, p.sinks[head], exp);
+  NormalizeRowScaled(acc, folded.acc_scale, folded.sum, p.padded_dim, out);
+  if (lse != nullptr) *lse = LogSumExp(folded.max, folded.sum);
+}
+
+/// The log-sum-exp slot of (token, head), or null when none is asked for.
+HWY_INLINE float* LseSlot(const AttentionProblem& p, int64_t token, int head) {
+  return p.lse != nullptr ? p.lse + token * p.num_heads + head : nullptr;
+}
+
 /// Writes the finished query vectors of a work item (its only part) to the output.
 HWY_INLINE void WriteOutputs(const AttentionProblem& p, const QueryRow* rows, int vectors,
                              const VectorStates& s) {
   for (int index = 0; index < vectors; ++index) {
     const QueryRow& r = rows[index];
-    NormalizeRow(s.acc + static_cast<int64_t>(index) * p.padded_dim, s.sums[index], p.padded_dim,
-                 s.row_out);
+    FinishVector(p, r.head, s.maxes[index], s.sums[index],
+                 s.acc + static_cast<int64_t>(index) * p.padded_dim, s.row_out,
+                 LseSlot(p, r.token, r.head));
     StoreActivations(s.row_out, p.io_type, p.head_dim, OutputRow(p, r.token, r.head));
-    if (p.lse != nullptr) {
-      p.lse[r.token * p.num_heads + r.head] = LogSumExp(s.maxes[index], s.sums[index]);
-    }
   }
 }
 
@@ -330,9 +383,8 @@ HWY_INLINE RowState MergeStates(const float* const* parts, int count, int padded
 /// Normalises a merged state and stores it as the output (and log-sum-exp) of (token, head).
 HWY_INLINE void StoreMerged(const AttentionProblem& p, int64_t token, int head,
                             const RowState& merged, float* out) {
-  NormalizeRow(merged.acc, merged.sum, p.padded_dim, out);
+  FinishVector(p, head, merged.max, merged.sum, merged.acc, out, LseSlot(p, token, head));
   StoreActivations(out, p.io_type, p.head_dim, OutputRow(p, token, head));
-  if (p.lse != nullptr) p.lse[token * p.num_heads + head] = LogSumExp(merged.max, merged.sum);
 }
 
 /// Merges the split states of one tile in split order and writes its output rows.

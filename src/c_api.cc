@@ -82,12 +82,20 @@ static_assert(DYNATTN_DTYPE_F16 == static_cast<int>(DType::kF16));
 static_assert(DYNATTN_DTYPE_I8 == static_cast<int>(DType::kI8));
 static_assert(DYNATTN_DTYPE_I64 == static_cast<int>(DType::kI64));
 static_assert(DYNATTN_DTYPE_I32 == static_cast<int>(DType::kI32));
+static_assert(DYNATTN_DTYPE_BF16 == static_cast<int>(DType::kBF16));
+static_assert(DYNATTN_DTYPE_F8E4M3 == static_cast<int>(DType::kF8E4M3));
+static_assert(DYNATTN_DTYPE_F8E5M2 == static_cast<int>(DType::kF8E5M2));
+constexpr int kNumDTypes = 8;
 static_assert(DYNATTN_DEVICE_CPU == static_cast<int>(Device::kCpu));
 static_assert(DYNATTN_DEVICE_CUDA == static_cast<int>(Device::kCuda));
 static_assert(DYNATTN_CACHE_ELEM_F32 == static_cast<int>(CacheElem::kF32));
 static_assert(DYNATTN_CACHE_ELEM_F16 == static_cast<int>(CacheElem::kF16));
 static_assert(DYNATTN_CACHE_ELEM_I8 == static_cast<int>(CacheElem::kInt8));
 static_assert(DYNATTN_CACHE_ELEM_I4 == static_cast<int>(CacheElem::kInt4));
+static_assert(DYNATTN_CACHE_ELEM_BF16 == static_cast<int>(CacheElem::kBF16));
+static_assert(DYNATTN_CACHE_ELEM_F8E4M3 == static_cast<int>(CacheElem::kF8E4M3));
+static_assert(DYNATTN_CACHE_ELEM_F8E5M2 == static_cast<int>(CacheElem::kF8E5M2));
+constexpr int kNumCacheElems = 7;
 static_assert(DYNATTN_SCALE_TYPE_F16 == static_cast<int>(ScaleType::kF16));
 static_assert(DYNATTN_SCALE_TYPE_F32 == static_cast<int>(ScaleType::kF32));
 static_assert(DYNATTN_PAGE_LAYOUT_NHD == static_cast<int>(PageLayout::kNHD));
@@ -131,7 +139,8 @@ Status ToTensor(const dynattn_tensor_t& in, const std::string& name, TensorView*
         name, "rank " + std::to_string(in.rank) + " is out of range [-1, 6] (-1: absent)");
   }
   TensorView view;
-  DYNATTN_RETURN_IF_ERROR(ToEnum(in.dtype, 5, name + ".dtype", "dynattn_dtype_t", &view.dtype));
+  DYNATTN_RETURN_IF_ERROR(
+      ToEnum(in.dtype, kNumDTypes, name + ".dtype", "dynattn_dtype_t", &view.dtype));
   DYNATTN_RETURN_IF_ERROR(ToEnum(in.device, 2, name + ".device", "dynattn_device_t", &view.device));
   view.data = in.data;
   view.rank = in.rank;
@@ -181,6 +190,7 @@ CachePlane ToPlane(const dynattn_cache_plane_t& in) {
   plane.scale = in.scale;
   plane.scale_slot_stride = in.scale_slot_stride;
   plane.scale_head_stride = in.scale_head_stride;
+  plane.tensor_scale = in.tensor_scale;
   return plane;
 }
 
@@ -192,12 +202,14 @@ dynattn_cache_plane_t FromPlane(const CachePlane& in) {
   plane.scale = in.scale;
   plane.scale_slot_stride = in.scale_slot_stride;
   plane.scale_head_stride = in.scale_head_stride;
+  plane.tensor_scale = in.tensor_scale;
   return plane;
 }
 
 Status ToCacheDesc(const dynattn_cache_desc_t& in, const std::string& name, CacheDesc* out) {
   CacheDesc desc;
-  DYNATTN_RETURN_IF_ERROR(ToEnum(in.elem, 4, name + ".elem", "dynattn_cache_elem_t", &desc.elem));
+  DYNATTN_RETURN_IF_ERROR(
+      ToEnum(in.elem, kNumCacheElems, name + ".elem", "dynattn_cache_elem_t", &desc.elem));
   DYNATTN_RETURN_IF_ERROR(
       ToEnum(in.scale_type, 2, name + ".scale_type", "dynattn_scale_type_t", &desc.scale_type));
   DYNATTN_RETURN_IF_ERROR(ToEnum(in.device, 2, name + ".device", "dynattn_device_t", &desc.device));
@@ -278,6 +290,9 @@ AttentionAttrs ToAttentionAttrs(const dynattn_attention_attrs_t& in) {
   attrs.head_dim = in.head_dim;
   attrs.is_causal = in.is_causal;
   attrs.is_alibi = in.is_alibi;
+  attrs.window_left = in.window_left;
+  attrs.logits_soft_cap = in.logits_soft_cap;
+  attrs.softmax_scale = in.softmax_scale;
   return attrs;
 }
 
@@ -288,6 +303,9 @@ dynattn_attention_attrs_t FromAttentionAttrs(const AttentionAttrs& in) {
   attrs.head_dim = in.head_dim;
   attrs.is_causal = in.is_causal;
   attrs.is_alibi = in.is_alibi;
+  attrs.window_left = in.window_left;
+  attrs.logits_soft_cap = in.logits_soft_cap;
+  attrs.softmax_scale = in.softmax_scale;
   return attrs;
 }
 
@@ -318,13 +336,19 @@ Status ToAttrs(const dynattn_unified_attention_attrs_t* in, UnifiedAttentionAttr
   out->num_kv_heads = in->num_kv_heads;
   out->head_dim = in->head_dim;
   out->is_alibi = in->is_alibi;
+  out->window_left = in->window_left;
+  out->logits_soft_cap = in->logits_soft_cap;
+  out->softmax_scale = in->softmax_scale;
   return Status::Ok();
 }
 
 // Null options: the defaults.
 RunOptions ToRunOptions(const dynattn_run_options_t* in) {
   RunOptions options;
-  if (in != nullptr) options.num_threads = in->num_threads;
+  if (in != nullptr) {
+    options.num_threads = in->num_threads;
+    options.pin_threads = in->pin_threads;
+  }
   return options;
 }
 
@@ -369,7 +393,9 @@ Status ToArgs(const dynattn_key_value_cache_args_t* in, KeyValueCacheCall* out) 
                                      {"cache", &in->cache, &a.cache},
                                      {"scale", &in->scale, &a.scale},
                                      {"key", &in->key, &a.key},
-                                     {"value", &in->value, &a.value}}));
+                                     {"value", &in->value, &a.value},
+                                     {"k_scale", &in->k_scale, &a.k_scale},
+                                     {"v_scale", &in->v_scale, &a.v_scale}}));
   return ToOptionalDesc(in->cache_desc, &out->desc, &a.cache_desc);
 }
 
@@ -384,7 +410,8 @@ Status ToArgs(const dynattn_multi_head_attention_args_t* in, MultiHeadAttentionA
                     {"max_seqlen", &in->max_seqlen, &out->max_seqlen},
                     {"max_kvlen", &in->max_kvlen, &out->max_kvlen},
                     {"attn_mask", &in->attn_mask, &out->attn_mask},
-                    {"attn_output", &in->attn_output, &out->attn_output}});
+                    {"attn_output", &in->attn_output, &out->attn_output},
+                    {"sinks", &in->sinks, &out->sinks}});
 }
 
 Status ToArgs(const dynattn_multi_head_cache_attention_args_t* in,
@@ -405,7 +432,10 @@ Status ToArgs(const dynattn_multi_head_cache_attention_args_t* in,
                  {"cache", &in->cache, &a.cache},
                  {"scale", &in->scale, &a.scale},
                  {"attn_mask", &in->attn_mask, &a.attn_mask},
-                 {"attn_output", &in->attn_output, &a.attn_output}}));
+                 {"attn_output", &in->attn_output, &a.attn_output},
+                 {"sinks", &in->sinks, &a.sinks},
+                 {"k_scale", &in->k_scale, &a.k_scale},
+                 {"v_scale", &in->v_scale, &a.v_scale}}));
   return ToOptionalDesc(in->cache_desc, &out->desc, &a.cache_desc);
 }
 
@@ -419,7 +449,10 @@ Status ToArgs(const dynattn_unified_attention_args_t* in, UnifiedAttentionCall* 
                                      {"context_lens", &in->context_lens, &a.context_lens},
                                      {"block_table", &in->block_table, &a.block_table},
                                      {"attn_output", &in->attn_output, &a.attn_output},
-                                     {"lse", &in->lse, &a.lse}}));
+                                     {"lse", &in->lse, &a.lse},
+                                     {"k_scale", &in->k_scale, &a.k_scale},
+                                     {"v_scale", &in->v_scale, &a.v_scale},
+                                     {"sinks", &in->sinks, &a.sinks}}));
   DYNATTN_RETURN_IF_ERROR(NotNull(in->cache, "cache"));
   DYNATTN_RETURN_IF_ERROR(ToBlockCache(*in->cache, &out->cache));
   a.cache = &out->cache;
@@ -520,7 +553,7 @@ dynattn_status_t dynattn_tensor_dense(const void* data, dynattn_dtype_t dtype, i
     if (rank > 0) DYNATTN_RETURN_IF_ERROR(NotNull(shape, "shape"));
     DType cpp_dtype = DType::kF32;
     Device cpp_device = Device::kCpu;
-    DYNATTN_RETURN_IF_ERROR(ToEnum(dtype, 5, "dtype", "dynattn_dtype_t", &cpp_dtype));
+    DYNATTN_RETURN_IF_ERROR(ToEnum(dtype, kNumDTypes, "dtype", "dynattn_dtype_t", &cpp_dtype));
     DYNATTN_RETURN_IF_ERROR(ToEnum(device, 2, "device", "dynattn_device_t", &cpp_device));
     const TensorView view = TensorView::Dense(data, cpp_dtype, rank, shape, cpp_device);
     dynattn_tensor_t tensor;
@@ -623,6 +656,7 @@ dynattn_status_t dynattn_make_paged_block_cache(
 dynattn_status_t dynattn_run_options_init(dynattn_run_options_t* options) {
   dynattn_run_options_t value;
   value.num_threads = RunOptions().num_threads;
+  value.pin_threads = RunOptions().pin_threads;
   return Init(options, "options", value);
 }
 
@@ -654,6 +688,9 @@ dynattn_status_t dynattn_unified_attention_attrs_init(dynattn_unified_attention_
   value.num_kv_heads = defaults.num_kv_heads;
   value.head_dim = defaults.head_dim;
   value.is_alibi = defaults.is_alibi;
+  value.window_left = defaults.window_left;
+  value.logits_soft_cap = defaults.logits_soft_cap;
+  value.softmax_scale = defaults.softmax_scale;
   return Init(attrs, "attrs", value);
 }
 
@@ -672,17 +709,19 @@ dynattn_status_t dynattn_unified_attention_attrs_init(dynattn_unified_attention_
 DYNATTN_C_ARGS_INIT(dynattn_key_value_cache_args, &args->current_key, &args->current_value,
                     &args->seqstarts, &args->kvstarts, &args->cachestarts, &args->start_pos,
                     &args->max_seqlen, &args->max_kvlen, &args->cache, &args->scale, &args->key,
-                    &args->value)
+                    &args->value, &args->k_scale, &args->v_scale)
 DYNATTN_C_ARGS_INIT(dynattn_multi_head_attention_args, &args->query, &args->key, &args->value,
                     &args->seqstarts, &args->kvstarts, &args->decoding_batches, &args->max_seqlen,
-                    &args->max_kvlen, &args->attn_mask, &args->attn_output)
+                    &args->max_kvlen, &args->attn_mask, &args->attn_output, &args->sinks)
 DYNATTN_C_ARGS_INIT(dynattn_multi_head_cache_attention_args, &args->query, &args->current_key,
                     &args->current_value, &args->seqstarts, &args->kvstarts, &args->cachestarts,
                     &args->start_pos, &args->decoding_batches, &args->max_seqlen, &args->max_kvlen,
-                    &args->cache, &args->scale, &args->attn_mask, &args->attn_output)
+                    &args->cache, &args->scale, &args->attn_mask, &args->attn_output, &args->sinks,
+                    &args->k_scale, &args->v_scale)
 DYNATTN_C_ARGS_INIT(dynattn_unified_attention_args, &args->query, &args->current_key,
                     &args->current_value, &args->query_start_loc, &args->context_lens,
-                    &args->block_table, &args->attn_output, &args->lse)
+                    &args->block_table, &args->attn_output, &args->lse, &args->k_scale,
+                    &args->v_scale, &args->sinks)
 DYNATTN_C_ARGS_INIT(dynattn_merge_states_args, &args->out, &args->lse, &args->acc, &args->max,
                     &args->sum, &args->merged_out, &args->merged_lse)
 
@@ -772,6 +811,7 @@ dynattn_status_t dynattn_context_options_init(dynattn_context_options_t* options
   dynattn_context_options_t value;
   value.num_threads = defaults.num_threads;
   value.cuda_stream = defaults.cuda_stream;
+  value.pin_threads = defaults.pin_threads;
   return Init(options, "options", value);
 }
 
@@ -783,6 +823,7 @@ dynattn_status_t dynattn_context_create(const dynattn_context_options_t* options
     if (options != nullptr) {
       cpp_options.num_threads = options->num_threads;
       cpp_options.cuda_stream = options->cuda_stream;
+      cpp_options.pin_threads = options->pin_threads;
     }
     *out = new dynattn_context_t(cpp_options);
     return Status::Ok();

@@ -11,8 +11,9 @@
 namespace dynattn::internal {
 namespace {
 
-constexpr CacheElem kElems[] = {CacheElem::kF32, CacheElem::kF16, CacheElem::kInt8,
-                                CacheElem::kInt4};
+constexpr CacheElem kElems[] = {CacheElem::kF32,   CacheElem::kF16,  CacheElem::kInt8,
+                                CacheElem::kInt4,  CacheElem::kBF16, CacheElem::kF8E4M3,
+                                CacheElem::kF8E5M2};
 
 /// Each getter resolves the best compiled Highway target of this machine (or the one a test
 /// forced) and returns that target's kernels.
@@ -26,6 +27,12 @@ CpuKernels ResolveCpuKernels(CacheElem elem) {
       return CpuKernelsInt8();
     case CacheElem::kInt4:
       return CpuKernelsInt4();
+    case CacheElem::kBF16:
+      return CpuKernelsBF16();
+    case CacheElem::kF8E4M3:
+      return CpuKernelsF8E4M3();
+    case CacheElem::kF8E5M2:
+      return CpuKernelsF8E5M2();
   }
   return CpuKernelsF32();
 }

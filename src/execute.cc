@@ -85,6 +85,12 @@ const char* CpuRowName(CacheElem elem) {
       return "cpu/int8";
     case CacheElem::kInt4:
       return "cpu/int4";
+    case CacheElem::kBF16:
+      return "cpu/bf16";
+    case CacheElem::kF8E4M3:
+      return "cpu/fp8_e4m3";
+    case CacheElem::kF8E5M2:
+      return "cpu/fp8_e5m2";
   }
   return "cpu";
 }

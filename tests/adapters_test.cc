@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -968,6 +969,97 @@ TEST_SUITE("adapters") {
 
   TEST_CASE("vLLM and FlashInfer steps: UnifiedAttention = the float64 reference") {
     CheckEngineSteps(BaseSeed() + 7450, true);
+  }
+
+  TEST_CASE("vLLM's fp8 CPU cache: UnifiedAttention gives the bits of the same bytes as PMX") {
+    // 3 requests (a decode, a 2-token decode, a 5-token chunk) over 6 blocks of 4 slots,
+    // Hq 4, Hkv 2, D 16, fp8 e4m3 with per-tensor scales 0.5 (K) and 0.25 (V), sinks, a window.
+    const int nb = 6, bs = 4, hkv = 2, hq = 4, d = 16;
+    std::mt19937_64 rng(BaseSeed() + 7300);
+    std::vector<uint8_t> vllm(size_t{2} * nb * hkv * bs * d);
+    for (uint8_t& byte : vllm) {
+      do byte = static_cast<uint8_t>(rng());
+      while ((byte & 0x7F) == 0x7F);  // no NaN codes
+    }
+    // The same bytes in PMX layout 3, [1, 2, Hkv, MaxT = nb * bs, D].
+    std::vector<uint8_t> pmx(vllm.size());
+    for (int kv = 0; kv < 2; ++kv) {
+      for (int b = 0; b < nb; ++b) {
+        for (int h = 0; h < hkv; ++h) {
+          for (int t = 0; t < bs; ++t) {
+            const size_t from = ((size_t(kv) * nb + b) * hkv + h) * bs + t;
+            const size_t to = (size_t(kv) * hkv + h) * (nb * bs) + b * bs + t;
+            std::memcpy(&pmx[to * d], &vllm[from * d], d);
+          }
+        }
+      }
+    }
+    TensorView vllm_view = TensorView::Dense(vllm.data(), DType::kF8E4M3, {2, nb, hkv, bs, d});
+    BlockCache from_vllm, from_pmx;
+    REQUIRE(dynattn::MakeVllmCpuBlockCache(vllm_view, {}, CacheFormat{}, &from_vllm).ok());
+    CHECK(from_vllm.cache.elem == dynattn::CacheElem::kF8E4M3);
+    dynattn::CacheAttrs attrs;
+    attrs.cache_layout = 3;
+    REQUIRE(dynattn::MakePmxBlockCache(
+                TensorView::Dense(pmx.data(), DType::kF8E4M3, {1, 2, hkv, nb * bs, d}), {}, attrs,
+                hkv, d, bs, &from_pmx)
+                .ok());
+    // A scale tensor is refused for a plain (fp8) format, naming it.
+    const Status with_scale = dynattn::MakeVllmCpuBlockCache(vllm_view, vllm_view, {}, &from_vllm);
+    CHECK(with_scale.message().rfind("kv_scale:", 0) == 0);
+    REQUIRE(dynattn::MakeVllmCpuBlockCache(vllm_view, {}, CacheFormat{}, &from_vllm).ok());
+
+    const int64_t qsl[4] = {0, 1, 3, 8}, ctx[3] = {6, 3, 2};
+    const int64_t table[3 * 2] = {4, 1, 0, 3, 5, 2};
+    const int tokens = 8;
+    std::vector<float> query(size_t{tokens} * hq * d), key(size_t{tokens} * hkv * d),
+        value(key.size());
+    std::normal_distribution<float> normal;
+    for (std::vector<float>* v : {&query, &key, &value}) {
+      for (float& x : *v) x = normal(rng);
+    }
+    const float sinks[hq] = {0.5f, -1.0f, 1.5f, 0.0f};
+    float k_scale = 0.5f, v_scale = 0.25f;
+    const auto run = [&](const BlockCache* cache, std::vector<float>* out) {
+      dynattn::UnifiedAttentionAttrs a;
+      a.num_heads = hq;
+      a.num_kv_heads = hkv;
+      a.head_dim = d;
+      a.window_left = 4;
+      a.logits_soft_cap = 20.0f;
+      dynattn::UnifiedAttentionArgs args;
+      args.query = TensorView::Dense(query.data(), DType::kF32, {tokens, hq, d});
+      args.current_key = TensorView::Dense(key.data(), DType::kF32, {tokens, hkv, d});
+      args.current_value = TensorView::Dense(value.data(), DType::kF32, {tokens, hkv, d});
+      args.query_start_loc = TensorView::Dense(qsl, DType::kI64, {4});
+      args.context_lens = TensorView::Dense(ctx, DType::kI64, {3});
+      args.block_table = TensorView::Dense(table, DType::kI64, {3, 2});
+      args.cache = cache;
+      args.k_scale = TensorView::Dense(&k_scale, DType::kF32, {});
+      args.v_scale = TensorView::Dense(&v_scale, DType::kF32, {});
+      args.sinks = TensorView::Dense(sinks, DType::kF32, {hq});
+      out->assign(query.size(), std::numeric_limits<float>::quiet_NaN());
+      args.attn_output = TensorView::Dense(out->data(), DType::kF32, {tokens, hq, d});
+      return dynattn::UnifiedAttention(a, args);
+    };
+    std::vector<float> out_vllm, out_pmx;
+    const Status s1 = run(&from_vllm, &out_vllm), s2 = run(&from_pmx, &out_pmx);
+    REQUIRE_MESSAGE(s1.ok(), s1.message());
+    REQUIRE_MESSAGE(s2.ok(), s2.message());
+    CHECK(std::memcmp(out_vllm.data(), out_pmx.data(), out_vllm.size() * sizeof(float)) == 0);
+    for (float x : out_vllm) REQUIRE(std::isfinite(x));
+    // The fresh tokens were written as the same fp8 bytes in both layouts.
+    for (int kv = 0; kv < 2; ++kv) {
+      for (int b = 0; b < nb; ++b) {
+        for (int h = 0; h < hkv; ++h) {
+          for (int t = 0; t < bs; ++t) {
+            const size_t from = ((size_t(kv) * nb + b) * hkv + h) * bs + t;
+            const size_t to = (size_t(kv) * hkv + h) * (nb * bs) + b * bs + t;
+            REQUIRE(std::memcmp(&pmx[to * d], &vllm[from * d], d) == 0);
+          }
+        }
+      }
+    }
   }
 
   TEST_CASE("every validation rule names its input") {

@@ -190,7 +190,8 @@ TEST_SUITE("bench") {
     const std::vector<dynattn::bench::BenchRow> quick = dynattn::bench::StepMatrix(true);
     // 3 decode 8x4096, 18 decode 8x{512,2048,16384}, 3 prefill, mixed; bf16 decode and prefill,
     // fp8 decode, a 4096 window over 32768.
-    CHECK(full.size() == 29);
+    // GQA 1 and 8, D 64 and 256, pages of 16, 1 decode at 16 and at 131072 tokens.
+    CHECK(full.size() == 36);
     CHECK(quick.size() == 6);
     std::set<std::string> names, shapes;
     for (const dynattn::bench::BenchRow& row : full) {
@@ -198,12 +199,14 @@ TEST_SUITE("bench") {
       shapes.insert(row.baseline);
     }
     CHECK(names.size() == full.size());
-    CHECK(shapes.size() == 8);  // the baselines run once per shape
+    CHECK(shapes.size() == 14);  // the baselines run once per shape
     CHECK(names.count("decode_8x16384_int4_offset") == 1);
     CHECK(names.count("prefill_2048_causal_int8") == 1);
     CHECK(names.count("mixed_24dec_2x512_int8") == 1);
     CHECK(names.count("decode_1x32768_window4096_f16_paged") == 1);
     CHECK(names.count("decode_8x4096_fp8e4m3_paged") == 1);
+    CHECK(names.count("decode_1x131072_f16_paged") == 1);
+    CHECK(names.count("decode_8x4096_int8_paged_page16") == 1);
   }
 
   TEST_CASE("the shared-prefix step: unified and independent decodes agree, fp16 cache") {

@@ -97,6 +97,60 @@ static int8_t* random_codes(size_t n) {
   return v;
 }
 
+/* bf16 bits of a finite float, rounded to nearest even. */
+static uint16_t float_to_bf16(float value) {
+  uint32_t bits;
+  memcpy(&bits, &value, sizeof bits);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return (uint16_t)(bits >> 16);
+}
+
+/* Activations of the variant's dtype (bf16 or fp16). */
+static uint16_t* random_activations(const capi_variant* v, size_t n, float lo, float hi) {
+  if (!v->bf16) return random_halves(n, lo, hi);
+  uint16_t* a = xmalloc(n * sizeof *a);
+  for (size_t i = 0; i < n; ++i) a[i] = float_to_bf16(uniform(lo, hi));
+  return a;
+}
+
+/* Cache elements of the variant: int8 codes, or finite fp8 bytes (no NaN, no infinity). */
+static int8_t* random_cache(const capi_variant* v, size_t n) {
+  if (!v->fp8) return random_codes(n);
+  uint8_t* bytes = xmalloc(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t b = (uint8_t)next_u64();
+    if (v->fp8 == 1 && (b & 0x7F) == 0x7F) b ^= 1;    /* e4m3 NaN */
+    if (v->fp8 == 2 && (b & 0x7C) == 0x7C) b &= 0x7B; /* e5m2 exponent 31 */
+    bytes[i] = b;
+  }
+  return (int8_t*)bytes;
+}
+
+static dynattn_dtype_t activation_dtype(const capi_variant* v) {
+  return v->bf16 ? DYNATTN_DTYPE_BF16 : DYNATTN_DTYPE_F16;
+}
+
+static dynattn_dtype_t cache_dtype(const capi_variant* v) {
+  return v->fp8 == 1 ? DYNATTN_DTYPE_F8E4M3 : v->fp8 == 2 ? DYNATTN_DTYPE_F8E5M2 : DYNATTN_DTYPE_I8;
+}
+
+/* A variant with every issue-13 input: window, soft-cap, softmax scale and sinks; bf16 and the fp8
+ * format `fp8` (0: the int8 cache) as asked. */
+static capi_variant score_variant(int bf16, int fp8, int num_heads) {
+  capi_variant v;
+  memset(&v, 0, sizeof v);
+  v.bf16 = bf16;
+  v.fp8 = fp8;
+  v.score = 1;
+  v.window_left = (int)uniform_int(0, 6);
+  v.logits_soft_cap = uniform(2.0f, 30.0f);
+  v.softmax_scale = uniform(0.05f, 0.5f);
+  for (int h = 0; h < num_heads; ++h) v.sinks[h] = uniform(-2.0f, 3.0f);
+  v.k_scale = uniform(0.01f, 0.2f);
+  v.v_scale = uniform(0.01f, 0.2f);
+  return v;
+}
+
 static int same_bytes(const void* a, const void* b, size_t bytes) {
   return memcmp(a, b, bytes) == 0;
 }
@@ -134,17 +188,19 @@ static size_t mhca_scale_elems(const capi_mhca_case* c) {
 
 /* Fresh random data of the case's shapes. */
 static void mhca_randomize(capi_mhca_case* c) {
-  c->query = random_halves(mhca_io_elems(c, c->num_heads), -1, 1);
-  c->current_key = random_halves(mhca_io_elems(c, c->num_kv_heads), -1, 1);
-  c->current_value = random_halves(mhca_io_elems(c, c->num_kv_heads), -1, 1);
-  c->cache = random_codes(mhca_cache_elems(c));
+  c->query = random_activations(&c->v, mhca_io_elems(c, c->num_heads), -1, 1);
+  c->current_key = random_activations(&c->v, mhca_io_elems(c, c->num_kv_heads), -1, 1);
+  c->current_value = random_activations(&c->v, mhca_io_elems(c, c->num_kv_heads), -1, 1);
+  c->cache = random_cache(&c->v, mhca_cache_elems(c));
   c->scale = random_halves(mhca_scale_elems(c), 0.002f, 0.02f);
   c->out = random_halves(mhca_io_elems(c, c->num_heads), -1, 1);
 }
 
-/* Request 0 decodes; the others are prompts or chunks after a cached context. */
-static void mhca_make(capi_mhca_case* c) {
+/* Request 0 decodes; the others are prompts or chunks after a cached context. `v` (may be null:
+ * the fp16 / int8 default) says what the case adds. */
+static void mhca_make_variant(capi_mhca_case* c, const capi_variant* v) {
   memset(c, 0, sizeof *c);
+  if (v != NULL) c->v = *v;
   c->num_heads = 4;
   c->num_kv_heads = 2;
   c->head_dim = 32;
@@ -165,6 +221,8 @@ static void mhca_make(capi_mhca_case* c) {
   c->num_slots = 32 * c->batch;
   mhca_randomize(c);
 }
+
+static void mhca_make(capi_mhca_case* c) { mhca_make_variant(c, NULL); }
 
 static capi_mhca_case mhca_clone(const capi_mhca_case* c) {
   capi_mhca_case copy = *c;
@@ -191,17 +249,23 @@ static void mhca_attrs(const capi_mhca_case* c, dynattn_multi_head_cache_attenti
   a->attention.num_heads = c->num_heads;
   a->attention.num_kv_heads = c->num_kv_heads;
   a->attention.head_dim = c->head_dim;
-  a->cache.quant_bit = 8;
+  a->cache.quant_bit = c->v.fp8 ? 0 : 8;
   a->cache.quant_group = c->quant_group;
+  if (c->v.score) {
+    a->attention.window_left = c->v.window_left;
+    a->attention.logits_soft_cap = c->v.logits_soft_cap;
+    a->attention.softmax_scale = c->v.softmax_scale;
+  }
 }
 
 static void mhca_args(const capi_mhca_case* c, dynattn_multi_head_cache_attention_args_t* a) {
   const int64_t t = c->num_tokens, hq = c->num_heads, hkv = c->num_kv_heads, d = c->head_dim;
   const int64_t b = c->batch, slots = c->num_slots, groups = d / c->quant_group;
   CHECK_OK(dynattn_multi_head_cache_attention_args_init(a));
-  a->query = dense(c->query, DYNATTN_DTYPE_F16, 3, SHAPE(t, hq, d));
-  a->current_key = dense(c->current_key, DYNATTN_DTYPE_F16, 3, SHAPE(t, hkv, d));
-  a->current_value = dense(c->current_value, DYNATTN_DTYPE_F16, 3, SHAPE(t, hkv, d));
+  const dynattn_dtype_t act = activation_dtype(&c->v);
+  a->query = dense(c->query, act, 3, SHAPE(t, hq, d));
+  a->current_key = dense(c->current_key, act, 3, SHAPE(t, hkv, d));
+  a->current_value = dense(c->current_value, act, 3, SHAPE(t, hkv, d));
   a->seqstarts = dense(c->seqstarts, DYNATTN_DTYPE_I64, 1, SHAPE(b + 1));
   a->kvstarts = dense(c->kvstarts, DYNATTN_DTYPE_I64, 1, SHAPE(b + 1));
   a->cachestarts = dense(c->cachestarts, DYNATTN_DTYPE_I64, 1, SHAPE(b));
@@ -209,9 +273,14 @@ static void mhca_args(const capi_mhca_case* c, dynattn_multi_head_cache_attentio
   a->decoding_batches = dense(&c->decoding_batches, DYNATTN_DTYPE_I64, 0, NULL);
   a->max_seqlen = dense(&c->max_seqlen, DYNATTN_DTYPE_I64, 0, NULL);
   a->max_kvlen = dense(&c->max_kvlen, DYNATTN_DTYPE_I64, 0, NULL);
-  a->cache = dense(c->cache, DYNATTN_DTYPE_I8, 5, SHAPE(slots, 1, 2, hkv, d));
-  a->scale = dense(c->scale, DYNATTN_DTYPE_F16, 5, SHAPE(slots, 1, 2, hkv, groups));
-  a->attn_output = dense(c->out, DYNATTN_DTYPE_F16, 3, SHAPE(t, hq, d));
+  a->cache = dense(c->cache, cache_dtype(&c->v), 5, SHAPE(slots, 1, 2, hkv, d));
+  if (!c->v.fp8) a->scale = dense(c->scale, DYNATTN_DTYPE_F16, 5, SHAPE(slots, 1, 2, hkv, groups));
+  a->attn_output = dense(c->out, act, 3, SHAPE(t, hq, d));
+  if (c->v.score) a->sinks = dense(c->v.sinks, DYNATTN_DTYPE_F32, 1, SHAPE(hq));
+  if (c->v.fp8) {
+    a->k_scale = dense(&c->v.k_scale, DYNATTN_DTYPE_F32, 0, NULL);
+    a->v_scale = dense(&c->v.v_scale, DYNATTN_DTYPE_F32, 0, NULL);
+  }
 }
 
 /* Output, cache and scales of `a` and `b` are the same bytes. */
@@ -232,6 +301,7 @@ static void test_mhca_bitwise(void) {
   mhca_args(&c, &args);
   CHECK_OK(dynattn_run_options_init(&options));
   options.num_threads = 2;
+  options.pin_threads = (next_u64() & 1) != 0; /* the same bits pinned or not */
   CHECK_OK(dynattn_multi_head_cache_attention(&attrs, &args, &options));
   CHECK(capi_cpp_mhca(&ref) == 0);
   CHECK(mhca_same(&c, &ref));
@@ -255,9 +325,11 @@ static size_t unified_lse_elems(const capi_unified_case* c) {
   return (size_t)(c->num_tokens * c->num_heads);
 }
 
-/* Three requests of random context and query lengths, on blocks drawn without repetition. */
-static void unified_make(capi_unified_case* c) {
+/* Three requests of random context and query lengths, on blocks drawn without repetition; `v`
+ * (may be null) says what the case adds. */
+static void unified_make_variant(capi_unified_case* c, const capi_variant* v) {
   memset(c, 0, sizeof *c);
+  if (v != NULL) c->v = *v;
   c->num_heads = 4;
   c->num_kv_heads = 2;
   c->head_dim = 64;
@@ -282,15 +354,17 @@ static void unified_make(capi_unified_case* c) {
     for (int64_t k = 0; k < used; ++k) c->block_table[b * c->max_blocks + k] = ids[next_id++];
   }
   c->num_tokens = c->query_start_loc[c->batch];
-  c->query = random_halves(unified_io_elems(c, c->num_heads), -1, 1);
-  c->current_key = random_halves(unified_io_elems(c, c->num_kv_heads), -1, 1);
-  c->current_value = random_halves(unified_io_elems(c, c->num_kv_heads), -1, 1);
-  c->cache = random_codes(unified_cache_elems(c));
+  c->query = random_activations(&c->v, unified_io_elems(c, c->num_heads), -1, 1);
+  c->current_key = random_activations(&c->v, unified_io_elems(c, c->num_kv_heads), -1, 1);
+  c->current_value = random_activations(&c->v, unified_io_elems(c, c->num_kv_heads), -1, 1);
+  c->cache = random_cache(&c->v, unified_cache_elems(c));
   c->scale = random_halves(unified_scale_elems(c), 0.002f, 0.02f);
   c->out = random_halves(unified_io_elems(c, c->num_heads), -1, 1);
   c->lse = xmalloc(unified_lse_elems(c) * sizeof(float));
   memset(c->lse, 0, unified_lse_elems(c) * sizeof(float));
 }
+
+static void unified_make(capi_unified_case* c) { unified_make_variant(c, NULL); }
 
 static capi_unified_case unified_clone(const capi_unified_case* c) {
   capi_unified_case copy = *c;
@@ -325,29 +399,35 @@ static void unified_block_cache(const capi_unified_case* c, dynattn_block_cache_
   const int64_t slots = c->num_blocks * c->block_size, hkv = c->num_kv_heads, d = c->head_dim;
   dynattn_cache_attrs_t attrs;
   CHECK_OK(dynattn_cache_attrs_init(&attrs));
-  attrs.quant_bit = 8;
+  attrs.quant_bit = c->v.fp8 ? 0 : 8;
   attrs.quant_group = c->quant_group;
-  const dynattn_tensor_t data = dense(c->cache, DYNATTN_DTYPE_I8, 5, SHAPE(slots, 1, 2, hkv, d));
+  const dynattn_tensor_t data = dense(c->cache, cache_dtype(&c->v), 5, SHAPE(slots, 1, 2, hkv, d));
   const dynattn_tensor_t scale =
       dense(c->scale, DYNATTN_DTYPE_F16, 5, SHAPE(slots, 1, 2, hkv, d / c->quant_group));
-  CHECK_OK(dynattn_make_pmx_block_cache(&data, &scale, &attrs, c->num_kv_heads, c->head_dim,
-                                        c->block_size, cache));
+  CHECK_OK(dynattn_make_pmx_block_cache(&data, c->v.fp8 ? NULL : &scale, &attrs, c->num_kv_heads,
+                                        c->head_dim, c->block_size, cache));
 }
 
 /* `cache` must outlive the args (they point at it). */
 static void unified_args(const capi_unified_case* c, const dynattn_block_cache_t* cache,
                          dynattn_unified_attention_args_t* a) {
   const int64_t t = c->num_tokens, hq = c->num_heads, hkv = c->num_kv_heads, d = c->head_dim;
+  const dynattn_dtype_t act = activation_dtype(&c->v);
   CHECK_OK(dynattn_unified_attention_args_init(a));
-  a->query = dense(c->query, DYNATTN_DTYPE_F16, 3, SHAPE(t, hq, d));
-  a->current_key = dense(c->current_key, DYNATTN_DTYPE_F16, 3, SHAPE(t, hkv, d));
-  a->current_value = dense(c->current_value, DYNATTN_DTYPE_F16, 3, SHAPE(t, hkv, d));
+  a->query = dense(c->query, act, 3, SHAPE(t, hq, d));
+  a->current_key = dense(c->current_key, act, 3, SHAPE(t, hkv, d));
+  a->current_value = dense(c->current_value, act, 3, SHAPE(t, hkv, d));
   a->query_start_loc = dense(c->query_start_loc, DYNATTN_DTYPE_I64, 1, SHAPE(c->batch + 1));
   a->context_lens = dense(c->context_lens, DYNATTN_DTYPE_I64, 1, SHAPE(c->batch));
   a->block_table = dense(c->block_table, DYNATTN_DTYPE_I64, 2, SHAPE(c->batch, c->max_blocks));
   a->cache = cache;
-  a->attn_output = dense(c->out, DYNATTN_DTYPE_F16, 3, SHAPE(t, hq, d));
+  a->attn_output = dense(c->out, act, 3, SHAPE(t, hq, d));
   a->lse = dense(c->lse, DYNATTN_DTYPE_F32, 2, SHAPE(t, hq));
+  if (c->v.score) a->sinks = dense(c->v.sinks, DYNATTN_DTYPE_F32, 1, SHAPE(hq));
+  if (c->v.fp8) {
+    a->k_scale = dense(&c->v.k_scale, DYNATTN_DTYPE_F32, 0, NULL);
+    a->v_scale = dense(&c->v.v_scale, DYNATTN_DTYPE_F32, 0, NULL);
+  }
 }
 
 static void unified_attrs(const capi_unified_case* c, dynattn_unified_attention_attrs_t* a) {
@@ -355,6 +435,11 @@ static void unified_attrs(const capi_unified_case* c, dynattn_unified_attention_
   a->num_heads = c->num_heads;
   a->num_kv_heads = c->num_kv_heads;
   a->head_dim = c->head_dim;
+  if (c->v.score) {
+    a->window_left = c->v.window_left;
+    a->logits_soft_cap = c->v.logits_soft_cap;
+    a->softmax_scale = c->v.softmax_scale;
+  }
 }
 
 static int same_summary(const dynattn_unified_step_summary_t* a,
@@ -388,6 +473,120 @@ static void test_unified_bitwise(void) {
   CHECK(unified_same(&c, &ref));
   unified_free(&c);
   unified_free(&ref);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* bf16, fp8 caches, window, soft-cap, softmax scale, sinks, k_scale / v_scale.               */
+
+/* The *_init functions give the C++ defaults of the new fields. */
+static void test_new_field_defaults(void) {
+  dynattn_attention_attrs_t attention;
+  dynattn_unified_attention_attrs_t unified;
+  dynattn_multi_head_cache_attention_args_t mhca;
+  dynattn_unified_attention_args_t u;
+  dynattn_key_value_cache_args_t kvc;
+  dynattn_multi_head_attention_args_t mha;
+  CHECK_OK(dynattn_attention_attrs_init(&attention));
+  CHECK(attention.window_left == -1 && attention.logits_soft_cap == 0.0f &&
+        attention.softmax_scale == 0.0f);
+  CHECK_OK(dynattn_unified_attention_attrs_init(&unified));
+  CHECK(unified.window_left == -1 && unified.logits_soft_cap == 0.0f &&
+        unified.softmax_scale == 0.0f);
+  CHECK_OK(dynattn_multi_head_cache_attention_args_init(&mhca));
+  CHECK(mhca.sinks.rank == -1 && mhca.k_scale.rank == -1 && mhca.v_scale.rank == -1);
+  CHECK_OK(dynattn_unified_attention_args_init(&u));
+  CHECK(u.sinks.rank == -1 && u.k_scale.rank == -1 && u.v_scale.rank == -1);
+  CHECK_OK(dynattn_key_value_cache_args_init(&kvc));
+  CHECK(kvc.k_scale.rank == -1 && kvc.v_scale.rank == -1);
+  CHECK_OK(dynattn_multi_head_attention_args_init(&mha));
+  CHECK(mha.sinks.rank == -1);
+  dynattn_run_options_t run_options;
+  dynattn_context_options_t context_options;
+  CHECK_OK(dynattn_run_options_init(&run_options));
+  CHECK_OK(dynattn_context_options_init(&context_options));
+  CHECK(!run_options.pin_threads && !context_options.pin_threads);
+  /* The new enum values are accepted by dynattn_tensor_dense and keep the old ones' numbers. */
+  CHECK(DYNATTN_DTYPE_I32 == 4 && DYNATTN_DTYPE_BF16 == 5 && DYNATTN_DTYPE_F8E4M3 == 6 &&
+        DYNATTN_DTYPE_F8E5M2 == 7 && DYNATTN_CACHE_ELEM_I4 == 3 && DYNATTN_CACHE_ELEM_F8E5M2 == 6);
+  uint8_t byte = 0;
+  dynattn_tensor_t t;
+  CHECK_OK(dynattn_tensor_dense(&byte, DYNATTN_DTYPE_F8E5M2, 0, NULL, DYNATTN_DEVICE_CPU, &t));
+  CHECK_ERROR(dynattn_tensor_dense(&byte, (dynattn_dtype_t)8, 0, NULL, DYNATTN_DEVICE_CPU, &t),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "dtype");
+}
+
+/* MHCA and unified steps with every new input give the C++ API's bits (bf16 and fp16, fp8 caches
+ * of both formats and the int8 cache, window + soft-cap + softmax scale + sinks). */
+static void test_variants_bitwise(void) {
+  const int variants[][2] = {{1, 1}, {0, 2}, {1, 0}, {1, 2}}; /* (bf16, fp8) */
+  for (size_t i = 0; i < sizeof variants / sizeof variants[0]; ++i) {
+    const capi_variant v = score_variant(variants[i][0], variants[i][1], 4);
+    capi_mhca_case c;
+    mhca_make_variant(&c, &v);
+    capi_mhca_case ref = mhca_clone(&c);
+    dynattn_multi_head_cache_attention_attrs_t attrs;
+    dynattn_multi_head_cache_attention_args_t args;
+    mhca_attrs(&c, &attrs);
+    mhca_args(&c, &args);
+    CHECK_OK(dynattn_multi_head_cache_attention(&attrs, &args, NULL));
+    CHECK(capi_cpp_mhca(&ref) == 0);
+    CHECK(mhca_same(&c, &ref));
+    mhca_free(&c);
+    mhca_free(&ref);
+
+    capi_unified_case u;
+    unified_make_variant(&u, &v);
+    capi_unified_case uref = unified_clone(&u);
+    dynattn_block_cache_t cache;
+    dynattn_unified_attention_attrs_t uattrs;
+    dynattn_unified_attention_args_t uargs;
+    unified_block_cache(&u, &cache);
+    CHECK(cache.cache.elem == (v.fp8 == 1   ? DYNATTN_CACHE_ELEM_F8E4M3
+                               : v.fp8 == 2 ? DYNATTN_CACHE_ELEM_F8E5M2
+                                            : DYNATTN_CACHE_ELEM_I8));
+    unified_attrs(&u, &uattrs);
+    unified_args(&u, &cache, &uargs);
+    CHECK_OK(dynattn_unified_attention(&uattrs, &uargs, NULL));
+    CHECK(capi_cpp_unified(&uref) == 0);
+    CHECK(unified_same(&u, &uref));
+    unified_free(&u);
+    unified_free(&uref);
+  }
+}
+
+/* A bad new input is refused with its name, and nothing is written. */
+static void test_new_inputs_refused(void) {
+  const capi_variant v = score_variant(1, 1, 4);
+  capi_mhca_case c;
+  mhca_make_variant(&c, &v);
+  capi_mhca_case before = mhca_clone(&c);
+  dynattn_multi_head_cache_attention_attrs_t attrs;
+  dynattn_multi_head_cache_attention_args_t args;
+  mhca_attrs(&c, &attrs);
+  mhca_args(&c, &args);
+  attrs.attention.window_left = -2;
+  CHECK_ERROR(dynattn_multi_head_cache_attention(&attrs, &args, NULL),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "window_left");
+  mhca_attrs(&c, &attrs);
+  attrs.attention.logits_soft_cap = -1.0f;
+  CHECK_ERROR(dynattn_multi_head_cache_attention(&attrs, &args, NULL),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "logits_soft_cap");
+  mhca_attrs(&c, &attrs);
+  attrs.attention.softmax_scale = NAN;
+  CHECK_ERROR(dynattn_multi_head_cache_attention(&attrs, &args, NULL),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "softmax_scale");
+  mhca_attrs(&c, &attrs);
+  const float zero = 0.0f;
+  args.k_scale = dense(&zero, DYNATTN_DTYPE_F32, 0, NULL);
+  CHECK_ERROR(dynattn_multi_head_cache_attention(&attrs, &args, NULL),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "k_scale");
+  mhca_args(&c, &args);
+  args.sinks.shape[0] = 3;
+  CHECK_ERROR(dynattn_multi_head_cache_attention(&attrs, &args, NULL),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "sinks");
+  CHECK(mhca_same(&c, &before));
+  mhca_free(&c);
+  mhca_free(&before);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -716,7 +915,7 @@ static void test_null_handles_and_helpers(void) {
               DYNATTN_STATUS_INVALID_ARGUMENT, "rank");
   CHECK_ERROR(dynattn_tensor_dense(NULL, DYNATTN_DTYPE_F32, 2, NULL, DYNATTN_DEVICE_CPU, &t),
               DYNATTN_STATUS_INVALID_ARGUMENT, "shape");
-  CHECK_ERROR(dynattn_tensor_dense(NULL, (dynattn_dtype_t)5, 1, SHAPE(1), DYNATTN_DEVICE_CPU, &t),
+  CHECK_ERROR(dynattn_tensor_dense(NULL, (dynattn_dtype_t)8, 1, SHAPE(1), DYNATTN_DEVICE_CPU, &t),
               DYNATTN_STATUS_INVALID_ARGUMENT, "dtype");
   CHECK_OK(dynattn_tensor_dense(NULL, DYNATTN_DTYPE_F16, 2, SHAPE(3, 5), DYNATTN_DEVICE_CPU, &t));
   CHECK(t.rank == 2 && t.strides[0] == 5 && t.strides[1] == 1 && t.dtype == DYNATTN_DTYPE_F16);
@@ -794,6 +993,9 @@ int main(void) {
     test_unified_bitwise();
     test_merge_states();
   }
+  test_new_field_defaults();
+  test_variants_bitwise();
+  test_new_inputs_refused();
   test_plans();
   test_invalid_inputs();
   test_null_handles_and_helpers();

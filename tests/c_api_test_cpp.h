@@ -16,10 +16,24 @@ extern "C" {
 
 #define CAPI_MAX_BATCH 8
 #define CAPI_MAX_BLOCKS 8
+#define CAPI_MAX_HEADS 16
+
+/** What a case adds to the fp16 / int8 default (all zero: nothing). */
+typedef struct capi_variant {
+  int bf16;  /**< Activations bf16 (else fp16). */
+  int fp8;   /**< Cache: 0 int8 with fp16 scales; 1 float8_e4m3fn, 2 float8_e5m2 (no scales). */
+  int score; /**< window_left, logits_soft_cap, softmax_scale and sinks are used. */
+  int window_left;
+  float logits_soft_cap, softmax_scale;
+  float sinks[CAPI_MAX_HEADS];
+  float k_scale, v_scale; /**< fp8 caches: passed as the 0-d k_scale / v_scale inputs. */
+} capi_variant;
 
 /** One MultiHeadCacheAttention step, fp16 in and out, int8 PMX cache (layout 0, one layer, fp16
- *  scales): cache (num_slots, 1, 2, Hkv, D), scale (num_slots, 1, 2, Hkv, D / quant_group). */
+ *  scales): cache (num_slots, 1, 2, Hkv, D), scale (num_slots, 1, 2, Hkv, D / quant_group); or
+ *  as `v` says (bf16, an fp8 cache whose scale is unused, the score attributes). */
 typedef struct capi_mhca_case {
+  capi_variant v;
   int num_heads, num_kv_heads, head_dim, quant_group;
   int64_t batch, num_tokens, num_slots;
   int64_t seqstarts[CAPI_MAX_BATCH + 1], kvstarts[CAPI_MAX_BATCH + 1];
@@ -32,8 +46,9 @@ typedef struct capi_mhca_case {
 } capi_mhca_case;
 
 /** One unified step, fp16 in and out, over the int8 PMX cache (num_blocks * block_size, 1, 2,
- *  Hkv, D) with fp16 scales, addressed as blocks of block_size tokens. */
+ *  Hkv, D) with fp16 scales, addressed as blocks of block_size tokens; or as `v` says. */
 typedef struct capi_unified_case {
+  capi_variant v;
   int num_heads, num_kv_heads, head_dim, quant_group, block_size;
   int64_t batch, num_tokens, num_blocks, max_blocks;
   int64_t query_start_loc[CAPI_MAX_BATCH + 1], context_lens[CAPI_MAX_BATCH];

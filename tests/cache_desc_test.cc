@@ -27,8 +27,11 @@ int64_t RowBytes(const dynattn::CacheDesc& d) {
     case dynattn::CacheElem::kF32:
       return 4 * d.head_dim;
     case dynattn::CacheElem::kF16:
+    case dynattn::CacheElem::kBF16:
       return 2 * d.head_dim;
     case dynattn::CacheElem::kInt8:
+    case dynattn::CacheElem::kF8E4M3:
+    case dynattn::CacheElem::kF8E5M2:
       return d.head_dim;
     case dynattn::CacheElem::kInt4:
       return d.head_dim / 2;
@@ -84,6 +87,8 @@ SplitCache Split(const dynattn::CacheDesc& pmx) {
   out.desc.value = {out.value.data(), heads * elems_per_row,
                     elems_per_row,    quantized ? out.value_scale.data() : nullptr,
                     heads * groups,   groups};
+  out.desc.key.tensor_scale = pmx.key.tensor_scale;  // fp8: the per-tensor scales
+  out.desc.value.tensor_scale = pmx.value.tensor_scale;
   return out;
 }
 

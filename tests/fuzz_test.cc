@@ -9,7 +9,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -45,8 +47,41 @@ int64_t HostileValue(std::mt19937_64& rng, int64_t current) {
   }
 }
 
-/// Changes one random entry of one random int64 input, or one attribute. Returns what it did.
+/// A float that is valid for a scale, cap or sink, or breaks its rule (negative, zero, NaN, inf).
+double HostileReal(std::mt19937_64& rng) {
+  const double values[] = {-1.0, 0.0, NAN, INFINITY, -INFINITY, 0.5, 2.0, 30.0};
+  return values[rng() % std::size(values)];
+}
+
+/// Changes a score attribute (window, soft-cap, softmax scale) or one value of the sinks or of an
+/// fp8 scale (issue 13). Returns what it did.
+std::string MutateScore(Case* c, std::mt19937_64& rng) {
+  std::vector<std::string> reals;
+  for (const char* name : {"sinks", "k_scale", "v_scale"}) {
+    if (c->inputs.count(name) && c->inputs.at(name).numel() > 0) reals.push_back(name);
+  }
+  const size_t which = rng() % (3 + reals.size());
+  if (which == 0) {
+    c->attrs.window_left = static_cast<int>(HostileValue(rng, c->attrs.window_left) % 100000);
+    return "window_left = " + std::to_string(c->attrs.window_left);
+  }
+  if (which == 1 || which == 2) {
+    double& field = which == 1 ? c->attrs.logits_soft_cap : c->attrs.softmax_scale;
+    field = HostileReal(rng);
+    return std::string(which == 1 ? "logits_soft_cap" : "softmax_scale") + " = " +
+           std::to_string(field);
+  }
+  dynattn_ref::Array& a = c->inputs[reals[which - 3]];
+  const int64_t index = static_cast<int64_t>(rng() % a.numel());
+  a.data<float>()[index] = static_cast<float>(HostileReal(rng));
+  return reals[which - 3] + "[" + std::to_string(index) +
+         "] = " + std::to_string(a.data<float>()[index]);
+}
+
+/// Changes one random entry of one random int64 input, one attribute, or (for attention ops) one
+/// issue-13 attribute or input. Returns what it did.
 std::string Mutate(Case* c, std::mt19937_64& rng) {
+  if (c->op != "key_value_cache" && rng() % 5 == 0) return MutateScore(c, rng);
   std::vector<std::string> names;
   for (auto& [name, array] : c->inputs) {
     if (array.dt == Dt::kI64 && array.numel() > 0) names.push_back(name);

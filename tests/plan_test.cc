@@ -2,8 +2,10 @@
 //
 // Plan once, run per layer (dynattn/plan.h): a plan made from one layer's tensors runs any other
 // layer's tensors of the same shapes with the bits of the one-shot call on that layer; a Run whose
-// tensors do not match its plan is refused before anything is written; and once a Context has run
-// a plan, running it again allocates nothing.
+// tensors do not match its plan is refused before anything is written; once a Context has run
+// a plan, running it again allocates nothing; and the planners plan a sliding window's keys only.
+
+#include "core/plan.h"
 
 #include <doctest/doctest.h>
 
@@ -12,8 +14,14 @@
 #include <cstring>
 #include <map>
 #include <new>
+#include <random>
+#include <set>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
+#include "core/plan_unified.h"
 #include "dynattn/dynattn.h"
 #include "tests/reference/case_gen.h"
 #include "tests/support/run_case.h"
@@ -142,12 +150,7 @@ dynattn::MultiHeadCacheAttentionAttrs MhcaAttrs(const Case& c) {
 }
 
 dynattn::UnifiedAttentionAttrs UnifiedAttrs(const Case& c) {
-  dynattn::UnifiedAttentionAttrs attrs;
-  attrs.num_heads = c.attrs.num_heads;
-  attrs.head_dim = c.attrs.head_dim;
-  attrs.num_kv_heads = c.attrs.num_kv_heads;
-  attrs.is_alibi = c.attrs.is_alibi != 0;
-  return attrs;
+  return UnifiedAttentionAttrsOf(c.attrs);  // window, soft-cap and scale included
 }
 
 /// A layer's arguments, bound once (binding by name allocates: it is the caller's part).
@@ -249,7 +252,204 @@ std::vector<Case> CasesOfEveryOp(uint64_t seed) {
           dynattn_ref::RandomUnifiedCase(seed + 3)};
 }
 
+/// A batch of (seqlen, kvlen) requests for the attention planner, with its offset arrays.
+struct PlannedBatch {
+  std::vector<int64_t> seqstarts{0}, kvstarts{0};
+  dynattn::internal::AttentionProblem problem;
+
+  PlannedBatch(const std::vector<std::pair<int64_t, int64_t>>& requests, int64_t window,
+               bool causal, int kv_heads = 2, int group = 4) {
+    for (const auto& [seqlen, kvlen] : requests) {
+      seqstarts.push_back(seqstarts.back() + seqlen);
+      kvstarts.push_back(kvstarts.back() + kvlen);
+    }
+    problem.batch.size = static_cast<int64_t>(requests.size());
+    problem.batch.seqstarts = seqstarts.data();
+    problem.batch.kvstarts = kvstarts.data();
+    problem.num_kv_heads = kv_heads;
+    problem.group_size = group;
+    problem.num_heads = kv_heads * group;
+    problem.head_dim = 64;
+    problem.padded_dim = 64;
+    problem.is_causal = causal;
+    problem.window_left = window;
+  }
+};
+
+/// For every (request, KV head, query row): the keys the plan's items give it, as the kernels
+/// read them (an item's keys from the first tile one of its rows sees), must be exactly the
+/// row's window [FirstVisibleKey, LastVisibleKey] plus at most the rest of the first key tile
+/// and of the split boundary tiles; and every key is given at most once.
+std::string CheckWindowPlan(const dynattn::internal::AttentionProblem& p,
+                            const dynattn::internal::AttentionPlan& plan) {
+  using dynattn::internal::kKeyTile;
+  std::map<std::tuple<int64_t, int, int64_t>, std::vector<int>> seen;
+  for (const auto& w : plan.items) {
+    for (int64_t row = w.row_begin; row < w.row_end; ++row) {
+      std::vector<int>& keys = seen[{w.request, w.kv_head, row}];
+      keys.resize(static_cast<size_t>(p.batch.KvLen(w.request)), 0);
+      if (w.key_begin % kKeyTile != 0) return "an item starts off the key tile grid";
+      for (int64_t k = w.key_begin; k < w.key_end; ++k) ++keys[static_cast<size_t>(k)];
+    }
+  }
+  for (int64_t b = 0; b < p.batch.size; ++b) {
+    for (int g = 0; g < p.num_kv_heads; ++g) {
+      for (int64_t row = 0; row < p.batch.SeqLen(b); ++row) {
+        const std::vector<int>& keys = seen[{b, g, row}];
+        const int64_t first = p.FirstVisibleKey(b, row), last = p.LastVisibleKey(b, row);
+        // The item's first tile starts at most a tile (and a row tile's windows) before `first`.
+        const int64_t slack = kKeyTile + dynattn::internal::kRowTile;
+        for (int64_t k = 0; k < static_cast<int64_t>(keys.size()); ++k) {
+          const bool visible = k >= first && k <= last;
+          const std::string where = "request " + std::to_string(b) + " row " + std::to_string(row) +
+                                    " key " + std::to_string(k);
+          if (keys[k] > 1) return where + " is planned twice";
+          if (visible && keys[k] == 0) return where + " is visible but not planned";
+          if (!visible && keys[k] == 1 && (k < first - slack)) {
+            return where + " is planned far outside the window";
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
 TEST_SUITE("plan") {
+  TEST_CASE("a sliding window plans the window's keys only") {
+    const uint64_t seed = BaseSeed() + 31;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    for (int trial = 0; trial < 60; ++trial) {
+      std::vector<std::pair<int64_t, int64_t>> requests;
+      const int batch = 1 + static_cast<int>(rng() % 4);
+      for (int b = 0; b < batch; ++b) {
+        const int64_t kvlen = static_cast<int64_t>(rng() % 5000);
+        const int64_t seqlen = std::min<int64_t>(kvlen, 1 + static_cast<int64_t>(rng() % 80));
+        requests.emplace_back(seqlen, kvlen);
+      }
+      const int64_t windows[] = {0, 1, 63, 64, 100, 1023, 1024, 3000, 10000};
+      const int64_t window = windows[rng() % std::size(windows)];
+      const PlannedBatch planned(requests, window, trial % 2 == 0);
+      const auto plan = dynattn::internal::PlanAttention(planned.problem);
+      INFO("trial " << trial << ", window " << window);
+      CHECK(CheckWindowPlan(planned.problem, plan) == "");
+    }
+  }
+
+  TEST_CASE("split-KV of a windowed long decode reads about the window") {
+    // One decode over 131072 keys with a 4096 window: only the window's splits are planned.
+    for (int64_t window : {int64_t{4096}, int64_t{4000}, int64_t{-1}}) {
+      const PlannedBatch planned({{1, 131072}}, window, true, 1, 8);
+      const auto plan = dynattn::internal::PlanAttention(planned.problem);
+      int64_t keys = 0;
+      for (const auto& w : plan.items) keys += w.key_end - w.key_begin;
+      INFO("window " << window);
+      if (window < 0) {
+        CHECK(keys == 131072);
+        CHECK(plan.items.size() == 128);
+        continue;
+      }
+      CHECK(keys >= window + 1);
+      CHECK(keys <= window + 1 + dynattn::internal::kKeyTile);
+      CHECK(plan.items.size() <= static_cast<size_t>(window / 1024 + 2));
+      CHECK(plan.merges.size() == 1);
+      CHECK(CheckWindowPlan(planned.problem, plan) == "");
+      // Every split item starts at the window's first tile or at a split boundary.
+      for (const auto& w : plan.items) {
+        const int64_t first = planned.problem.FirstVisibleKey(0, 0) / 64 * 64;
+        CHECK((w.key_begin == first || w.key_begin % 1024 == 0));
+        CHECK(w.num_splits == static_cast<int32_t>(plan.items.size()));
+      }
+    }
+  }
+
+  TEST_CASE("a unified decode with a 4096 window over 32768 keys reads about the window") {
+    for (int64_t block_size : {int64_t{16}, int64_t{256}}) {
+      const int64_t context = 32767;
+      std::vector<int64_t> qsl{0, 1}, lens{context}, table;
+      for (int64_t j = 0; j <= context / block_size; ++j) table.push_back(1000 - j);
+      dynattn::internal::UnifiedStep step;
+      step.num_requests = 1;
+      step.query_start_loc = qsl.data();
+      step.context_lens = lens.data();
+      step.block_table = table.data();
+      step.table_stride = static_cast<int64_t>(table.size());
+      step.block_size = block_size;
+      step.block_stride = block_size;
+      step.num_kv_heads = 2;
+      step.group_size = 4;
+      step.window_left = 4096;
+      const auto plan = dynattn::internal::PlanUnified(step);
+      INFO("block size " << block_size);
+      CHECK(dynattn::internal::CheckCoverage(step, plan) == "");
+      int64_t keys = 0;
+      for (const auto& w : plan.request_items) keys += w.key_end - w.key_begin;
+      CHECK(keys >= 2 * 4097);  // two KV heads
+      CHECK(keys <= 2 * (4097 + dynattn::internal::kKeyTile));
+      CHECK(plan.shared_items.empty());
+      CHECK(plan.num_unique_blocks == context / block_size - (context - 4096) / block_size + 1);
+    }
+  }
+
+  TEST_CASE("unified plans with a sliding window cover each window exactly once") {
+    const uint64_t seed = BaseSeed() + 32;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    for (int trial = 0; trial < 200; ++trial) {
+      const int64_t block_size = int64_t{1} << (rng() % 6);
+      const int requests = 1 + static_cast<int>(rng() % 5);
+      std::vector<int64_t> qsl{0}, context;
+      std::vector<std::vector<int64_t>> tables;
+      int64_t next_block = 0, columns = 0;
+      std::vector<int64_t> shared_prefix;  // blocks some requests share
+      for (int i = 0; i < 40; ++i) shared_prefix.push_back(next_block++);
+      for (int b = 0; b < requests; ++b) {
+        const int64_t q = rng() % 3 == 0 ? 1 + static_cast<int64_t>(rng() % 40) : 1;
+        const int64_t ctx = static_cast<int64_t>(rng() % (block_size * 30 + 1));
+        qsl.push_back(qsl.back() + q);
+        context.push_back(ctx);
+        const int64_t blocks = (ctx + q + block_size - 1) / block_size;
+        const int64_t shared = rng() % 2 ? std::min<int64_t>(ctx / block_size, 40) : 0;
+        std::vector<int64_t> row;
+        for (int64_t j = 0; j < blocks; ++j) {
+          row.push_back(j < shared ? shared_prefix[j] : next_block++);
+        }
+        columns = std::max<int64_t>(columns, blocks);
+        tables.push_back(row);
+      }
+      std::vector<int64_t> table(static_cast<size_t>(requests * std::max<int64_t>(columns, 1)), 0);
+      for (int b = 0; b < requests; ++b) {
+        std::copy(tables[b].begin(), tables[b].end(),
+                  table.begin() + b * std::max<int64_t>(columns, 1));
+      }
+      dynattn::internal::UnifiedStep step;
+      step.num_requests = requests;
+      step.query_start_loc = qsl.data();
+      step.context_lens = context.data();
+      step.block_table = table.data();
+      step.table_stride = std::max<int64_t>(columns, 1);
+      step.block_size = block_size;
+      step.block_stride = block_size;
+      step.num_kv_heads = 2;
+      step.group_size = 2;
+      const int64_t windows[] = {-1, 0, 1, 5, 17, 64, 200, 1000};
+      step.window_left = windows[rng() % std::size(windows)];
+      const auto plan = dynattn::internal::PlanUnified(step);
+      INFO("trial " << trial << ", block_size " << block_size << ", window " << step.window_left);
+      CHECK(dynattn::internal::CheckCoverage(step, plan) == "");
+      // The blocks counted are exactly those holding a cached key inside some token's window.
+      std::set<int64_t> read;
+      for (int b = 0; b < requests; ++b) {
+        if (qsl[b + 1] == qsl[b]) continue;
+        const int64_t first =
+            step.window_left < 0 ? 0 : std::max<int64_t>(0, context[b] - step.window_left);
+        for (int64_t key = first; key < context[b]; ++key) read.insert(tables[b][key / block_size]);
+      }
+      CHECK(plan.num_shared_blocks + plan.num_unique_blocks == static_cast<int64_t>(read.size()));
+    }
+  }
+
   TEST_CASE("a plan runs every layer of its step with the one-shot call's bits") {
     for (int i = 0; i < 12; ++i) {
       for (const Case& c : CasesOfEveryOp(BaseSeed() + 100 * static_cast<uint64_t>(i))) {

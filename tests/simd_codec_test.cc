@@ -1,13 +1,15 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Kernel-level checks on every compiled target: the vector round-to-fp16 (used to dequantize)
-// against the scalar one over a dense sweep of all float bit patterns, and the virtual-lane dot
-// product against a float64 sum.
+// against the scalar one over a dense sweep of all float bit patterns, the virtual-lane dot
+// product against a float64 sum, and the bf16 / fp8 row codecs (vector decode, encode and bf16
+// activations) against core's scalar codec, bit for bit.
 
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -50,6 +52,66 @@ void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_
 
 float SumOfTileOnTarget(const float* p) { return SumOfTile(p); }
 
+/// Decodes a row of `dim` elements of `elem` (bf16 or fp8) twice: through the row decoder of the
+/// tiled path (`rows`) and through the in-register lanes of the fused path (`lanes`, whole
+/// vectors only: dim a multiple of 16).
+template <CacheElem kElem>
+void DecodeBothWays(const void* row, float tensor_scale, bool io_f16, int dim, float* rows,
+                    float* lanes) {
+  RowCodec codec;
+  codec.head_dim = dim;
+  codec.io_is_f16 = io_f16;
+  DecodeRowWidened<kElem>(codec, row, tensor_scale, rows);
+  const ScaleLanes none;
+  for (int e = 0; e + kLanes <= dim; e += kLanes) {
+    const auto v = io_f16 ? DecodeLanes<kElem, true>(row, &tensor_scale, none, e)
+                          : DecodeLanes<kElem, false>(row, &tensor_scale, none, e);
+    hn::StoreU(v, DF(), lanes + e);
+  }
+}
+
+void DecodeWidenedOnTarget(CacheElem elem, const void* row, float tensor_scale, bool io_f16,
+                           int dim, float* rows, float* lanes) {
+  if (elem == CacheElem::kBF16) {
+    DecodeBothWays<CacheElem::kBF16>(row, tensor_scale, io_f16, dim, rows, lanes);
+  } else if (elem == CacheElem::kF8E4M3) {
+    DecodeBothWays<CacheElem::kF8E4M3>(row, tensor_scale, io_f16, dim, rows, lanes);
+  } else {
+    DecodeBothWays<CacheElem::kF8E5M2>(row, tensor_scale, io_f16, dim, rows, lanes);
+  }
+}
+
+/// Encodes one row of `dim` floats into `row` (slot 0, head 0 of a one-row plane).
+void EncodeWidenedOnTarget(CacheElem elem, const float* x, float tensor_scale, bool io_f16, int dim,
+                           void* row) {
+  CacheDesc cache;
+  cache.elem = elem;
+  cache.head_dim = dim;
+  cache.num_kv_heads = 1;
+  CachePlane plane;
+  plane.data = row;
+  plane.tensor_scale = tensor_scale;
+  std::vector<float> scratch(2 * static_cast<size_t>(dim) + 16);
+  int8_t* codes = reinterpret_cast<int8_t*>(scratch.data() + dim);
+  if (elem == CacheElem::kBF16) {
+    EncodeRow<CacheElem::kBF16>(cache, io_f16, plane, 0, 0, x, codes, scratch.data());
+  } else if (elem == CacheElem::kF8E4M3) {
+    EncodeRow<CacheElem::kF8E4M3>(cache, io_f16, plane, 0, 0, x, codes, scratch.data());
+  } else {
+    EncodeRow<CacheElem::kF8E5M2>(cache, io_f16, plane, 0, 0, x, codes, scratch.data());
+  }
+}
+
+/// bf16 activations: loaded as floats and stored back.
+void Bf16ActivationsOnTarget(const uint16_t* in, int count, float* loaded, uint16_t* stored) {
+  LoadActivations(in, DType::kBF16, count, loaded);
+  StoreActivations(loaded, DType::kBF16, count, stored);
+}
+
+void StoreBf16OnTarget(const float* in, int count, uint16_t* out) {
+  StoreActivations(in, DType::kBF16, count, out);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace dynattn
 HWY_AFTER_NAMESPACE();
@@ -59,6 +121,10 @@ namespace dynattn {
 HWY_EXPORT(CountRoundingMismatches);
 HWY_EXPORT(ScoreBlockOnTarget);
 HWY_EXPORT(SumOfTileOnTarget);
+HWY_EXPORT(DecodeWidenedOnTarget);
+HWY_EXPORT(EncodeWidenedOnTarget);
+HWY_EXPORT(Bf16ActivationsOnTarget);
+HWY_EXPORT(StoreBf16OnTarget);
 
 namespace {
 
@@ -101,7 +167,172 @@ std::vector<float> ScoreBlock(const ScoreInputs& in) {
   return dots;
 }
 
+/// The bf16 / fp8 formats of a cache row, and the byte width of one element.
+struct WidenedFormat {
+  CacheElem elem;
+  const char* name;
+  int bytes;
+};
+constexpr WidenedFormat kWidened[] = {{CacheElem::kBF16, "bf16", 2},
+                                      {CacheElem::kF8E4M3, "fp8_e4m3", 1},
+                                      {CacheElem::kF8E5M2, "fp8_e5m2", 1}};
+
+/// Tensor scales: 1, powers of two, and values whose products round (also to subnormals and
+/// past the fp8 range).
+std::vector<float> TensorScales(std::mt19937_64& rng) {
+  std::vector<float> scales = {1.0f, 0.5f, 0.0137f, 3.7f, 1e-30f, 6e4f};
+  std::uniform_real_distribution<float> log_scale(-8.0f, 8.0f);
+  for (int i = 0; i < 4; ++i) scales.push_back(std::exp2(log_scale(rng)));
+  return scales;
+}
+
+/// Counts elements of `got` whose bits differ from core::DecodeElement's.
+int CountDecodeMismatches(const WidenedFormat& f, const std::vector<uint8_t>& row, int dim,
+                          float scale, bool io_f16, const std::vector<float>& got,
+                          std::string* first) {
+  int mismatches = 0;
+  for (int d = 0; d < dim; ++d) {
+    const float want =
+        internal::DecodeElement(row.data(), nullptr, d, f.elem, 1, false, io_f16, scale);
+    // With fp16 activations a NaN goes through the vector fp16 rounding, which (as the existing
+    // RoundToF16 twin) keeps a NaN a NaN but not its payload bits; every other value is exact.
+    const bool both_nan = io_f16 && std::isnan(want) && std::isnan(got[d]);
+    if (!both_nan && internal::FloatBits(want) != internal::FloatBits(got[d])) {
+      if (mismatches++ == 0) {
+        *first = "element " + std::to_string(d) + ": want bits " +
+                 std::to_string(internal::FloatBits(want)) + ", got " +
+                 std::to_string(internal::FloatBits(got[d]));
+      }
+    }
+  }
+  return mismatches;
+}
+
+/// Random floats of every magnitude, with zeros, infinities, NaNs and fp8 boundary values.
+std::vector<float> EncodeInputs(std::mt19937_64& rng, int count) {
+  std::vector<float> x(count);
+  std::uniform_int_distribution<uint32_t> bits;
+  std::normal_distribution<float> normal;
+  const float specials[] = {0.0f,    -0.0f,    INFINITY, -INFINITY, NAN,          448.0f,
+                            464.0f,  480.0f,   -500.0f,  57344.0f,  61440.0f,     1e9f,
+                            0.0019f, 0.00097f, 1e-7f,    -1e-38f,   0.0009765625f};
+  for (int i = 0; i < count; ++i) {
+    const int kind = i % 4;
+    if (i < static_cast<int>(std::size(specials))) {
+      x[i] = specials[i];
+    } else if (kind == 0) {
+      x[i] = internal::BitsFloat(bits(rng));
+    } else if (kind == 1) {
+      x[i] = normal(rng) * std::exp2(static_cast<float>(static_cast<int>(bits(rng) % 40) - 20));
+    } else {
+      x[i] = normal(rng);
+    }
+  }
+  return x;
+}
+
 TEST_SUITE("simd") {
+  TEST_CASE("bf16 and fp8 rows decode as core's codec on every target, every code point") {
+    const uint64_t seed = dynattn_test::BaseSeed() + 21;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    const std::vector<float> scales = TensorScales(rng);
+    ForEachTarget([&](const std::string& target) {
+      for (const WidenedFormat& f : kWidened) {
+        // Every code: 256 fp8 bytes, or all 65536 bf16 patterns in rows of 256.
+        const int codes = f.bytes == 1 ? 256 : 65536;
+        const int dim = 256;
+        for (int first_code = 0; first_code < codes; first_code += dim) {
+          std::vector<uint8_t> row(static_cast<size_t>(dim) * f.bytes);
+          for (int d = 0; d < dim; ++d) {
+            const uint32_t code = static_cast<uint32_t>(first_code + d);
+            std::memcpy(row.data() + d * f.bytes, &code, f.bytes);  // little-endian low bytes
+          }
+          for (float scale : scales) {
+            if (f.elem == CacheElem::kBF16 && scale != 1.0f) continue;  // no tensor scale
+            for (bool io_f16 : {false, true}) {
+              std::vector<float> rows(dim, NAN), lanes(dim, NAN);
+              HWY_DYNAMIC_DISPATCH(DecodeWidenedOnTarget)
+              (f.elem, row.data(), scale, io_f16, dim, rows.data(), lanes.data());
+              std::string first;
+              INFO("target " << target << ", " << f.name << ", codes from " << first_code
+                             << ", scale " << scale << ", io_f16 " << io_f16);
+              CHECK_MESSAGE(CountDecodeMismatches(f, row, dim, scale, io_f16, rows, &first) == 0,
+                            "row decoder: " << first);
+              CHECK_MESSAGE(CountDecodeMismatches(f, row, dim, scale, io_f16, lanes, &first) == 0,
+                            "register lanes: " << first);
+            }
+          }
+        }
+        // A row whose length is no multiple of the lanes: the scalar tail.
+        std::vector<uint8_t> row(37 * f.bytes);
+        for (uint8_t& b : row) b = static_cast<uint8_t>(rng());
+        std::vector<float> rows(37, NAN), lanes(37, NAN);
+        HWY_DYNAMIC_DISPATCH(DecodeWidenedOnTarget)
+        (f.elem, row.data(), scales.back(), false, 37, rows.data(), lanes.data());
+        std::string first;
+        CHECK_MESSAGE(CountDecodeMismatches(f, row, 37, scales.back(), false, rows, &first) == 0,
+                      target << " " << f.name << " tail: " << first);
+      }
+    });
+  }
+
+  TEST_CASE("bf16 and fp8 rows encode as core's codec on every target") {
+    const uint64_t seed = dynattn_test::BaseSeed() + 22;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    const std::vector<float> scales = TensorScales(rng);
+    ForEachTarget([&](const std::string& target) {
+      for (const WidenedFormat& f : kWidened) {
+        for (int dim : {16, 40, 128}) {
+          for (float scale : scales) {
+            const std::vector<float> x = EncodeInputs(rng, dim);
+            std::vector<uint8_t> got(static_cast<size_t>(dim) * f.bytes, 0xA5);
+            std::vector<uint8_t> want(got.size(), 0x5A);
+            HWY_DYNAMIC_DISPATCH(EncodeWidenedOnTarget)
+            (f.elem, x.data(), scale, false, dim, got.data());
+            internal::EncodeRow([&](int i) { return x[i]; }, f.elem, dim, 1, false, false,
+                                want.data(), nullptr, scale);
+            INFO("target " << target << ", " << f.name << ", dim " << dim << ", scale " << scale);
+            CHECK(got == want);
+          }
+        }
+      }
+    });
+  }
+
+  TEST_CASE("bf16 activations load exactly and store rounded to nearest even on every target") {
+    const uint64_t seed = dynattn_test::BaseSeed() + 23;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    const int count = 65536 + 7;  // every pattern, and a scalar tail
+    std::vector<uint16_t> in(count);
+    for (int i = 0; i < count; ++i) in[i] = static_cast<uint16_t>(i < 65536 ? i : rng());
+    const std::vector<float> wide = EncodeInputs(rng, 4099);
+    ForEachTarget([&](const std::string& target) {
+      INFO("target " << target);
+      std::vector<float> loaded(count, NAN);
+      std::vector<uint16_t> stored(count, 0xFFFF);
+      HWY_DYNAMIC_DISPATCH(Bf16ActivationsOnTarget)(in.data(), count, loaded.data(), stored.data());
+      int load_mismatches = 0, store_mismatches = 0;
+      for (int i = 0; i < count; ++i) {
+        load_mismatches +=
+            internal::FloatBits(loaded[i]) != internal::FloatBits(internal::Bf16ToF32(in[i]));
+        store_mismatches += stored[i] != internal::F32ToBf16(loaded[i]);
+      }
+      CHECK(load_mismatches == 0);
+      CHECK(store_mismatches == 0);
+      std::vector<uint16_t> rounded(wide.size(), 0);
+      HWY_DYNAMIC_DISPATCH(StoreBf16OnTarget)
+      (wide.data(), static_cast<int>(wide.size()), rounded.data());
+      int round_mismatches = 0;
+      for (size_t i = 0; i < wide.size(); ++i) {
+        round_mismatches += rounded[i] != internal::F32ToBf16(wide[i]);
+      }
+      CHECK(round_mismatches == 0);
+    });
+  }
+
   TEST_CASE("vector round-to-fp16 equals the scalar one on every target") {
     ForEachTarget([](const std::string& target) {
       INFO("target " << target);

@@ -352,3 +352,113 @@ TEST_SUITE("spec_examples") {
     CHECK(std::memcmp(expanded.data(), grouped.data(), expanded.size() * 4) == 0);
   }
 }
+
+// ================================================================================================
+// Issue 13 worked examples: an fp8 e4m3fn and a bf16 cache written and read back, and one decode
+// row with a window, a softmax scale, a soft-cap and a sink, all by hand.
+
+namespace {
+
+using dynattn::DType;
+using dynattn::TensorView;
+
+/// One token of D = 4 written by KeyValueCache into a one-slot cache of `cache_dtype` (fp32
+/// activations), with k_scale = v_scale = `scale` when > 0. Returns the key bytes of the cache and
+/// the key read back.
+struct CacheRow {
+  std::vector<uint8_t> bytes;
+  std::vector<float> key;
+};
+
+CacheRow WriteOneToken(const std::vector<float>& x, DType cache_dtype, float scale) {
+  const int64_t dim = 4, elem = cache_dtype == DType::kBF16 ? 2 : 1;
+  const int64_t seqstarts[] = {0, 1}, kvstarts[] = {0, 1}, cachestarts[] = {0}, start_pos[] = {0};
+  const int64_t one = 1;
+  std::vector<float> current = x, key(dim), value(dim);
+  std::vector<uint8_t> cache(2 * dim * elem, 0x55);
+  dynattn::KeyValueCacheArgs args;
+  args.current_key = TensorView::Dense(current.data(), DType::kF32, {1, 1, dim});
+  args.current_value = args.current_key;
+  args.seqstarts = TensorView::Dense(seqstarts, DType::kI64, {2});
+  args.kvstarts = TensorView::Dense(kvstarts, DType::kI64, {2});
+  args.cachestarts = TensorView::Dense(cachestarts, DType::kI64, {1});
+  args.start_pos = TensorView::Dense(start_pos, DType::kI64, {1});
+  args.max_seqlen = TensorView::Dense(&one, DType::kI64, {});
+  args.max_kvlen = args.max_seqlen;
+  args.cache = TensorView::Dense(cache.data(), cache_dtype, {1, 1, 2, 1, dim});
+  if (scale > 0) {
+    args.k_scale = TensorView::Dense(&scale, DType::kF32, {});
+    args.v_scale = args.k_scale;
+  }
+  args.key = TensorView::Dense(key.data(), DType::kF32, {1, 1, dim});
+  args.value = TensorView::Dense(value.data(), DType::kF32, {1, 1, dim});
+  const dynattn::Status status = dynattn::KeyValueCache(dynattn::KeyValueCacheAttrs{}, args);
+  REQUIRE_MESSAGE(status.ok(), status.message());
+  CHECK(std::memcmp(key.data(), value.data(), key.size() * sizeof(float)) == 0);  // NaN too
+  return {std::vector<uint8_t>(cache.begin(), cache.begin() + dim * elem), key};
+}
+
+}  // namespace
+
+TEST_SUITE("spec_examples") {
+  TEST_CASE("fp8 e4m3fn cache, k_scale = v_scale = 0.5: bytes and read-back by hand") {
+    // x / 0.5 = 2 -> 0x40 (2^1); 0.6000000238 -> 0.625 (1.010b * 2^-1) = 0x32; 1000 saturates to
+    // 448 = 0x7E; -0.002 is about one subnormal unit 2^-9 -> 0x81.
+    const CacheRow r = WriteOneToken({1.0f, 0.3f, 500.0f, -0.001f}, DType::kF8E4M3, 0.5f);
+    CHECK(r.bytes == std::vector<uint8_t>{0x40, 0x32, 0x7E, 0x81});
+    CHECK(r.key == std::vector<float>{1.0f, 0.3125f, 224.0f, -0.0009765625f});
+  }
+
+  TEST_CASE("fp8 e5m2 cache, default scale 1: infinity kept, NaN stays NaN, saturation") {
+    const float inf = HUGE_VALF;
+    const CacheRow r = WriteOneToken({1.0f, 70000.0f, -inf, std::nanf("")}, DType::kF8E5M2, 0);
+    CHECK(r.bytes[0] == 0x3C);  // 1.0
+    CHECK(r.bytes[1] == 0x7B);  // 70000 rounds to 2^16, past the max: saturates to 57344
+    CHECK(r.bytes[2] == 0xFC);  // -inf
+    CHECK((r.bytes[3] & 0x7F) > 0x7C);
+    CHECK(r.key[1] == 57344.0f);
+    CHECK(std::isnan(r.key[3]));
+  }
+
+  TEST_CASE("bf16 cache: round to nearest even") {
+    // 1 + 2^-8 and 1 + 3 * 2^-8 are ties: they go to the even neighbours 1 and 1 + 2^-6.
+    const float tie_down = 1.0f + 0x1p-8f, tie_up = 1.0f + 3 * 0x1p-8f;
+    const CacheRow r =
+        WriteOneToken({tie_down, tie_up, 1.0f + 0x1p-8f + 0x1p-20f, -3.0e38f}, DType::kBF16, 0);
+    const std::vector<uint16_t> want = {0x3F80, 0x3F82, 0x3F81, 0xFF62};
+    CHECK(std::memcmp(r.bytes.data(), want.data(), 8) == 0);
+    CHECK(r.key[1] == 1.015625f);
+  }
+
+  TEST_CASE("decode by hand: window 1, softmax scale 0.5, soft-cap 2, sink 0.25") {
+    // One query row at position 3 sees keys 2 and 3 only (window_left 1). D = 1, q = 2,
+    // k = (9, 9, 1, 3), v = (100, 100, 1, -1): s0 = 0.5 * q * k = (1, 3); s = 2 tanh(s0 / 2).
+    const float query[] = {2.0f}, key[] = {9.0f, 9.0f, 1.0f, 3.0f};
+    const float value[] = {100.0f, 100.0f, 1.0f, -1.0f}, sink = 0.25f;
+    float out[1] = {NAN};
+    const int64_t seqstarts[] = {0, 1}, kvstarts[] = {0, 4}, one = 1, four = 4, zero = 0;
+    dynattn::MultiHeadAttentionArgs args;
+    args.query = TensorView::Dense(query, DType::kF32, {1, 1, 1});
+    args.key = TensorView::Dense(key, DType::kF32, {4, 1, 1});
+    args.value = TensorView::Dense(value, DType::kF32, {4, 1, 1});
+    args.seqstarts = TensorView::Dense(seqstarts, DType::kI64, {2});
+    args.kvstarts = TensorView::Dense(kvstarts, DType::kI64, {2});
+    args.decoding_batches = TensorView::Dense(&zero, DType::kI64, {});
+    args.max_seqlen = TensorView::Dense(&one, DType::kI64, {});
+    args.max_kvlen = TensorView::Dense(&four, DType::kI64, {});
+    args.sinks = TensorView::Dense(&sink, DType::kF32, {1});
+    args.attn_output = TensorView::Dense(out, DType::kF32, {1, 1, 1});
+    dynattn::AttentionAttrs attrs;
+    attrs.num_heads = 1;
+    attrs.head_dim = 1;
+    attrs.window_left = 1;
+    attrs.softmax_scale = 0.5f;
+    attrs.logits_soft_cap = 2.0f;
+    const dynattn::Status status = dynattn::MultiHeadAttention(attrs, args);
+    REQUIRE_MESSAGE(status.ok(), status.message());
+    const double s2 = 2 * std::tanh(0.5), s3 = 2 * std::tanh(1.5);
+    const double want =
+        (std::exp(s2) * 1 - std::exp(s3)) / (std::exp(0.25) + std::exp(s2) + std::exp(s3));
+    CHECK(out[0] == doctest::Approx(want).epsilon(1e-6));
+  }
+}

@@ -4,17 +4,21 @@
 // on the design document's 4-request step and on random mixed steps (shared prefixes, permuted
 // and large block ids, empty contexts, multi-token decodes) on every compiled SIMD target; the
 // planner's one-path-per-pair coverage; bitwise determinism across thread counts and request
-// order; and validation that leaves everything untouched.
+// order; validation that leaves everything untouched; and sliding windows with sinks against
+// paged MultiHeadCacheAttention (a lone decode bit for bit).
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "core/codec.h"
 #include "core/plan_unified.h"
 #include "src/unified/unified_call.h"
 #include "tests/reference/reference.h"
@@ -272,7 +276,113 @@ void SetTable(Case* c, int64_t index, int64_t value) {
   c->inputs.at("block_table").data<int64_t>()[index] = value;
 }
 
+/// Runs `c` (a unified step, or its paged MultiHeadCacheAttention twin) with a sliding window of
+/// `window` keys; any "sinks" input of `c` is passed by name. Outputs start poisoned.
+LibResult RunWithWindow(const Case& c, int window, const dynattn::RunOptions& options = {}) {
+  dynattn_ref::Tensors in = c.inputs, out;
+  const Array& q = in.at("query");
+  out["attn_output"] = dynattn_ref::MakeArray(q.dt, q.shape);
+  out["lse"] = dynattn_ref::MakeArray(Dt::kF32, {q.shape[0], q.shape[1]});
+  for (auto& [name, array] : out) std::fill(array.bytes.begin(), array.bytes.end(), 0xFF);
+  const dynattn::TensorLookup lookup = [&](const std::string& name) {
+    if (name == "attn_output") return ViewOf(out.at(name));
+    if (name == "lse") {
+      return c.op == "unified_attention" ? ViewOf(out.at(name)) : dynattn::TensorView{};
+    }
+    return in.count(name) ? ViewOf(in.at(name)) : dynattn::TensorView{};
+  };
+  LibResult r;
+  if (c.op == "unified_attention") {
+    dynattn::BlockCache cache;
+    r.status = dynattn::MakePmxBlockCache(lookup("cache"), lookup("scale"), CacheAttrsOf(c.attrs),
+                                          static_cast<int>(in.at("current_key").shape[1]),
+                                          c.attrs.head_dim, c.attrs.block_size, &cache);
+    dynattn::UnifiedAttentionAttrs attrs;
+    attrs.num_heads = c.attrs.num_heads;
+    attrs.num_kv_heads = c.attrs.num_kv_heads;
+    attrs.head_dim = c.attrs.head_dim;
+    attrs.is_alibi = c.attrs.is_alibi != 0;
+    attrs.window_left = window;
+    if (r.status.ok()) {
+      r.status = dynattn::UnifiedAttention(
+          attrs, dynattn::UnifiedAttentionArgsByName(lookup, &cache), options);
+    }
+  } else {
+    dynattn::MultiHeadCacheAttentionAttrs attrs;
+    attrs.attention = AttentionAttrsOf(c.attrs);
+    attrs.attention.window_left = window;
+    attrs.cache = CacheAttrsOf(c.attrs);
+    r.status = dynattn::MultiHeadCacheAttention(
+        attrs, dynattn::MultiHeadCacheAttentionArgsByName(lookup), options);
+  }
+  r.cache = in.at("cache");
+  if (in.count("scale")) r.scale = in.at("scale");
+  r.attn_output = out.at("attn_output");
+  r.lse = out.at("lse");
+  return r;
+}
+
+/// Element i of an fp32, fp16 or bf16 array as a double.
+double ElementOf(const Array& a, int64_t i) {
+  if (a.dt == Dt::kF32) return a.data<float>()[i];
+  const uint16_t bits = reinterpret_cast<const uint16_t*>(a.bytes.data())[i];
+  return a.dt == Dt::kF16 ? dynattn::internal::F16ToF32(bits) : dynattn::internal::Bf16ToF32(bits);
+}
+
 TEST_SUITE("unified") {
+  TEST_CASE("sliding windows and sinks: unified attention is paged MultiHeadCacheAttention") {
+    dynattn_ref::GenOptions options;
+    options.max_context = 2100;
+    const int windows[] = {0, 3, 40, 300, 1100};
+    int lone_compared = 0;
+    for (int i = 0; i < 30; ++i) {
+      const uint64_t seed = BaseSeed() + 17000 + static_cast<uint64_t>(i);
+      Case c = dynattn_ref::RandomUnifiedCase(seed, options);
+      const int heads = c.attrs.num_heads;
+      std::vector<float> sinks(heads);
+      for (int h = 0; h < heads; ++h)
+        sinks[h] = static_cast<float>((seed * 7 + h * 13) % 11) - 5.0f;
+      Array sink_array = dynattn_ref::MakeArray(Dt::kF32, {heads});
+      std::copy(sinks.begin(), sinks.end(), sink_array.data<float>());
+      if (i % 3 != 2) c.inputs["sinks"] = sink_array;
+      const int window = windows[i % std::size(windows)];
+      INFO("seed " << seed << ", window " << window << ": " << c.description);
+      const LibResult unified = RunWithWindow(c, window);
+      const LibResult paged = RunWithWindow(AsPagedMhca(c), window);
+      REQUIRE_MESSAGE(unified.status.ok(), unified.status.message());
+      REQUIRE_MESSAGE(paged.status.ok(), paged.status.message());
+      std::string why;
+      CHECK_MESSAGE(SameBytes(unified.cache, paged.cache, &why), "cache: " << why);
+      const auto ranges = TokenRanges(c);
+      const std::vector<bool> lone = LoneDecodes(c);
+      const int64_t row = heads * c.attrs.head_dim;
+      for (size_t b = 0; b < ranges.size(); ++b) {
+        for (int64_t t = ranges[b].first; t < ranges[b].second; ++t) {
+          int bad = 0;
+          if (lone[b]) {  // planned as a pure decode plans it: the same bits
+            const size_t size =
+                unified.attn_output.bytes.size() /
+                static_cast<size_t>(std::max<int64_t>(1, c.inputs.at("query").shape[0]));
+            bad = !std::equal(unified.attn_output.bytes.begin() + t * size,
+                              unified.attn_output.bytes.begin() + (t + 1) * size,
+                              paged.attn_output.bytes.begin() + t * size);
+          } else {
+            for (int64_t e = t * row; e < (t + 1) * row; ++e) {
+              const double u = ElementOf(unified.attn_output, e);
+              const double m = ElementOf(paged.attn_output, e);
+              bad += !(std::fabs(u - m) <= 4e-3 * std::fabs(m) + 2e-3);
+            }
+          }
+          CHECK_MESSAGE(bad == 0, "request " << b << " token " << t << (lone[b] ? " (lone)" : ""));
+          for (int h = 0; h < heads; ++h)
+            CHECK(std::isfinite(unified.lse.data<float>()[t * heads + h]));
+        }
+        lone_compared += lone[b];
+      }
+    }
+    CHECK(lone_compared >= 5);
+  }
+
   TEST_CASE("bad input is refused by name, and nothing is written") {
     const Case good = DesignDocStep();
     Case c = good;

@@ -27,6 +27,13 @@ CLI::App* AddBenchCommand(CLI::App* app, bench::BenchOptions* options) {
       ->check(CLI::Range(1, 1024));
   bench->add_option("--repetitions", options->repetitions, "Timed calls per step (default 7)")
       ->check(CLI::Range(1, 1000));
+  bench
+      ->add_option("--pin", options->pin,
+                   "libdynattn's threads pinned to CPUs (on), not (off), or both, each row timed "
+                   "both ways (default both)")
+      ->check(CLI::IsMember({"both", "on", "off"}));
+  bench->add_option("--target", options->target,
+                    "Force the CPU kernels' SIMD target, e.g. avx2 (default: the best one here)");
   bench->add_option("--json", options->json, "Also write the results to this JSON file");
   return bench;
 }

@@ -20,7 +20,10 @@ struct DtPair {
 inline constexpr DtPair kDtPairs[] = {{dynattn_ref::Dt::kF32, dynattn::DType::kF32},
                                       {dynattn_ref::Dt::kF16, dynattn::DType::kF16},
                                       {dynattn_ref::Dt::kI8, dynattn::DType::kI8},
-                                      {dynattn_ref::Dt::kI64, dynattn::DType::kI64}};
+                                      {dynattn_ref::Dt::kI64, dynattn::DType::kI64},
+                                      {dynattn_ref::Dt::kBF16, dynattn::DType::kBF16},
+                                      {dynattn_ref::Dt::kF8E4M3, dynattn::DType::kF8E4M3},
+                                      {dynattn_ref::Dt::kF8E5M2, dynattn::DType::kF8E5M2}};
 
 /// The library's element type for a reference one.
 inline dynattn::DType DTypeOf(dynattn_ref::Dt dt) {

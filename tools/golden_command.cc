@@ -7,6 +7,8 @@
 #include "tools/golden_command.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
@@ -26,8 +28,19 @@ using dynattn_ref::Array;
 using dynattn_ref::Case;
 using dynattn_ref::GoldenSpec;
 
-// The value of one `run` attribute for a case (unified attention always returns its lse).
-int AttributeValue(const dynattn_ref::Attrs& a, const std::string& name) {
+// A float attribute as the shortest text that reads back as the same float.
+std::string RealText(double value) {
+  char text[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, value);
+    if (std::strtof(text, nullptr) == static_cast<float>(value)) break;
+  }
+  return text;
+}
+
+// The value of one `run` attribute for a case, as text (unified attention always returns its
+// lse); empty for cache_dtype when the case's cache dtype decides (then it is not passed).
+std::string AttributeValue(const dynattn_ref::Attrs& a, const std::string& name) {
   const std::vector<std::pair<const char*, int>> values = {{"num_heads", a.num_heads},
                                                            {"head_dim", a.head_dim},
                                                            {"is_causal", a.is_causal},
@@ -42,11 +55,15 @@ int AttributeValue(const dynattn_ref::Attrs& a, const std::string& name) {
                                                            {"cache_layout", a.cache_layout},
                                                            {"page_size", a.page_size},
                                                            {"block_size", a.block_size},
-                                                           {"return_lse", 1}};
+                                                           {"return_lse", 1},
+                                                           {"window_left", a.window_left}};
   for (const auto& [key, value] : values) {
-    if (name == key) return value;
+    if (name == key) return std::to_string(value);
   }
-  return 0;
+  if (name == "logits_soft_cap") return RealText(a.logits_soft_cap);
+  if (name == "softmax_scale") return RealText(a.softmax_scale);
+  if (name == "cache_dtype") return a.cache_dtype;
+  return "";
 }
 
 // The `run` request that computes `c` from DIR/NAME/inputs into DIR/NAME/outputs.
@@ -56,7 +73,8 @@ RunRequest MakeRunRequest(const Case& c, const fs::path& case_dir) {
   request.inputs_dir = (case_dir / "inputs").string();
   request.outputs_dir = (case_dir / "outputs").string();
   for (const std::string& name : OpAttributeNames(c.op)) {
-    request.attributes.emplace_back(name, std::to_string(AttributeValue(c.attrs, name)));
+    const std::string value = AttributeValue(c.attrs, name);
+    if (!value.empty()) request.attributes.emplace_back(name, value);
   }
   return request;
 }
@@ -84,7 +102,7 @@ Status WriteDescription(const Case& c, const RunRequest& request, const fs::path
   std::string command = "dynattn run " + c.op + " --inputs inputs --outputs out";
   for (const auto& [name, value] : request.attributes) {
     attributes += name + " " + value + "\n";
-    command += " --" + name + " " + value;
+    command += " --" + name + "=" + value;
   }
   DYNATTN_RETURN_IF_ERROR(WriteText(case_dir / "attributes.txt", attributes));
   return WriteText(case_dir / "command.txt", command + "\n");

@@ -30,7 +30,9 @@ constexpr uint32_t kMaxHeaderSize = 1 << 20;
 
 std::string ErrnoText() { return std::strerror(errno); }
 
-// The .npy `descr` string of each supported dtype.
+// The .npy `descr` string of each supported dtype. NumPy has no bfloat16 or fp8 dtypes: bf16
+// tensors travel as the uint16 arrays of their bit patterns, fp8 caches as uint8 arrays of their
+// bytes (the `run` command names their format with --cache_dtype).
 const char* DescrOf(DType dtype) {
   switch (dtype) {
     case DType::kF32:
@@ -43,24 +45,36 @@ const char* DescrOf(DType dtype) {
       return "<i8";
     case DType::kI32:
       return "<i4";  // never accepted from a file: not in DTypeFromDescr's candidates
+    case DType::kBF16:
+      return "<u2";
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+      return "|u1";
   }
   return "?";
 }
 
-Status DTypeFromDescr(const std::string& path, const std::string& descr, DType* dtype) {
-  for (DType candidate : {DType::kF32, DType::kF16, DType::kI8, DType::kI64}) {
+Status DTypeFromDescr(const std::string& path, const std::string& descr, DType* dtype,
+                      bool* fp8_bytes) {
+  *fp8_bytes = false;
+  for (DType candidate : {DType::kF32, DType::kF16, DType::kI8, DType::kI64, DType::kBF16}) {
     if (descr == DescrOf(candidate)) {
       *dtype = candidate;
       return Status::Ok();
     }
   }
+  if (descr == "|u1") {
+    *dtype = kFp8BytesDType;
+    *fp8_bytes = true;
+    return Status::Ok();
+  }
   std::string hint;
-  if (descr == "|u1") hint = " (uint8 is not accepted; store int8 bytes as '|i1')";
   if (descr == "<i4") hint = " (int32 is not accepted; index tensors and scalars are int64)";
   if (!descr.empty() && descr[0] == '>') hint = " (big-endian data is not accepted)";
   return Status::Invalid(path, "dtype '" + descr +
                                    "' is not supported; expected '<f4' (float32), '<f2' "
-                                   "(float16), '|i1' (int8) or '<i8' (int64)" +
+                                   "(float16), '<u2' (bfloat16 bit patterns), '|i1' (int8), "
+                                   "'|u1' (fp8 cache bytes) or '<i8' (int64)" +
                                    hint);
 }
 
@@ -376,7 +390,8 @@ Status ReadNpy(const std::string& path, NpyArray* out) {
   HeaderFields fields;
   DYNATTN_RETURN_IF_ERROR(ParseHeader(path, header, &fields));
   DType dtype = DType::kF32;
-  DYNATTN_RETURN_IF_ERROR(DTypeFromDescr(path, fields.descr, &dtype));
+  bool fp8_bytes = false;
+  DYNATTN_RETURN_IF_ERROR(DTypeFromDescr(path, fields.descr, &dtype, &fp8_bytes));
   uint64_t data_size = 0;
   DYNATTN_RETURN_IF_ERROR(CheckDataSize(path, fields, dtype, file_size - data_offset, &data_size));
   std::vector<uint8_t> bytes(data_size);
@@ -384,6 +399,7 @@ Status ReadNpy(const std::string& path, NpyArray* out) {
     return Status::Invalid(path, "cannot read the data: " + ErrnoText());
   }
   out->dtype = dtype;
+  out->fp8_bytes = fp8_bytes;
   out->shape = std::move(fields.shape);
   out->bytes = std::move(bytes);
   return Status::Ok();

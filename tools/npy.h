@@ -16,9 +16,16 @@
 
 namespace dynattn::cli {
 
+/// The DType a uint8 ('|u1') file is read as until its fp8 format is known (see
+/// NpyArray::fp8_bytes).
+inline constexpr DType kFp8BytesDType = DType::kF8E4M3;
+
 /// A dense, C-ordered array held in memory, as read from (or to be written to) a .npy file.
 struct NpyArray {
   DType dtype = DType::kF32;
+  /// Read from a uint8 file: fp8 bytes whose format the file cannot say. `dtype` is then
+  /// kFp8BytesDType until the reader names the format (the `run` command's --cache_dtype).
+  bool fp8_bytes = false;
   std::vector<int64_t> shape;  ///< Rank 0..kMaxRank; empty for a 0-d scalar.
   std::vector<uint8_t> bytes;  ///< NumElements() * DTypeSize(dtype) bytes, little-endian.
 
@@ -31,12 +38,14 @@ struct NpyArray {
 /// A zero-filled array of the given dtype and shape.
 NpyArray MakeZeroArray(DType dtype, const std::vector<int64_t>& shape);
 
-/// Reads a .npy file (format 1.0, 2.0 or 3.0; dtypes '<f4', '<f2', '|i1', '<i8'; C order; rank
-/// 0..6). On failure the message reads "<path>: <problem>".
+/// Reads a .npy file (format 1.0, 2.0 or 3.0; C order; rank 0..6; dtypes '<f4', '<f2', '|i1',
+/// '<i8', '<u2' read as bfloat16 bit patterns, and '|u1' read as fp8 bytes with `fp8_bytes` set).
+/// On failure the message reads "<path>: <problem>".
 Status ReadNpy(const std::string& path, NpyArray* out);
 
 /// Writes `data` (dense, C order, NumElements * DTypeSize bytes) as a format 1.0 .npy file with
-/// the header NumPy itself writes. On failure the message reads "<path>: <problem>".
+/// the header NumPy itself writes; bfloat16 as '<u2' (bit patterns), fp8 as '|u1' (bytes). On
+/// failure the message reads "<path>: <problem>".
 Status WriteNpy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                 const void* data);
 

@@ -54,14 +54,33 @@ struct OpSpec {
   std::vector<std::string> attributes;
 };
 
+// How an attribute's text is read.
+enum class AttrKind { kInt, kBool, kReal, kName };
+
+// One attribute of the tool: its name, kind and default (as text).
+struct AttributeDef {
+  const char* name;
+  AttrKind kind;
+  const char* default_text;
+};
+
 // Attributes with the PPLNN parser's defaults, in the spec's order, then unified attention's own
-// (block_size has no default: 0 is rejected, so it must be given).
-const std::vector<std::pair<std::string, int>>& AttributeDefaults() {
-  static const std::vector<std::pair<std::string, int>> defaults = {
-      {"num_heads", 0},    {"head_dim", 0},   {"is_causal", 1},  {"is_alibi", 0},
-      {"num_kv_heads", 0}, {"num_layer", 1},  {"layer_idx", 0},  {"quant_bit", 0},
-      {"quant_group", 8},  {"num_repeat", 1}, {"cache_mode", 0}, {"cache_layout", 0},
-      {"page_size", 128},  {"block_size", 0}, {"return_lse", 0}};
+// (block_size has no default: 0 is rejected, so it must be given), then the score attributes
+// (sliding window, soft-cap, softmax scale) and the fp8 cache format. An empty cache_dtype
+// means "the cache file's own dtype".
+const std::vector<AttributeDef>& AttributeDefaults() {
+  static const std::vector<AttributeDef> defaults = {
+      {"num_heads", AttrKind::kInt, "0"},        {"head_dim", AttrKind::kInt, "0"},
+      {"is_causal", AttrKind::kBool, "1"},       {"is_alibi", AttrKind::kBool, "0"},
+      {"num_kv_heads", AttrKind::kInt, "0"},     {"num_layer", AttrKind::kInt, "1"},
+      {"layer_idx", AttrKind::kInt, "0"},        {"quant_bit", AttrKind::kInt, "0"},
+      {"quant_group", AttrKind::kInt, "8"},      {"num_repeat", AttrKind::kInt, "1"},
+      {"cache_mode", AttrKind::kInt, "0"},       {"cache_layout", AttrKind::kInt, "0"},
+      {"page_size", AttrKind::kInt, "128"},      {"block_size", AttrKind::kInt, "0"},
+      {"return_lse", AttrKind::kBool, "0"},      {"window_left", AttrKind::kInt, "-1"},
+      {"logits_soft_cap", AttrKind::kReal, "0"}, {"softmax_scale", AttrKind::kReal, "0"},
+      {"cache_dtype", AttrKind::kName, ""},
+  };
   return defaults;
 }
 
@@ -71,31 +90,41 @@ const std::vector<OpSpec>& OpSpecs() {
        OpKind::kKeyValueCache,
        {"current_key", "current_value", "seqstarts", "kvstarts", "cachestarts", "start_pos",
         "max_seqlen", "max_kvlen", "cache"},
-       {"scale"},
+       {"scale", "k_scale", "v_scale"},
        {"num_layer", "layer_idx", "quant_bit", "quant_group", "num_repeat", "cache_mode",
-        "cache_layout", "page_size"}},
+        "cache_layout", "page_size", "cache_dtype"}},
       {"multi_head_attention",
        OpKind::kMultiHeadAttention,
        {"query", "key", "value", "seqstarts", "kvstarts", "decoding_batches", "max_seqlen",
         "max_kvlen"},
-       {"attn_mask"},
-       {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads"}},
+       {"attn_mask", "sinks"},
+       {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "window_left",
+        "logits_soft_cap", "softmax_scale"}},
       {"multi_head_cache_attention",
        OpKind::kMultiHeadCacheAttention,
        {"query", "current_key", "current_value", "seqstarts", "kvstarts", "cachestarts",
         "start_pos", "decoding_batches", "max_seqlen", "max_kvlen", "cache"},
-       {"scale", "attn_mask"},
+       {"scale", "attn_mask", "sinks", "k_scale", "v_scale"},
        {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "num_layer", "layer_idx",
-        "quant_bit", "quant_group", "cache_mode", "cache_layout", "page_size"}},
+        "quant_bit", "quant_group", "cache_mode", "cache_layout", "page_size", "window_left",
+        "logits_soft_cap", "softmax_scale", "cache_dtype"}},
       {"unified_attention",
        OpKind::kUnifiedAttention,
        {"query", "current_key", "current_value", "query_start_loc", "context_lens", "block_table",
         "cache"},
-       {"scale"},
+       {"scale", "sinks", "k_scale", "v_scale"},
        {"num_heads", "head_dim", "num_kv_heads", "num_layer", "layer_idx", "quant_bit",
-        "quant_group", "cache_layout", "block_size", "is_alibi", "return_lse"}},
+        "quant_group", "cache_layout", "block_size", "is_alibi", "return_lse", "window_left",
+        "logits_soft_cap", "softmax_scale", "cache_dtype"}},
   };
   return specs;
+}
+
+const AttributeDef& DefinitionOf(const std::string& name) {
+  for (const AttributeDef& def : AttributeDefaults()) {
+    if (name == def.name) return def;
+  }
+  return AttributeDefaults().front();  // unreachable: every op's attribute is defined
 }
 
 bool Contains(const std::vector<std::string>& list, const std::string& item) {
@@ -133,15 +162,57 @@ bool ParseInt(const std::string& text, int64_t min, int64_t max, int* value) {
   return true;
 }
 
-Status ParseAttribute(const std::string& name, const std::string& text, int* value) {
-  const std::string flag = "--" + name;
-  const bool is_bool = name == "is_causal" || name == "is_alibi" || name == "return_lse";
-  if (is_bool) {
-    if (!ParseInt(text, 0, 1, value)) return Status::Invalid(flag, "'" + text + "' is not 0 or 1");
-    return Status::Ok();
+// Parses a whole string as a float (any spelling std::from_chars takes, "nan" and "inf"
+// included: whether a value is allowed is the library's rule, reported with its message).
+bool ParseReal(const std::string& text, float* value) {
+  const char* end = text.data() + text.size();
+  auto [ptr, error] = std::from_chars(text.data(), end, *value);
+  return error == std::errc() && ptr == end && !text.empty();
+}
+
+// The fp8 formats a uint8 cache file can be read as.
+Status ParseCacheDType(const std::string& text, DType* dtype) {
+  if (text == "fp8_e4m3") {
+    *dtype = DType::kF8E4M3;
+  } else if (text == "fp8_e5m2") {
+    *dtype = DType::kF8E5M2;
+  } else {
+    return Status::Invalid("--cache_dtype", "'" + text + "' is not fp8_e4m3 or fp8_e5m2");
   }
-  if (!ParseInt(text, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), value)) {
-    return Status::Invalid(flag, "'" + text + "' is not an integer in the int32 range");
+  return Status::Ok();
+}
+
+Status ParseAttribute(const AttributeDef& def, const std::string& text, Attributes* attributes) {
+  const std::string flag = std::string("--") + def.name;
+  int integer = 0;
+  switch (def.kind) {
+    case AttrKind::kBool:
+      if (!ParseInt(text, 0, 1, &integer)) {
+        return Status::Invalid(flag, "'" + text + "' is not 0 or 1");
+      }
+      attributes->ints[def.name] = integer;
+      return Status::Ok();
+    case AttrKind::kInt:
+      if (!ParseInt(text, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
+                    &integer)) {
+        return Status::Invalid(flag, "'" + text + "' is not an integer in the int32 range");
+      }
+      attributes->ints[def.name] = integer;
+      return Status::Ok();
+    case AttrKind::kReal: {
+      float real = 0.0f;
+      if (!ParseReal(text, &real)) {
+        return Status::Invalid(flag, "'" + text + "' is not a number");
+      }
+      attributes->reals[def.name] = real;
+      return Status::Ok();
+    }
+    case AttrKind::kName: {
+      DType ignored = DType::kF32;
+      DYNATTN_RETURN_IF_ERROR(ParseCacheDType(text, &ignored));
+      attributes->names[def.name] = text;
+      return Status::Ok();
+    }
   }
   return Status::Ok();
 }
@@ -154,11 +225,19 @@ Status ParseAttributes(const OpSpec& spec, const RunRequest& request, Attributes
                                               " (it takes " + JoinNames(spec.attributes, "--") +
                                               ")");
     }
-    int value = 0;
-    DYNATTN_RETURN_IF_ERROR(ParseAttribute(name, text, &value));
-    (*attributes)[name] = value;
+    DYNATTN_RETURN_IF_ERROR(ParseAttribute(DefinitionOf(name), text, attributes));
   }
-  for (const auto& [name, value] : AttributeDefaults()) attributes->emplace(name, value);
+  for (const AttributeDef& def : AttributeDefaults()) {
+    const bool given = attributes->ints.count(def.name) + attributes->reals.count(def.name) +
+                           attributes->names.count(def.name) >
+                       0;
+    if (given) continue;
+    if (def.kind == AttrKind::kName) {
+      attributes->names[def.name] = def.default_text;
+    } else {
+      DYNATTN_RETURN_IF_ERROR(ParseAttribute(def, def.default_text, attributes));
+    }
+  }
   return Status::Ok();
 }
 
@@ -240,6 +319,29 @@ Status LoadInputs(const std::string& dir, const OpSpec& spec, Arrays* arrays) {
   return Status::Ok();
 }
 
+// A uint8 file holds fp8 bytes whose format only --cache_dtype names, and only the cache may
+// be fp8: any other uint8 input, a uint8 cache without --cache_dtype, or --cache_dtype with a
+// cache of another dtype is refused, so that no byte is ever read in a format nobody chose.
+Status ResolveFp8Inputs(const std::string& dir, const Attributes& attributes, Arrays* arrays) {
+  const std::string& cache_dtype = attributes.Name("cache_dtype");
+  for (auto& [name, array] : *arrays) {
+    if (!array.fp8_bytes || (name == "cache" && !cache_dtype.empty())) continue;
+    return Status::Invalid(
+        InputPath(dir, name),
+        name == "cache" ? "a uint8 cache holds fp8 bytes: name their format with "
+                          "--cache_dtype fp8_e4m3 or fp8_e5m2"
+                        : "uint8 data is accepted only for an fp8 cache (with --cache_dtype)");
+  }
+  if (cache_dtype.empty()) return Status::Ok();
+  auto cache = arrays->find("cache");
+  if (cache == arrays->end() || !cache->second.fp8_bytes) {
+    const std::string got = cache == arrays->end() ? "none" : DTypeName(cache->second.dtype);
+    return Status::Invalid("--cache_dtype",
+                           cache_dtype + " needs a uint8 cache.npy (its fp8 bytes), got " + got);
+  }
+  return ParseCacheDType(cache_dtype, &cache->second.dtype);
+}
+
 // kvstarts[B] when kvstarts looks sane, else 0 (the library then reports what is wrong).
 int64_t GatheredRows(const Arrays& inputs) {
   const NpyArray& kvstarts = inputs.at("kvstarts");
@@ -258,6 +360,7 @@ AttentionAttrs MakeAttentionAttrs(const Attributes& attributes) {
   attention.is_causal = attributes.at("is_causal") != 0;
   attention.is_alibi = attributes.at("is_alibi") != 0;
   attention.num_kv_heads = attributes.at("num_kv_heads");
+  run_support::SetScoreAttrs(attributes, &attention);
   return attention;
 }
 
@@ -388,16 +491,34 @@ Status PrepareAndCall(const RunRequest& request, Arrays* inputs, PendingOutputs*
   DYNATTN_RETURN_IF_ERROR(CheckOutputDir(request.outputs_dir));
   DYNATTN_RETURN_IF_ERROR(CheckInputDir(request.inputs_dir, *spec));
   DYNATTN_RETURN_IF_ERROR(LoadInputs(request.inputs_dir, *spec, inputs));
+  DYNATTN_RETURN_IF_ERROR(ResolveFp8Inputs(request.inputs_dir, attributes, inputs));
   return CallOp(*spec, attributes, options, *inputs, pending, outputs);
 }
 
 // "Attribute of key_value_cache, multi_head_cache_attention (default 8)".
-std::string AttributeHelp(const std::string& attribute, int default_value) {
+std::string AttributeHelp(const AttributeDef& def) {
   std::vector<std::string> ops;
   for (const OpSpec& spec : OpSpecs()) {
-    if (Contains(spec.attributes, attribute)) ops.push_back(spec.name);
+    if (Contains(spec.attributes, def.name)) ops.push_back(spec.name);
   }
-  return "Attribute of " + JoinNames(ops, "") + " (default " + std::to_string(default_value) + ")";
+  std::string help = "Attribute of " + JoinNames(ops, "");
+  if (def.kind == AttrKind::kName) {
+    return help + ": fp8_e4m3 or fp8_e5m2, the format of a uint8 cache.npy (no default)";
+  }
+  return help + " (default " + def.default_text + ")";
+}
+
+const char* TypeName(AttrKind kind) {
+  switch (kind) {
+    case AttrKind::kInt:
+    case AttrKind::kBool:
+      return "INT";
+    case AttrKind::kReal:
+      return "REAL";
+    case AttrKind::kName:
+      return "NAME";
+  }
+  return "TEXT";
 }
 
 }  // namespace
@@ -426,15 +547,15 @@ CLI::App* AddRunCommand(CLI::App* app, RunRequest* request) {
          "--threads", [request](const std::string& value) { request->threads = value; },
          "Worker threads (0 = all cores)")
       ->type_name("INT");
-  for (const auto& [name, default_value] : AttributeDefaults()) {
-    const std::string attribute = name;
+  for (const AttributeDef& def : AttributeDefaults()) {
+    const std::string attribute = def.name;
     run->add_option_function<std::string>(
            "--" + attribute,
            [request, attribute](const std::string& value) {
              request->attributes.emplace_back(attribute, value);
            },
-           AttributeHelp(attribute, default_value))
-        ->type_name("INT");
+           AttributeHelp(def))
+        ->type_name(TypeName(def.kind));
   }
   return run;
 }

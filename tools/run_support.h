@@ -24,8 +24,20 @@ namespace dynattn::cli::run_support {
 
 /// Tensors by spec name.
 using Arrays = std::map<std::string, NpyArray>;
-/// Attribute values by name, defaults filled in.
-using Attributes = std::map<std::string, int>;
+/// Attribute values by name, defaults filled in: integers and flags (`at`), reals (`Real`:
+/// logits_soft_cap, softmax_scale) and names (`Name`: cache_dtype, "" when not given).
+struct Attributes {
+  std::map<std::string, int> ints;
+  std::map<std::string, float> reals;
+  std::map<std::string, std::string> names;
+
+  /// The integer attribute `name` (throws std::out_of_range for an unknown one, like map::at).
+  int at(const std::string& name) const { return ints.at(name); }
+  /// The real attribute `name`.
+  float Real(const std::string& name) const { return reals.at(name); }
+  /// The name attribute `name`.
+  const std::string& Name(const std::string& name) const { return names.at(name); }
+};
 
 /// A call's outputs before they exist: their shapes, as views with no memory (null data), which
 /// the library validates and plans the call against; the outputs are allocated only once the
@@ -72,6 +84,15 @@ std::vector<int64_t> AttentionOutputShape(const NpyArray& query);
 
 /// The PMX cache attributes among `attributes`.
 CacheAttrs MakeCacheAttrs(const Attributes& attributes);
+
+/// Copies the score attributes (window_left, logits_soft_cap, softmax_scale) into `attrs` (an
+/// AttentionAttrs or a UnifiedAttentionAttrs).
+template <typename AttentionLikeAttrs>
+void SetScoreAttrs(const Attributes& attributes, AttentionLikeAttrs* attrs) {
+  attrs->window_left = attributes.at("window_left");
+  attrs->logits_soft_cap = attributes.Real("logits_soft_cap");
+  attrs->softmax_scale = attributes.Real("softmax_scale");
+}
 
 }  // namespace dynattn::cli::run_support
 

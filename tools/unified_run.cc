@@ -23,6 +23,7 @@ UnifiedAttentionAttrs MakeUnifiedAttrs(const Attributes& attributes) {
   attrs.head_dim = attributes.at("head_dim");
   attrs.num_kv_heads = attributes.at("num_kv_heads");
   attrs.is_alibi = attributes.at("is_alibi") != 0;
+  run_support::SetScoreAttrs(attributes, &attrs);
   return attrs;
 }
 

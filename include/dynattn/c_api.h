@@ -14,6 +14,7 @@
  * - Structs with defaults (attrs, args, options) are filled by their *_init function first: it
  *   sets the C++ API's defaults and marks every tensor absent (rank -1). A zeroed tensor is NOT
  *   absent: it is a present scalar.
+ * - New fields are appended at the end of their struct; enum values keep their numbers.
  * - Tensors, caches and index arrays are borrowed: the library keeps no pointer after a call
  *   returns, except that a plan keeps its own copy of the index tensors.
  */
@@ -66,11 +67,14 @@ DYNATTN_EXPORT float dynattn_half_to_float(uint16_t half);
 /** Element type of a tensor (dynattn::DType). Packed int4 caches are DYNATTN_DTYPE_I8 tensors
  *  whose last dimension is head_dim / 2 bytes. */
 typedef enum dynattn_dtype_t {
-  DYNATTN_DTYPE_F32 = 0, /**< IEEE binary32. */
-  DYNATTN_DTYPE_F16 = 1, /**< IEEE binary16, stored as its 16-bit pattern. */
-  DYNATTN_DTYPE_I8 = 2,  /**< int8 (quantized caches; packed int4 caches). */
-  DYNATTN_DTYPE_I64 = 3, /**< int64 (index tensors and scalars). */
-  DYNATTN_DTYPE_I32 = 4  /**< int32 (index tensors). */
+  DYNATTN_DTYPE_F32 = 0,    /**< IEEE binary32. */
+  DYNATTN_DTYPE_F16 = 1,    /**< IEEE binary16, stored as its 16-bit pattern. */
+  DYNATTN_DTYPE_I8 = 2,     /**< int8 (quantized caches; packed int4 caches). */
+  DYNATTN_DTYPE_I64 = 3,    /**< int64 (index tensors and scalars). */
+  DYNATTN_DTYPE_I32 = 4,    /**< int32 (index tensors). */
+  DYNATTN_DTYPE_BF16 = 5,   /**< bfloat16, stored as its 16-bit pattern (activations, caches). */
+  DYNATTN_DTYPE_F8E4M3 = 6, /**< float8_e4m3fn bytes (fp8 caches; max 448, no infinities). */
+  DYNATTN_DTYPE_F8E5M2 = 7  /**< float8_e5m2 bytes (fp8 caches; IEEE-like, infinities). */
 } dynattn_dtype_t;
 
 /** Where a tensor's memory lives (dynattn::Device). */
@@ -108,10 +112,13 @@ DYNATTN_EXPORT dynattn_status_t dynattn_tensor_absent(dynattn_tensor_t* tensor);
 
 /** How cached elements are stored (dynattn::CacheElem). */
 typedef enum dynattn_cache_elem_t {
-  DYNATTN_CACHE_ELEM_F32 = 0, /**< fp32 values. */
-  DYNATTN_CACHE_ELEM_F16 = 1, /**< fp16 values. */
-  DYNATTN_CACHE_ELEM_I8 = 2,  /**< int8 codes, one scale per group. */
-  DYNATTN_CACHE_ELEM_I4 = 3   /**< Packed two's-complement nibbles, one scale per group. */
+  DYNATTN_CACHE_ELEM_F32 = 0,    /**< fp32 values. */
+  DYNATTN_CACHE_ELEM_F16 = 1,    /**< fp16 values. */
+  DYNATTN_CACHE_ELEM_I8 = 2,     /**< int8 codes, one scale per group. */
+  DYNATTN_CACHE_ELEM_I4 = 3,     /**< Packed two's-complement nibbles, one scale per group. */
+  DYNATTN_CACHE_ELEM_BF16 = 4,   /**< bfloat16 values. */
+  DYNATTN_CACHE_ELEM_F8E4M3 = 5, /**< float8_e4m3fn bytes times the plane's tensor_scale. */
+  DYNATTN_CACHE_ELEM_F8E5M2 = 6  /**< float8_e5m2 bytes times the plane's tensor_scale. */
 } dynattn_cache_elem_t;
 
 /** Element type of group scales (dynattn::ScaleType). */
@@ -146,6 +153,10 @@ typedef struct dynattn_cache_plane_t {
   void* scale;               /**< Scale of group 0 of (0, 0); null when unquantized. */
   int64_t scale_slot_stride; /**< Scales between consecutive slots. */
   int64_t scale_head_stride; /**< Scales between consecutive KV heads. */
+  /** fp8 planes: the per-tensor scale (finite, > 0; a byte b stands for fp8(b) * tensor_scale).
+   *  Ignored by every other format. Filled by dynattn_make_pmx_cache_desc and the block-cache
+   *  makers (1.0); the ops' k_scale / v_scale inputs replace it for a call. */
+  float tensor_scale;
 } dynattn_cache_plane_t;
 
 /** One layer of a KV cache (dynattn::CacheDesc): a plain value that borrows the cache memory.
@@ -210,16 +221,20 @@ DYNATTN_EXPORT dynattn_status_t dynattn_make_paged_block_cache(
 
 /** Execution options of a one-shot call (dynattn::RunOptions). Results never depend on them. */
 typedef struct dynattn_run_options_t {
-  int num_threads; /**< Worker threads; 0 = all cores. */
+  int num_threads;  /**< Worker threads; 0 = all cores. */
+  bool pin_threads; /**< Pin threads to CPUs while the call runs (default false). */
 } dynattn_run_options_t;
 
 /** Attention attributes (dynattn::AttentionAttrs). */
 typedef struct dynattn_attention_attrs_t {
-  int num_heads;    /**< Query heads Hq. */
-  int num_kv_heads; /**< Hkv; 0 means Hq. */
-  int head_dim;     /**< D >= 1. */
-  bool is_causal;   /**< Bottom-right causal mask (default true). */
-  bool is_alibi;    /**< ALiBi bias (default false). */
+  int num_heads;         /**< Query heads Hq. */
+  int num_kv_heads;      /**< Hkv; 0 means Hq. */
+  int head_dim;          /**< D >= 1. */
+  bool is_causal;        /**< Bottom-right causal mask (default true). */
+  bool is_alibi;         /**< ALiBi bias (default false). */
+  int window_left;       /**< Sliding window: -1 off (default); W >= 0: keys i - W <= j <= i. */
+  float logits_soft_cap; /**< 0 off (default); cap > 0: s = cap * tanh(s0 / cap). */
+  float softmax_scale;   /**< 0: 1 / sqrt(head_dim) (default); else finite > 0. */
 } dynattn_attention_attrs_t;
 
 /** KeyValueCache attributes (dynattn::KeyValueCacheAttrs). */
@@ -236,10 +251,13 @@ typedef struct dynattn_multi_head_cache_attention_attrs_t {
 
 /** Unified attention attributes (dynattn::UnifiedAttentionAttrs; always causal). */
 typedef struct dynattn_unified_attention_attrs_t {
-  int num_heads;    /**< Query heads Hq. */
-  int num_kv_heads; /**< Hkv; 0 means Hq. */
-  int head_dim;     /**< D >= 1. */
-  bool is_alibi;    /**< ALiBi bias. */
+  int num_heads;         /**< Query heads Hq. */
+  int num_kv_heads;      /**< Hkv; 0 means Hq. */
+  int head_dim;          /**< D >= 1. */
+  bool is_alibi;         /**< ALiBi bias. */
+  int window_left;       /**< Sliding window, as in dynattn_attention_attrs_t (default -1). */
+  float logits_soft_cap; /**< Logit soft-cap (default 0, off). */
+  float softmax_scale;   /**< Score scale (default 0: 1 / sqrt(head_dim)). */
 } dynattn_unified_attention_attrs_t;
 
 /** KeyValueCache tensors (dynattn::KeyValueCacheArgs; shapes documented there). */
@@ -257,6 +275,8 @@ typedef struct dynattn_key_value_cache_args_t {
   const dynattn_cache_desc_t* cache_desc; /**< Optional; replaces cache/scale when non-null. */
   dynattn_tensor_t key;                   /**< Out (kvstarts[B], Hkv * num_repeat, D). */
   dynattn_tensor_t value;                 /**< Out, same shape and dtype. */
+  dynattn_tensor_t k_scale;               /**< fp8 caches: optional 0-d fp32 key scale. */
+  dynattn_tensor_t v_scale;               /**< fp8 caches: optional 0-d fp32 value scale. */
 } dynattn_key_value_cache_args_t;
 
 /** MultiHeadAttention tensors (dynattn::MultiHeadAttentionArgs). */
@@ -271,6 +291,7 @@ typedef struct dynattn_multi_head_attention_args_t {
   dynattn_tensor_t max_kvlen;        /**< Scalar hint. */
   dynattn_tensor_t attn_mask;        /**< Optional additive mask. */
   dynattn_tensor_t attn_output;      /**< Out (Tq, Hq, D). */
+  dynattn_tensor_t sinks;            /**< Optional fp32 (Hq) attention sinks, host memory. */
 } dynattn_multi_head_attention_args_t;
 
 /** MultiHeadCacheAttention tensors (dynattn::MultiHeadCacheAttentionArgs). */
@@ -290,6 +311,9 @@ typedef struct dynattn_multi_head_cache_attention_args_t {
   dynattn_tensor_t attn_mask;             /**< Optional additive mask. */
   const dynattn_cache_desc_t* cache_desc; /**< Optional; replaces cache/scale when non-null. */
   dynattn_tensor_t attn_output;           /**< Out (Tq, Hq, D). */
+  dynattn_tensor_t sinks;                 /**< Optional fp32 (Hq) attention sinks, host memory. */
+  dynattn_tensor_t k_scale;               /**< fp8 caches: optional 0-d fp32 key scale. */
+  dynattn_tensor_t v_scale;               /**< fp8 caches: optional 0-d fp32 value scale. */
 } dynattn_multi_head_cache_attention_args_t;
 
 /** Unified attention tensors (dynattn::UnifiedAttentionArgs). */
@@ -303,6 +327,10 @@ typedef struct dynattn_unified_attention_args_t {
   const dynattn_block_cache_t* cache; /**< In/out block cache (required). */
   dynattn_tensor_t attn_output;       /**< Out (T, Hq, D). */
   dynattn_tensor_t lse;               /**< Optional out (T, Hq) fp32. */
+  dynattn_tensor_t k_scale;           /**< fp8 caches: optional 0-d fp32, replaces the key
+                                           plane's tensor_scale for the call. */
+  dynattn_tensor_t v_scale;           /**< fp8 caches: optional 0-d fp32 value scale. */
+  dynattn_tensor_t sinks;             /**< Optional fp32 (Hq) attention sinks, host memory. */
 } dynattn_unified_attention_args_t;
 
 /** MergeStates tensors (dynattn::MergeStatesArgs): either out + lse, or acc + max + sum. */
@@ -327,9 +355,10 @@ typedef struct dynattn_unified_step_summary_t {
   int64_t cache_bytes_read;  /**< K, V and scale bytes loaded from the cache. */
 } dynattn_unified_step_summary_t;
 
-/** Sets num_threads = 0. Fails on a null pointer (as does every *_init). */
+/** Sets num_threads = 0, pin_threads = false. Fails on a null pointer (as does every *_init). */
 DYNATTN_EXPORT dynattn_status_t dynattn_run_options_init(dynattn_run_options_t* options);
-/** Sets the defaults of dynattn::AttentionAttrs (is_causal true, the rest 0/false). */
+/** Sets the defaults of dynattn::AttentionAttrs (is_causal true, window_left -1, the rest
+ *  0/false). */
 DYNATTN_EXPORT dynattn_status_t dynattn_attention_attrs_init(dynattn_attention_attrs_t* attrs);
 /** Sets the defaults of dynattn::KeyValueCacheAttrs. */
 DYNATTN_EXPORT dynattn_status_t
@@ -394,6 +423,7 @@ typedef struct dynattn_plan_t dynattn_plan_t;
 typedef struct dynattn_context_options_t {
   int num_threads;   /**< CPU worker threads, the caller's included; 0 = all cores. */
   void* cuda_stream; /**< CUDA backend: the cudaStream_t to use; null = the default stream. */
+  bool pin_threads;  /**< Pin the arena's threads to CPUs while a call runs (default false). */
 } dynattn_context_options_t;
 
 /** Sets the defaults (0 threads = all cores, default stream). */

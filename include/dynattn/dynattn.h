@@ -23,6 +23,13 @@ namespace dynattn {
 /// Name of the SIMD target the CPU kernels dispatch to on this machine (e.g. "AVX3").
 DYNATTN_EXPORT const char* CpuTargetName();
 
+/// Makes the CPU kernels dispatch to one compiled SIMD target of this machine, by the name
+/// CpuTargetName() would give it ("AVX2", "AVX3", "SSE4", "EMU128", ...; case-insensitive), or
+/// to the best one again for an empty name. For comparing targets on one machine (`dynattn bench
+/// --target avx2`); process-wide, so call it while no call runs. Results of the FMA targets are
+/// the same bits.
+DYNATTN_EXPORT Status ForceCpuTarget(const char* name);
+
 }  // namespace dynattn
 
 #endif  // DYNATTN_DYNATTN_H_

@@ -3,7 +3,10 @@
 
 Tensors are PyTorch tensors, NumPy arrays or any object with ``__dlpack__`` (else the buffer
 protocol); they are never copied. They must be dense row-major (C-contiguous); dtypes float32,
-float16, int8 (quantized caches), int32 and int64 (index tensors). Outputs are written into the
+float16, bfloat16 (``torch.bfloat16``; NumPy, which has no bfloat16, passes the uint16 arrays of
+its bit patterns), int8 (quantized caches), int32 and int64 (index tensors), and uint8 for fp8
+caches, whose format is named by ``cache_dtype="fp8_e4m3"`` or ``"fp8_e5m2"`` (a torch float8
+tensor names its own). Outputs are written into the
 tensors passed as ``out=`` (and the like), or allocated with the framework of the query (torch in,
 torch out; NumPy in, NumPy out) and returned. The library validates every input before it writes
 anything: a bad input raises ``ValueError`` whose message names the input and the rule, and leaves
@@ -15,7 +18,10 @@ Example (one decode step over a paged fp16 cache)::
     out = dynattn.unified_attention(q, k, v, query_start_loc, context_lens, block_table, cache)
 
 Keyword arguments carry the names of the C++ structs' fields (``dynattn/*.h``); attention
-outputs are ``out=``. ``context=None`` runs one-shot calls on the library's pooled contexts and
+outputs are ``out=``. Every attention op and plan takes ``window_left`` (sliding window, -1 off),
+``logits_soft_cap`` (0 off), ``softmax_scale`` (0: 1/sqrt(head_dim)) and ``sinks`` (float32
+(Hq,) attention sinks); ops over fp8 caches take ``k_scale`` and ``v_scale`` (floats or 0-d
+float32 tensors, default the cache's own, 1.0). ``context=None`` runs one-shot calls on the library's pooled contexts and
 plans on a module-level default :class:`Context`.
 """
 
@@ -116,10 +122,50 @@ def _empty(like, shape, dtype=None):
 
 
 def _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
-                 page_size):
+                 page_size, cache_dtype=None):
     return dict(num_layer=num_layer, layer_idx=layer_idx, quant_bit=quant_bit,
                 quant_group=quant_group, cache_mode=cache_mode, cache_layout=cache_layout,
-                page_size=page_size)
+                page_size=page_size, cache_dtype=cache_dtype)
+
+
+def _score_attrs(window_left, logits_soft_cap, softmax_scale):
+    """The score attributes of every attention op (sliding window, soft-cap, softmax scale)."""
+    return dict(window_left=int(window_left), logits_soft_cap=float(logits_soft_cap),
+                softmax_scale=float(softmax_scale))
+
+
+def _f32(x):
+    """Sinks and fp8 scales, which the library reads in host memory as float32: Python numbers
+    and sequences become float32 NumPy arrays (a number 0-d), torch tensors on a GPU are copied
+    to the host."""
+    if x is None:
+        return None
+    if isinstance(x, (int, float, numpy.floating, numpy.integer, list, tuple)):
+        return numpy.asarray(x, dtype=numpy.float32)
+    if _is_torch(x) and x.device.type != "cpu":
+        return x.cpu()
+    return x
+
+
+_TORCH_FP8 = {"torch.float8_e4m3fn": "fp8_e4m3", "torch.float8_e5m2": "fp8_e5m2"}
+
+
+def _fp8_bytes(cache, cache_dtype):
+    """A torch float8 cache (newer PyTorch) as its uint8 bytes, with the format it names; any
+    other tensor as it is, with `cache_dtype` as given."""
+    name = _TORCH_FP8.get(str(getattr(cache, "dtype", "")))
+    if name is None or not _is_torch(cache):
+        return cache, cache_dtype
+    if cache_dtype is not None and cache_dtype != name:
+        raise ValueError(f"cache_dtype: \"{cache_dtype}\" contradicts the cache's {cache.dtype}")
+    import torch
+    return cache.view(torch.uint8), name
+
+
+def _check_tensor_scales(cache_dtype, k_scale, v_scale):
+    """Per-tensor scales belong to fp8 caches only."""
+    if cache_dtype is None and (k_scale != 1.0 or v_scale != 1.0):
+        raise ValueError("k_scale: per-tensor scales are for fp8 caches only (give cache_dtype)")
 
 
 def _alibi(alibi, is_alibi):
@@ -134,8 +180,10 @@ class Plan:
     ``plan_*`` function, run once per layer with :meth:`run` on tensors of the same shapes,
     dtypes and device (any data; the plan keeps its own copy of the index tensors)."""
 
-    def __init__(self, impl):
+    def __init__(self, impl, planned=None):
         self._impl = impl
+        # Inputs read when the step was planned (sinks, fp8 scales): passed again on every run.
+        self._planned = planned or {}
 
     @property
     def op(self):
@@ -168,8 +216,8 @@ class Plan:
 class KeyValueCachePlan(Plan):
     """Plan of :func:`key_value_cache`."""
 
-    def __init__(self, impl, kv_shape):
-        super().__init__(impl)
+    def __init__(self, impl, kv_shape, planned):
+        super().__init__(impl, planned)
         self._kv_shape = kv_shape
 
     def run(self, current_key, current_value, cache, scale=None, *, key=None, value=None,
@@ -178,8 +226,9 @@ class KeyValueCachePlan(Plan):
         into `key` and `value` (allocated when None). Returns ``(key, value)``."""
         key = _empty(current_key, self._kv_shape) if key is None else key
         value = _empty(current_key, self._kv_shape) if value is None else value
+        cache, _ = _fp8_bytes(cache, None)
         self._run(dict(current_key=current_key, current_value=current_value, cache=cache,
-                       scale=scale, key=key, value=value), None, context)
+                       scale=scale, key=key, value=value, **self._planned), None, context)
         return key, value
 
 
@@ -189,8 +238,8 @@ class MultiHeadAttentionPlan(Plan):
     def run(self, query, key, value, attn_mask=None, *, out=None, context=None):
         """Attention of `query` over `key` and `value` as planned; returns `out`."""
         out = _empty(query, tuple(query.shape)) if out is None else out
-        self._run(dict(query=query, key=key, value=value, attn_mask=attn_mask, attn_output=out),
-                  None, context)
+        self._run(dict(query=query, key=key, value=value, attn_mask=attn_mask, attn_output=out,
+                       **self._planned), None, context)
         return out
 
 
@@ -202,17 +251,18 @@ class MultiHeadCacheAttentionPlan(Plan):
         """Writes the new K/V into `cache` (and `scale`), then attends as planned; returns
         `out`."""
         out = _empty(query, tuple(query.shape)) if out is None else out
+        cache, _ = _fp8_bytes(cache, None)
         self._run(dict(query=query, current_key=current_key, current_value=current_value,
-                       cache=cache, scale=scale, attn_mask=attn_mask, attn_output=out),
-                  None, context)
+                       cache=cache, scale=scale, attn_mask=attn_mask, attn_output=out,
+                       **self._planned), None, context)
         return out
 
 
 class UnifiedAttentionPlan(Plan):
     """Plan of :func:`unified_attention`."""
 
-    def __init__(self, impl, with_lse):
-        super().__init__(impl)
+    def __init__(self, impl, with_lse, planned):
+        super().__init__(impl, planned)
         self._with_lse = with_lse
 
     def run(self, query, current_key, current_value, cache, *, out=None, lse=None,
@@ -227,7 +277,7 @@ class UnifiedAttentionPlan(Plan):
         if lse is None and self._with_lse:
             lse = _empty(query, (t, hq), "float32")
         self._run(dict(query=query, current_key=current_key, current_value=current_value,
-                       attn_output=out, lse=lse), cache, context)
+                       attn_output=out, lse=lse, **self._planned), cache, context)
         return (out, lse) if return_lse else out
 
 
@@ -235,14 +285,15 @@ class UnifiedAttentionPlan(Plan):
 # KeyValueCache.
 
 def _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
-              max_seqlen, max_kvlen, cache, scale, key, value, attrs):
+              max_seqlen, max_kvlen, cache, scale, key, value, attrs, planned):
     _, hkv, d = _shape(current_key, "current_key", 3, "(Tq, Hkv, D)")
     kv_shape = (_last(kvstarts, "kvstarts"), hkv * attrs["num_repeat"], d)
+    cache, attrs["cache_dtype"] = _fp8_bytes(cache, attrs["cache_dtype"])
     tensors = dict(current_key=current_key, current_value=current_value,
                    seqstarts=_index(seqstarts), kvstarts=_index(kvstarts),
                    cachestarts=_index(cachestarts), start_pos=_index(start_pos),
                    max_seqlen=_index(max_seqlen), max_kvlen=_index(max_kvlen), cache=cache,
-                   scale=scale,
+                   scale=scale, **planned,
                    key=_empty(current_key, kv_shape) if key is None else key,
                    value=_empty(current_key, kv_shape) if value is None else value)
     return tensors, kv_shape
@@ -251,16 +302,20 @@ def _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts, star
 def key_value_cache(current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
                     max_seqlen, max_kvlen, cache, scale=None, *, num_layer=1, layer_idx=0,
                     quant_bit=0, quant_group=8, cache_mode=0, cache_layout=0, page_size=128,
-                    num_repeat=1, key=None, value=None, context=None, num_threads=0):
+                    num_repeat=1, cache_dtype=None, k_scale=None, v_scale=None, key=None,
+                    value=None, context=None, num_threads=0):
     """PMX ``KeyValueCache``: writes the new tokens (Tq, Hkv, D) into the PMX `cache` tensor
-    (rank 5, quantized with `scale` when ``quant_bit`` is 8 or 4), in place, then gathers every
+    (rank 5, quantized with `scale` when ``quant_bit`` is 8 or 4; bf16; or uint8 fp8 bytes with
+    ``cache_dtype`` and the per-tensor ``k_scale``/``v_scale``), in place, then gathers every
     request's whole context, dequantized, into `key` and `value` (kvstarts[B], Hkv * num_repeat,
     D). Index tensors are int32/int64 tensors (or Python ints/lists). Returns ``(key, value)``."""
     attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
-                         page_size)
+                         page_size, cache_dtype)
     attrs["num_repeat"] = num_repeat
+    planned = dict(k_scale=_f32(k_scale), v_scale=_f32(v_scale))
     tensors, _ = _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts,
-                           start_pos, max_seqlen, max_kvlen, cache, scale, key, value, attrs)
+                           start_pos, max_seqlen, max_kvlen, cache, scale, key, value, attrs,
+                           planned)
     _C._run("key_value_cache", attrs, tensors, None, context, num_threads)
     return tensors["key"], tensors["value"]
 
@@ -268,71 +323,86 @@ def key_value_cache(current_key, current_value, seqstarts, kvstarts, cachestarts
 def plan_key_value_cache(current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
                          max_seqlen, max_kvlen, cache, scale=None, *, num_layer=1, layer_idx=0,
                          quant_bit=0, quant_group=8, cache_mode=0, cache_layout=0,
-                         page_size=128, num_repeat=1):
+                         page_size=128, num_repeat=1, cache_dtype=None, k_scale=None,
+                         v_scale=None):
     """Validates and plans a :func:`key_value_cache` step (writes nothing); returns a
     :class:`Plan` whose ``run(current_key, current_value, cache, scale=None, *, key=None,
     value=None, context=None)`` runs it."""
     attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
-                         page_size)
+                         page_size, cache_dtype)
     attrs["num_repeat"] = num_repeat
+    planned = dict(k_scale=_f32(k_scale), v_scale=_f32(v_scale))
     tensors, kv_shape = _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts,
                                   start_pos, max_seqlen, max_kvlen, cache, scale, None, None,
-                                  attrs)
-    return KeyValueCachePlan(_C._plan("key_value_cache", attrs, tensors, None), kv_shape)
+                                  attrs, planned)
+    return KeyValueCachePlan(_C._plan("key_value_cache", attrs, tensors, None), kv_shape,
+                             planned)
 
 
 # ---------------------------------------------------------------------------------------------
 # MultiHeadAttention.
 
 def _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches, max_seqlen, max_kvlen,
-              attn_mask, out, is_causal, is_alibi):
+              attn_mask, out, is_causal, is_alibi, score, planned):
     _, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
     hkv = _shape(key, "key", 3, "(kvstarts[B], Hkv, D)")[1]
     attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_causal=int(is_causal),
-                 is_alibi=int(is_alibi))
+                 is_alibi=int(is_alibi), **score)
     tensors = dict(query=query, key=key, value=value, seqstarts=_index(seqstarts),
                    kvstarts=_index(kvstarts), decoding_batches=_index(decoding_batches),
                    max_seqlen=_index(max_seqlen), max_kvlen=_index(max_kvlen),
-                   attn_mask=attn_mask,
+                   attn_mask=attn_mask, **planned,
                    attn_output=_empty(query, tuple(query.shape)) if out is None else out)
     return attrs, tensors
 
 
 def multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batches, max_seqlen,
-                         max_kvlen, attn_mask=None, *, is_causal=True, is_alibi=False, out=None,
-                         context=None, num_threads=0):
+                         max_kvlen, attn_mask=None, *, is_causal=True, is_alibi=False,
+                         window_left=-1, logits_soft_cap=0.0, softmax_scale=0.0, sinks=None,
+                         out=None, context=None, num_threads=0):
     """PMX ``MultiHeadAttention`` of packed queries (Tq, Hq, D) over packed keys and values
-    (kvstarts[B], Hkv, D), with an optional additive `attn_mask`. Heads and head_dim come from
-    the shapes. Returns `out` (Tq, Hq, D)."""
+    (kvstarts[B], Hkv, D), with an optional additive `attn_mask`, sliding window, logit soft-cap,
+    softmax scale and attention sinks. Heads and head_dim come from the shapes. Returns `out`
+    (Tq, Hq, D)."""
     attrs, tensors = _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches,
-                               max_seqlen, max_kvlen, attn_mask, out, is_causal, is_alibi)
+                               max_seqlen, max_kvlen, attn_mask, out, is_causal, is_alibi,
+                               _score_attrs(window_left, logits_soft_cap, softmax_scale),
+                               dict(sinks=_f32(sinks)))
     _C._run("multi_head_attention", attrs, tensors, None, context, num_threads)
     return tensors["attn_output"]
 
 
 def plan_multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batches,
                               max_seqlen, max_kvlen, attn_mask=None, *, is_causal=True,
-                              is_alibi=False):
+                              is_alibi=False, window_left=-1, logits_soft_cap=0.0,
+                              softmax_scale=0.0, sinks=None):
     """Plans a :func:`multi_head_attention` step; ``run(query, key, value, attn_mask=None, *,
     out=None, context=None)`` runs it."""
+    planned = dict(sinks=_f32(sinks))
     attrs, tensors = _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches,
-                               max_seqlen, max_kvlen, attn_mask, None, is_causal, is_alibi)
-    return MultiHeadAttentionPlan(_C._plan("multi_head_attention", attrs, tensors, None))
+                               max_seqlen, max_kvlen, attn_mask, None, is_causal, is_alibi,
+                               _score_attrs(window_left, logits_soft_cap, softmax_scale),
+                               planned)
+    return MultiHeadAttentionPlan(_C._plan("multi_head_attention", attrs, tensors, None),
+                                  planned)
 
 
 # ---------------------------------------------------------------------------------------------
 # MultiHeadCacheAttention.
 
 def _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
-               decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask, out, attrs):
+               decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask, out, attrs,
+               planned):
     _, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
     hkv = _shape(current_key, "current_key", 3, "(Tq, Hkv, D)")[1]
     attrs.update(num_heads=hq, num_kv_heads=hkv, head_dim=d)
+    cache, attrs["cache_dtype"] = _fp8_bytes(cache, attrs["cache_dtype"])
     return dict(query=query, current_key=current_key, current_value=current_value,
                 seqstarts=_index(seqstarts), kvstarts=_index(kvstarts),
                 cachestarts=_index(cachestarts), start_pos=_index(start_pos),
                 decoding_batches=_index(decoding_batches), max_seqlen=_index(max_seqlen),
                 max_kvlen=_index(max_kvlen), cache=cache, scale=scale, attn_mask=attn_mask,
+                **planned,
                 attn_output=_empty(query, tuple(query.shape)) if out is None else out)
 
 
@@ -341,15 +411,19 @@ def multi_head_cache_attention(query, current_key, current_value, seqstarts, kvs
                                cache, scale=None, attn_mask=None, *, is_causal=True,
                                is_alibi=False, num_layer=1, layer_idx=0, quant_bit=0,
                                quant_group=8, cache_mode=0, cache_layout=0, page_size=128,
+                               window_left=-1, logits_soft_cap=0.0, softmax_scale=0.0,
+                               sinks=None, cache_dtype=None, k_scale=None, v_scale=None,
                                out=None, context=None, num_threads=0):
     """PMX ``MultiHeadCacheAttention``: writes the new K/V into the PMX `cache` (and `scale`)
     in place, then attends over each request's dequantized context. Returns `out` (Tq, Hq, D)."""
     attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
-                         page_size)
-    attrs.update(is_causal=int(is_causal), is_alibi=int(is_alibi))
+                         page_size, cache_dtype)
+    attrs.update(is_causal=int(is_causal), is_alibi=int(is_alibi),
+                 **_score_attrs(window_left, logits_soft_cap, softmax_scale))
+    planned = dict(sinks=_f32(sinks), k_scale=_f32(k_scale), v_scale=_f32(v_scale))
     tensors = _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts,
                          start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale,
-                         attn_mask, out, attrs)
+                         attn_mask, out, attrs, planned)
     _C._run("multi_head_cache_attention", attrs, tensors, None, context, num_threads)
     return tensors["attn_output"]
 
@@ -359,38 +433,48 @@ def plan_multi_head_cache_attention(query, current_key, current_value, seqstarts
                                     max_kvlen, cache, scale=None, attn_mask=None, *,
                                     is_causal=True, is_alibi=False, num_layer=1, layer_idx=0,
                                     quant_bit=0, quant_group=8, cache_mode=0, cache_layout=0,
-                                    page_size=128):
+                                    page_size=128, window_left=-1, logits_soft_cap=0.0,
+                                    softmax_scale=0.0, sinks=None, cache_dtype=None,
+                                    k_scale=None, v_scale=None):
     """Plans a :func:`multi_head_cache_attention` step (writes nothing); ``run(query,
     current_key, current_value, cache, scale=None, attn_mask=None, *, out=None, context=None)``
     runs it."""
     attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
-                         page_size)
-    attrs.update(is_causal=int(is_causal), is_alibi=int(is_alibi))
+                         page_size, cache_dtype)
+    attrs.update(is_causal=int(is_causal), is_alibi=int(is_alibi),
+                 **_score_attrs(window_left, logits_soft_cap, softmax_scale))
+    planned = dict(sinks=_f32(sinks), k_scale=_f32(k_scale), v_scale=_f32(v_scale))
     tensors = _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts,
                          start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale,
-                         attn_mask, None, attrs)
+                         attn_mask, None, attrs, planned)
     return MultiHeadCacheAttentionPlan(
-        _C._plan("multi_head_cache_attention", attrs, tensors, None))
+        _C._plan("multi_head_cache_attention", attrs, tensors, None), planned)
 
 
 # ---------------------------------------------------------------------------------------------
 # Unified attention.
 
 def _unified_call(query, current_key, current_value, query_start_loc, context_lens, block_table,
-                  alibi, out, lse):
+                  alibi, out, lse, score, planned):
     t, hq, d = _shape(query, "query", 3, "(T, Hq, D)")
     hkv = _shape(current_key, "current_key", 3, "(T, Hkv, D)")[1]
-    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_alibi=int(alibi))
+    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_alibi=int(alibi), **score)
     tensors = dict(query=query, current_key=current_key, current_value=current_value,
                    query_start_loc=_index(query_start_loc), context_lens=_index(context_lens),
-                   block_table=_index(block_table),
+                   block_table=_index(block_table), **planned,
                    attn_output=_empty(query, (t, hq, d)) if out is None else out, lse=lse)
     return attrs, tensors
 
 
+def _unified_planned(sinks, k_scale, v_scale):
+    return dict(sinks=_f32(sinks), k_scale=_f32(k_scale), v_scale=_f32(v_scale))
+
+
 def unified_attention(query, current_key, current_value, query_start_loc, context_lens,
-                      block_table, cache, *, alibi=False, is_alibi=None, out=None, lse=None,
-                      return_lse=False, context=None, num_threads=0):
+                      block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
+                      logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
+                      v_scale=None, out=None, lse=None, return_lse=False, context=None,
+                      num_threads=0):
     """One serving step of unified attention (``dynattn::UnifiedAttention``).
 
     Writes `current_key` and `current_value` (T, Hkv, D) into `cache` (a :class:`BlockCache`,
@@ -402,19 +486,25 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
 
     Returns `out` (T, Hq, D), of the query's framework and dtype, or ``(out, lse)`` with
     ``return_lse=True`` (`lse`: (T, Hq) float32 natural-log log-sum-exp; pass ``lse=`` to have it
-    written into your tensor). ``alibi`` (alias ``is_alibi``) adds ALiBi biases.
+    written into your tensor). ``alibi`` (alias ``is_alibi``) adds ALiBi biases;
+    ``window_left``, ``logits_soft_cap``, ``softmax_scale`` and ``sinks`` shape the scores;
+    ``k_scale``/``v_scale`` replace an fp8 cache's per-tensor scales for the call.
     """
     if lse is None and return_lse:
         lse = _empty(query, (_shape(query, "query", 3, "(T, Hq, D)")[0], query.shape[1]),
                      "float32")
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
-                                   context_lens, block_table, _alibi(alibi, is_alibi), out, lse)
+                                   context_lens, block_table, _alibi(alibi, is_alibi), out, lse,
+                                   _score_attrs(window_left, logits_soft_cap, softmax_scale),
+                                   _unified_planned(sinks, k_scale, v_scale))
     _C._run("unified_attention", attrs, tensors, cache, context, num_threads)
     return (tensors["attn_output"], lse) if return_lse else tensors["attn_output"]
 
 
 def plan_unified_attention(query, current_key, current_value, query_start_loc, context_lens,
-                           block_table, cache, *, alibi=False, is_alibi=None, with_lse=True):
+                           block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
+                           logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
+                           v_scale=None, with_lse=True):
     """Validates and plans a unified-attention step (writes nothing) and copies its index
     tensors. Returns a :class:`Plan` whose ``run(query, current_key, current_value, cache, *,
     out=None, lse=None, return_lse=False, context=None)`` runs it per layer on tensors of the same
@@ -424,19 +514,26 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
     if with_lse:
         lse = _empty(query, (_shape(query, "query", 3, "(T, Hq, D)")[0], query.shape[1]),
                      "float32")
+    planned = _unified_planned(sinks, k_scale, v_scale)
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
-                                   context_lens, block_table, _alibi(alibi, is_alibi), None, lse)
+                                   context_lens, block_table, _alibi(alibi, is_alibi), None, lse,
+                                   _score_attrs(window_left, logits_soft_cap, softmax_scale),
+                                   planned)
     return UnifiedAttentionPlan(_C._plan("unified_attention", attrs, tensors, cache),
-                                with_lse)
+                                with_lse, planned)
 
 
 def describe_unified_step(query, current_key, current_value, query_start_loc, context_lens,
-                          block_table, cache, *, alibi=False, is_alibi=None):
+                          block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
+                          logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
+                          v_scale=None):
     """Validates a unified step and returns its :class:`UnifiedStepSummary` (phase such as
     ``"csu"``, query_len, num_shared_blocks, num_unique_blocks, num_logits, num_work_items,
     cache_bytes_read) without writing anything."""
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
-                                   context_lens, block_table, _alibi(alibi, is_alibi), None, None)
+                                   context_lens, block_table, _alibi(alibi, is_alibi), None, None,
+                                   _score_attrs(window_left, logits_soft_cap, softmax_scale),
+                                   _unified_planned(sinks, k_scale, v_scale))
     return _C._describe_unified_step(attrs, tensors, cache)
 
 
@@ -466,7 +563,7 @@ def merge_states(*, out=None, lse=None, acc=None, max=None, sum=None, merged_out
 # Block caches over engines' tensors (used in place) and their metadata.
 
 def paged_block_cache(key, value, key_scale=None, value_scale=None, layout="NHD", quant_bit=0,
-                      quant_group=8):
+                      quant_group=8, *, cache_dtype=None, k_scale=1.0, v_scale=1.0):
     """A :class:`BlockCache` over separate paged key and value tensors (vLLM, FlashInfer, ATB
     views; ``dynattn::MakePagedBlockCache``), used in place.
 
@@ -474,28 +571,50 @@ def paged_block_cache(key, value, key_scale=None, value_scale=None, layout="NHD"
     [num_blocks, Hkv, block_size, D] (``"HND"``); float16/float32 when ``quant_bit == 0``, int8
     when ``quant_bit`` is 8 (last dim D) or 4 (last dim D // 2). `key_scale`, `value_scale`:
     the same layout with last dim ``D // quant_group``, float16 or float32, required iff
-    quantized. The cache keeps references to the tensors."""
+    quantized. bfloat16 tensors make a bf16 cache; uint8 tensors an fp8 one, with
+    ``cache_dtype="fp8_e4m3"`` or ``"fp8_e5m2"`` and its per-tensor scales ``k_scale`` and
+    ``v_scale`` (an op's own k_scale/v_scale replace them for a call). The cache keeps
+    references to the tensors."""
+    key, cache_dtype = _fp8_bytes(key, cache_dtype)
+    value, cache_dtype = _fp8_bytes(value, cache_dtype)
+    _check_tensor_scales(cache_dtype, k_scale, v_scale)
     return _C._paged_block_cache(key, value, key_scale, value_scale, layout, quant_bit,
-                                 quant_group)
+                                 quant_group, cache_dtype, k_scale, v_scale)
 
 
-def combined_block_cache(kv, kv_scale=None, layout="NHD", quant_bit=0, quant_group=8):
+def combined_block_cache(kv, kv_scale=None, layout="NHD", quant_bit=0, quant_group=8, *,
+                         cache_dtype=None, k_scale=1.0, v_scale=1.0):
     """A :class:`BlockCache` over one combined FlashInfer tensor [num_pages, 2, page_size, Hkv,
-    D] (NHD) or [num_pages, 2, Hkv, page_size, D] (HND), K at index 0 of dim 1."""
-    return _C._combined_block_cache(kv, kv_scale, layout, quant_bit, quant_group)
+    D] (NHD) or [num_pages, 2, Hkv, page_size, D] (HND), K at index 0 of dim 1. fp8 caches as
+    in :func:`paged_block_cache`."""
+    kv, cache_dtype = _fp8_bytes(kv, cache_dtype)
+    _check_tensor_scales(cache_dtype, k_scale, v_scale)
+    return _C._combined_block_cache(kv, kv_scale, layout, quant_bit, quant_group, cache_dtype,
+                                    k_scale, v_scale)
 
 
-def vllm_cpu_block_cache(kv, kv_scale=None, quant_bit=0, quant_group=8):
-    """A :class:`BlockCache` over vLLM's CPU-backend cache [2, num_blocks, Hkv, block_size, D]."""
-    return _C._vllm_cpu_block_cache(kv, kv_scale, quant_bit, quant_group)
+def vllm_cpu_block_cache(kv, kv_scale=None, quant_bit=0, quant_group=8, *, cache_dtype=None,
+                         k_scale=1.0, v_scale=1.0):
+    """A :class:`BlockCache` over vLLM's CPU-backend cache [2, num_blocks, Hkv, block_size, D].
+    fp8 caches as in :func:`paged_block_cache`."""
+    kv, cache_dtype = _fp8_bytes(kv, cache_dtype)
+    _check_tensor_scales(cache_dtype, k_scale, v_scale)
+    return _C._vllm_cpu_block_cache(kv, kv_scale, quant_bit, quant_group, cache_dtype, k_scale,
+                                    v_scale)
 
 
 def pmx_block_cache(cache, scale=None, *, num_kv_heads, head_dim, block_size, num_layer=1,
-                    layer_idx=0, quant_bit=0, quant_group=8, cache_layout=0):
+                    layer_idx=0, quant_bit=0, quant_group=8, cache_layout=0, cache_dtype=None,
+                    k_scale=1.0, v_scale=1.0):
     """A :class:`BlockCache` over a PMX cache tensor (rank 5, layouts 0-3, MaxT = num_blocks *
-    block_size) and its optional scale tensor (``dynattn::MakePmxBlockCache``)."""
+    block_size) and its optional scale tensor (``dynattn::MakePmxBlockCache``). A bfloat16
+    tensor makes a bf16 cache; a uint8 one an fp8 cache, with ``cache_dtype`` and its
+    per-tensor scales ``k_scale`` and ``v_scale``."""
+    cache, cache_dtype = _fp8_bytes(cache, cache_dtype)
+    _check_tensor_scales(cache_dtype, k_scale, v_scale)
     return _C._pmx_block_cache(cache, scale, num_kv_heads, head_dim, block_size, num_layer,
-                               layer_idx, quant_bit, quant_group, cache_layout)
+                               layer_idx, quant_bit, quant_group, cache_layout, cache_dtype,
+                               k_scale, v_scale)
 
 
 @dataclasses.dataclass

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,41 +39,53 @@ Cache NewCache(const char* kind) {
   return cache;
 }
 
+// An fp8 cache's planes carry their per-tensor scales (1 unless given).
+void SetTensorScales(float k_scale, float v_scale, BlockCache* cache) {
+  cache->cache.key.tensor_scale = k_scale;
+  cache->cache.value.tensor_scale = v_scale;
+}
+
 Cache Paged(const py::object& key, const py::object& value, const py::object& key_scale,
             const py::object& value_scale, const std::string& layout, int quant_bit,
-            int quant_group) {
+            int quant_group, const py::object& cache_dtype, float k_scale, float v_scale) {
   Cache c = NewCache("paged_block_cache");
-  const TensorView k = ToView(key, "key", true, &c->keep);
-  const TensorView v = ToView(value, "value", true, &c->keep);
+  const std::optional<DType> fp8 = ParseCacheDType(cache_dtype);
+  const TensorView k = ToView(key, "key", true, &c->keep, fp8);
+  const TensorView v = ToView(value, "value", true, &c->keep, fp8);
   const TensorView ks = ToView(key_scale, "key_scale", true, &c->keep);
   const TensorView vs = ToView(value_scale, "value_scale", true, &c->keep);
   Check(
       MakePagedBlockCache(k, v, ks, vs, ParseLayout(layout), {quant_bit, quant_group}, &c->cache));
+  SetTensorScales(k_scale, v_scale, &c->cache);
   return c;
 }
 
 Cache Combined(const py::object& kv, const py::object& kv_scale, const std::string& layout,
-               int quant_bit, int quant_group) {
+               int quant_bit, int quant_group, const py::object& cache_dtype, float k_scale,
+               float v_scale) {
   Cache c = NewCache("combined_block_cache");
-  const TensorView t = ToView(kv, "kv", true, &c->keep);
+  const TensorView t = ToView(kv, "kv", true, &c->keep, ParseCacheDType(cache_dtype));
   const TensorView s = ToView(kv_scale, "kv_scale", true, &c->keep);
   Check(MakeCombinedBlockCache(t, s, ParseLayout(layout), {quant_bit, quant_group}, &c->cache));
+  SetTensorScales(k_scale, v_scale, &c->cache);
   return c;
 }
 
-Cache VllmCpu(const py::object& kv, const py::object& kv_scale, int quant_bit, int quant_group) {
+Cache VllmCpu(const py::object& kv, const py::object& kv_scale, int quant_bit, int quant_group,
+              const py::object& cache_dtype, float k_scale, float v_scale) {
   Cache c = NewCache("vllm_cpu_block_cache");
-  const TensorView t = ToView(kv, "kv", true, &c->keep);
+  const TensorView t = ToView(kv, "kv", true, &c->keep, ParseCacheDType(cache_dtype));
   const TensorView s = ToView(kv_scale, "kv_scale", true, &c->keep);
   Check(MakeVllmCpuBlockCache(t, s, {quant_bit, quant_group}, &c->cache));
+  SetTensorScales(k_scale, v_scale, &c->cache);
   return c;
 }
 
 Cache Pmx(const py::object& cache, const py::object& scale, int num_kv_heads, int head_dim,
           int block_size, int num_layer, int layer_idx, int quant_bit, int quant_group,
-          int cache_layout) {
+          int cache_layout, const py::object& cache_dtype, float k_scale, float v_scale) {
   Cache c = NewCache("pmx_block_cache");
-  const TensorView t = ToView(cache, "cache", true, &c->keep);
+  const TensorView t = ToView(cache, "cache", true, &c->keep, ParseCacheDType(cache_dtype));
   const TensorView s = ToView(scale, "scale", true, &c->keep);
   CacheAttrs attrs;
   attrs.num_layer = num_layer;
@@ -81,6 +94,7 @@ Cache Pmx(const py::object& cache, const py::object& scale, int num_kv_heads, in
   attrs.quant_group = quant_group;
   attrs.cache_layout = cache_layout;
   Check(MakePmxBlockCache(t, s, attrs, num_kv_heads, head_dim, block_size, &c->cache));
+  SetTensorScales(k_scale, v_scale, &c->cache);
   return c;
 }
 
@@ -178,6 +192,12 @@ std::string ElemName(CacheElem e) {
       return "int8";
     case CacheElem::kInt4:
       return "int4";
+    case CacheElem::kBF16:
+      return "bfloat16";
+    case CacheElem::kF8E4M3:
+      return "float8_e4m3fn";
+    case CacheElem::kF8E5M2:
+      return "float8_e5m2";
   }
   return "?";
 }
@@ -209,6 +229,10 @@ void BindBlockCache(py::module_& m) {
                              [](const PyBlockCache& c) { return ElemName(c.cache.cache.elem); })
       .def_property_readonly("quant_group",
                              [](const PyBlockCache& c) { return c.cache.cache.quant_group; })
+      .def_property_readonly("k_scale",
+                             [](const PyBlockCache& c) { return c.cache.cache.key.tensor_scale; })
+      .def_property_readonly("v_scale",
+                             [](const PyBlockCache& c) { return c.cache.cache.value.tensor_scale; })
       .def_property_readonly(
           "device",
           [](const PyBlockCache& c) { return std::string(DeviceName(c.cache.cache.device)); })
@@ -220,14 +244,17 @@ void BindBlockCache(py::module_& m) {
 void BindCaches(py::module_& m) {
   BindBlockCache(m);
   m.def("_paged_block_cache", &Paged, py::arg("key"), py::arg("value"), py::arg("key_scale"),
-        py::arg("value_scale"), py::arg("layout"), py::arg("quant_bit"), py::arg("quant_group"));
+        py::arg("value_scale"), py::arg("layout"), py::arg("quant_bit"), py::arg("quant_group"),
+        py::arg("cache_dtype"), py::arg("k_scale"), py::arg("v_scale"));
   m.def("_combined_block_cache", &Combined, py::arg("kv"), py::arg("kv_scale"), py::arg("layout"),
-        py::arg("quant_bit"), py::arg("quant_group"));
+        py::arg("quant_bit"), py::arg("quant_group"), py::arg("cache_dtype"), py::arg("k_scale"),
+        py::arg("v_scale"));
   m.def("_vllm_cpu_block_cache", &VllmCpu, py::arg("kv"), py::arg("kv_scale"), py::arg("quant_bit"),
-        py::arg("quant_group"));
+        py::arg("quant_group"), py::arg("cache_dtype"), py::arg("k_scale"), py::arg("v_scale"));
   m.def("_pmx_block_cache", &Pmx, py::arg("cache"), py::arg("scale"), py::arg("num_kv_heads"),
         py::arg("head_dim"), py::arg("block_size"), py::arg("num_layer"), py::arg("layer_idx"),
-        py::arg("quant_bit"), py::arg("quant_group"), py::arg("cache_layout"));
+        py::arg("quant_bit"), py::arg("quant_group"), py::arg("cache_layout"),
+        py::arg("cache_dtype"), py::arg("k_scale"), py::arg("v_scale"));
   m.def("_ksana_block_cache", &Ksana, py::arg("pool"), py::arg("scale_pool"), py::arg("attrs"),
         py::arg("layer"));
   m.def("_from_vllm", &Vllm);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,24 @@ int Int(const py::dict& d, const char* key, int fallback) {
   return d.contains(key) ? d[key].cast<int>() : fallback;
 }
 
+float Real(const py::dict& d, const char* key, float fallback) {
+  return d.contains(key) ? d[key].cast<float>() : fallback;
+}
+
+// The fp8 format of a uint8 PMX cache, from the attrs' "cache_dtype" (None or absent: none).
+std::optional<DType> CacheFp8(const py::dict& d) {
+  return d.contains("cache_dtype") ? ParseCacheDType(d["cache_dtype"]) : std::nullopt;
+}
+
+// window_left, logits_soft_cap and softmax_scale, shared by AttentionAttrs and
+// UnifiedAttentionAttrs.
+template <typename AttentionLikeAttrs>
+void ReadScoreAttrs(const py::dict& d, AttentionLikeAttrs* a) {
+  a->window_left = Int(d, "window_left", a->window_left);
+  a->logits_soft_cap = Real(d, "logits_soft_cap", a->logits_soft_cap);
+  a->softmax_scale = Real(d, "softmax_scale", a->softmax_scale);
+}
+
 CacheAttrs ReadCacheAttrs(const py::dict& d) {
   CacheAttrs c;
   c.num_layer = Int(d, "num_layer", c.num_layer);
@@ -65,6 +84,7 @@ AttentionAttrs ReadAttentionAttrs(const py::dict& d) {
   a.head_dim = Int(d, "head_dim", 0);
   a.is_causal = Int(d, "is_causal", 1) != 0;
   a.is_alibi = Int(d, "is_alibi", 0) != 0;
+  ReadScoreAttrs(d, &a);
   return a;
 }
 
@@ -89,8 +109,11 @@ Call MakeCall(Op op, const py::dict& attrs, const TensorMap& map, const PyBlockC
   c.kvc_attrs.num_repeat = Int(attrs, "num_repeat", 1);
   c.mha_attrs = ReadAttentionAttrs(attrs);
   c.mhca_attrs = {c.mha_attrs, c.kvc_attrs.cache};
-  c.unified_attrs = {c.mha_attrs.num_heads, c.mha_attrs.num_kv_heads, c.mha_attrs.head_dim,
-                     c.mha_attrs.is_alibi};
+  c.unified_attrs.num_heads = c.mha_attrs.num_heads;
+  c.unified_attrs.num_kv_heads = c.mha_attrs.num_kv_heads;
+  c.unified_attrs.head_dim = c.mha_attrs.head_dim;
+  c.unified_attrs.is_alibi = c.mha_attrs.is_alibi;
+  ReadScoreAttrs(attrs, &c.unified_attrs);
   switch (op) {
     case Op::kKeyValueCache:
       c.kvc = KeyValueCacheArgsByName(lookup);
@@ -160,7 +183,7 @@ void RunOp(const std::string& op_name, const py::dict& attrs, const py::dict& te
            const py::object& cache, PyContext* context, int num_threads) {
   const Op op = ParseOp(op_name);
   Keep keep;
-  const TensorMap map = ToViews(tensors, Written(op), &keep);
+  const TensorMap map = ToViews(tensors, Written(op), &keep, CacheFp8(attrs));
   const Call call = MakeCall(op, attrs, map, CacheOf(cache));
   if (context == nullptr) {
     Check(RunReleased([&] { return OneShot(call, RunOptions{num_threads}); }));
@@ -171,11 +194,12 @@ void RunOp(const std::string& op_name, const py::dict& attrs, const py::dict& te
   Check(RunLocked(context, [&](Context* ctx) { return RunCall(call, plan, ctx); }));
 }
 
-/// A Plan and the op it was made for.
+/// A Plan, the op it was made for and the fp8 format of its uint8 cache, if any.
 struct PyPlan {
   Op op = Op::kUnified;
   std::string op_name;
   Plan plan;
+  std::optional<DType> cache_fp8;
 };
 
 std::unique_ptr<PyPlan> MakePlan(const std::string& op_name, const py::dict& attrs,
@@ -183,8 +207,9 @@ std::unique_ptr<PyPlan> MakePlan(const std::string& op_name, const py::dict& att
   auto plan = std::make_unique<PyPlan>();
   plan->op = ParseOp(op_name);
   plan->op_name = op_name;
+  plan->cache_fp8 = CacheFp8(attrs);
   Keep keep;
-  const TensorMap map = ToViews(tensors, {}, &keep);  // planning writes nothing
+  const TensorMap map = ToViews(tensors, {}, &keep, plan->cache_fp8);  // planning writes nothing
   const Call call = MakeCall(plan->op, attrs, map, CacheOf(cache));
   Check(RunReleased([&] { return PlanCall(call, &plan->plan); }));
   return plan;
@@ -193,7 +218,7 @@ std::unique_ptr<PyPlan> MakePlan(const std::string& op_name, const py::dict& att
 void RunPlan(const PyPlan& plan, const py::dict& tensors, const py::object& cache,
              PyContext* context) {
   Keep keep;
-  const TensorMap map = ToViews(tensors, Written(plan.op), &keep);
+  const TensorMap map = ToViews(tensors, Written(plan.op), &keep, plan.cache_fp8);
   const Call call = MakeCall(plan.op, py::dict(), map, CacheOf(cache));
   Check(RunLocked(context, [&](Context* ctx) { return RunCall(call, plan.plan, ctx); }));
 }
@@ -250,8 +275,10 @@ void BindContext(py::module_& m) {
                         "Threads, scratch and workspace that run plans (dynattn::Context). Calls "
                         "on one Context are serialized; give each thread its own for parallelism.")
       .def(py::init([](int num_threads, std::uintptr_t cuda_stream) {
-             return std::make_unique<PyContext>(
-                 ContextOptions{num_threads, reinterpret_cast<void*>(cuda_stream)});
+             ContextOptions options;
+             options.num_threads = num_threads;
+             options.cuda_stream = reinterpret_cast<void*>(cuda_stream);
+             return std::make_unique<PyContext>(options);
            }),
            py::arg("num_threads") = 0, py::arg("cuda_stream") = 0)
       .def_property_readonly("num_threads",

@@ -5,6 +5,7 @@
 #include "python/src/tensors.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -54,16 +55,30 @@ std::string DlDTypeName(DLDataType t) {
   return kind + std::to_string(t.bits) + (t.lanes != 1 ? "x" + std::to_string(t.lanes) : "");
 }
 
-DType DlDType(DLDataType t, const std::string& name) {
+constexpr char kSupported[] =
+    "float32, float16, bfloat16 (or its uint16 bit patterns), int8, int32, int64, or uint8 for "
+    "an fp8 cache given with cache_dtype";
+
+// A uint8 tensor is an fp8 cache's bytes when the caller named their format (`uint8_as`);
+// anywhere else it is refused rather than read in a format nobody chose.
+DType Uint8DType(const std::optional<DType>& uint8_as, const std::string& name) {
+  if (uint8_as.has_value()) return *uint8_as;
+  Fail(name,
+       "uint8 is accepted only for an fp8 cache, with cache_dtype=\"fp8_e4m3\" or \"fp8_e5m2\"");
+}
+
+DType DlDType(DLDataType t, const std::optional<DType>& uint8_as, const std::string& name) {
   if (t.lanes == 1) {
     if (t.code == kDLFloat && t.bits == 32) return DType::kF32;
     if (t.code == kDLFloat && t.bits == 16) return DType::kF16;
+    if (t.code == kDLBfloat && t.bits == 16) return DType::kBF16;
+    if (t.code == kDLUInt && t.bits == 16) return DType::kBF16;  // NumPy's stand-in for bf16
+    if (t.code == kDLUInt && t.bits == 8) return Uint8DType(uint8_as, name);
     if (t.code == kDLInt && t.bits == 8) return DType::kI8;
     if (t.code == kDLInt && t.bits == 32) return DType::kI32;
     if (t.code == kDLInt && t.bits == 64) return DType::kI64;
   }
-  Fail(name,
-       "dtype " + DlDTypeName(t) + " is not supported (float32, float16, int8, int32 or int64)");
+  Fail(name, "dtype " + DlDTypeName(t) + " is not supported (" + kSupported + ")");
 }
 
 Device DlDevice(DLDevice d, const std::string& name) {
@@ -114,7 +129,8 @@ py::object TakeDlpack(py::capsule exported, DLManagedTensor** out) {
   });
 }
 
-TensorView FromDlpack(py::handle object, const std::string& name, Keep* keep) {
+TensorView FromDlpack(py::handle object, const std::string& name,
+                      const std::optional<DType>& uint8_as, Keep* keep) {
   py::object exported = object.attr("__dlpack__")();
   if (!PyCapsule_IsValid(exported.ptr(), "dltensor")) {
     Fail(name, "__dlpack__ did not return a \"dltensor\" capsule");
@@ -123,11 +139,12 @@ TensorView FromDlpack(py::handle object, const std::string& name, Keep* keep) {
   keep->Add(TakeDlpack(py::reinterpret_borrow<py::capsule>(exported), &managed));
   const DLTensor& t = managed->dl_tensor;
   void* data = static_cast<char*>(t.data) + t.byte_offset;
-  return DenseView(data, DlDType(t.dtype, name), t.ndim, t.shape, t.strides,
+  return DenseView(data, DlDType(t.dtype, uint8_as, name), t.ndim, t.shape, t.strides,
                    DlDevice(t.device, name), name);
 }
 
-DType BufferDType(const Py_buffer& b, const std::string& name) {
+DType BufferDType(const Py_buffer& b, const std::optional<DType>& uint8_as,
+                  const std::string& name) {
   std::string format = b.format != nullptr ? b.format : "B";
   if (!format.empty() && (format[0] == '@' || format[0] == '=' || format[0] == '<')) {
     format = format.substr(1);
@@ -135,13 +152,16 @@ DType BufferDType(const Py_buffer& b, const std::string& name) {
   if (format == "f" && b.itemsize == 4) return DType::kF32;
   if (format == "e" && b.itemsize == 2) return DType::kF16;
   if (format == "b" && b.itemsize == 1) return DType::kI8;
+  if (format == "B" && b.itemsize == 1) return Uint8DType(uint8_as, name);
+  if (format == "H" && b.itemsize == 2) return DType::kBF16;  // bf16 bit patterns
   if ((format == "i" || format == "l" || format == "q") && b.itemsize == 4) return DType::kI32;
   if ((format == "i" || format == "l" || format == "q") && b.itemsize == 8) return DType::kI64;
   Fail(name, "buffer format '" + std::string(b.format != nullptr ? b.format : "B") +
-                 "' is not supported (float32 'f', float16 'e', int8 'b', int32, int64)");
+                 "' is not supported (" + kSupported + ")");
 }
 
-TensorView FromBuffer(py::handle object, const std::string& name, bool writable, Keep* keep) {
+TensorView FromBuffer(py::handle object, const std::string& name, bool writable,
+                      const std::optional<DType>& uint8_as, Keep* keep) {
   auto* buffer = new Py_buffer();
   const int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
   if (PyObject_GetBuffer(object.ptr(), buffer, flags) != 0) {
@@ -155,7 +175,7 @@ TensorView FromBuffer(py::handle object, const std::string& name, bool writable,
     PyBuffer_Release(b);
     delete b;
   }));
-  const DType dtype = BufferDType(*buffer, name);
+  const DType dtype = BufferDType(*buffer, uint8_as, name);
   int64_t shape[dynattn::kMaxRank + 1] = {}, strides[dynattn::kMaxRank + 1] = {};
   if (buffer->ndim > dynattn::kMaxRank) {
     Fail(name,
@@ -177,31 +197,41 @@ void Keep::MoveTo(Keep* other) {
   objects_.clear();
 }
 
-TensorView ToView(py::handle object, const std::string& name, bool writable, Keep* keep) {
+TensorView ToView(py::handle object, const std::string& name, bool writable, Keep* keep,
+                  std::optional<DType> uint8_as) {
   if (object.is_none()) return TensorView{};
   const bool buffer = PyObject_CheckBuffer(object.ptr()) != 0;
   if (py::hasattr(object, "__dlpack__")) {
     try {
-      return FromDlpack(object, name, keep);
+      return FromDlpack(object, name, uint8_as, keep);
     } catch (py::error_already_set& e) {
       // NumPy refuses to export read-only arrays through DLPack: read them as buffers instead.
       if (!buffer) Fail(name, std::string("cannot be exported through DLPack: ") + e.what());
     }
   }
-  if (buffer) return FromBuffer(object, name, writable, keep);
+  if (buffer) return FromBuffer(object, name, writable, uint8_as, keep);
   Fail(name, "must be a tensor (an object with __dlpack__ or the buffer protocol), got " +
                  std::string(py::str(py::type::handle_of(object).attr("__name__"))));
 }
 
-TensorMap ToViews(const py::dict& tensors, const std::vector<std::string>& writable, Keep* keep) {
+TensorMap ToViews(const py::dict& tensors, const std::vector<std::string>& writable, Keep* keep,
+                  std::optional<DType> cache_fp8) {
   TensorMap map;
   for (const auto& item : tensors) {
     const std::string name = py::str(item.first);
     bool out = false;
     for (const std::string& w : writable) out |= w == name;
-    map[name] = ToView(item.second, name, out, keep);
+    map[name] = ToView(item.second, name, out, keep, name == "cache" ? cache_fp8 : std::nullopt);
   }
   return map;
+}
+
+std::optional<DType> ParseCacheDType(const py::object& cache_dtype) {
+  if (cache_dtype.is_none()) return std::nullopt;
+  const std::string text = py::str(cache_dtype);
+  if (text == "fp8_e4m3" || text == "float8_e4m3fn") return DType::kF8E4M3;
+  if (text == "fp8_e5m2" || text == "float8_e5m2") return DType::kF8E5M2;
+  Fail("cache_dtype", "must be None, \"fp8_e4m3\" or \"fp8_e5m2\", got \"" + text + "\"");
 }
 
 TensorView Lookup(const TensorMap& map, const std::string& name) {

@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,15 +35,23 @@ class Keep {
 
 /// Converts `object` to a dense row-major view named `name` (the name errors use). None gives an
 /// absent view. `writable`: the library writes into it (outputs, caches), so a read-only buffer
-/// is refused. Raises ValueError naming `name` for an unsupported dtype, device or a non-dense
-/// tensor.
-dynattn::TensorView ToView(py::handle object, const std::string& name, bool writable, Keep* keep);
+/// is refused. bfloat16 tensors (DLPack kDLBfloat) and uint16 ones (NumPy's stand-in: their bit
+/// patterns) are bf16; a uint8 tensor is accepted only with `uint8_as` (an fp8 cache's format).
+/// Raises ValueError naming `name` for an unsupported dtype, device or a non-dense tensor.
+dynattn::TensorView ToView(py::handle object, const std::string& name, bool writable, Keep* keep,
+                           std::optional<dynattn::DType> uint8_as = std::nullopt);
 
 /// Named tensors of one call, borrowed from a dict name -> tensor (None entries are absent).
 using TensorMap = std::map<std::string, dynattn::TensorView>;
 
-/// Borrows every entry of `tensors`; the names in `writable` are written by the call.
-TensorMap ToViews(const py::dict& tensors, const std::vector<std::string>& writable, Keep* keep);
+/// Borrows every entry of `tensors`; the names in `writable` are written by the call. A uint8
+/// "cache" is read as `cache_fp8` when given.
+TensorMap ToViews(const py::dict& tensors, const std::vector<std::string>& writable, Keep* keep,
+                  std::optional<dynattn::DType> cache_fp8 = std::nullopt);
+
+/// The fp8 DType of a `cache_dtype` argument: None -> none, "fp8_e4m3" / "fp8_e5m2" (or
+/// "float8_e4m3fn" / "float8_e5m2"); anything else raises ValueError.
+std::optional<dynattn::DType> ParseCacheDType(const py::object& cache_dtype);
 
 /// The view called `name` in `map`, absent when there is none.
 dynattn::TensorView Lookup(const TensorMap& map, const std::string& name);

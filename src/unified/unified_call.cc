@@ -243,6 +243,7 @@ Status ValidateUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   int kv_heads = 0;
   DYNATTN_RETURN_IF_ERROR(CheckInputs(attrs, args, &kv_heads));
   FillStep(args, kv_heads, attrs.num_heads, &call->step);
+  call->step.window_left = attrs.window_left;  // the planner skips blocks outside every window
   DYNATTN_RETURN_IF_ERROR(CheckBlockTable(args.block_table, call->step, args.cache->num_blocks));
   DYNATTN_RETURN_IF_ERROR(CheckWrites(call->step));
   DYNATTN_RETURN_IF_ERROR(CheckOutputs(attrs, args));

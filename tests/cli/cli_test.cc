@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -161,6 +163,48 @@ NpyArray RandomI8(const std::vector<int64_t>& shape, uint64_t seed) {
   return array;
 }
 
+// bf16 bits of a finite or NaN float, rounded to nearest even (NaN stays NaN).
+uint16_t Bf16Bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7FFFFFFF) > 0x7F800000) return static_cast<uint16_t>(bits >> 16 | 0x40);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// `f32` (fp32 values) as bf16 bit patterns, the dtype '<u2' files carry.
+NpyArray ToBf16(const NpyArray& f32) {
+  REQUIRE(f32.dtype == DType::kF32);
+  NpyArray out = MakeZeroArray(DType::kBF16, f32.shape);
+  for (int64_t i = 0; i < f32.NumElements(); ++i) {
+    float value;
+    std::memcpy(&value, f32.bytes.data() + 4 * i, 4);
+    const uint16_t bits = Bf16Bits(value);
+    std::memcpy(out.bytes.data() + 2 * i, &bits, 2);
+  }
+  return out;
+}
+
+NpyArray RandomBf16(const std::vector<int64_t>& shape, uint64_t seed) {
+  return ToBf16(RandomF32(shape, seed));
+}
+
+// Random fp8 bytes of format `fp8` that are finite numbers of magnitude at most 2^3 (no NaN, no
+// e5m2 infinity), as an fp8 cache holds them.
+NpyArray RandomFp8(DType fp8, const std::vector<int64_t>& shape, uint64_t seed) {
+  NpyArray array = MakeZeroArray(fp8, shape);
+  Lcg rng(seed);
+  const int mantissa_bits = fp8 == DType::kF8E4M3 ? 3 : 2, bias = fp8 == DType::kF8E4M3 ? 7 : 15;
+  for (uint8_t& byte : array.bytes) {
+    const int exponent = bias - 4 + static_cast<int>(rng.Next() % 8);  // 2^-4 .. 2^3
+    byte = static_cast<uint8_t>((rng.Next() & 1) << 7 | exponent << mantissa_bits |
+                                (rng.Next() & ((1 << mantissa_bits) - 1)));
+  }
+  return array;
+}
+
+NpyArray F32Scalar(float value) { return Make(DType::kF32, {}, std::vector<float>{value}); }
+
 // Scales in [2^-9, 2^-6): plausible for activations of magnitude about 2.
 NpyArray RandomScales(const std::vector<int64_t>& shape, uint64_t seed) {
   return RandomF16(shape, seed, 6, 8, /*positive=*/true);
@@ -189,7 +233,10 @@ struct CliCase {
   dynattn::KeyValueCacheAttrs kvc_attrs;
   dynattn::AttentionAttrs attention_attrs;
   dynattn::CacheAttrs cache_attrs;
-  std::vector<int64_t> gathered_shape;  // KVC key/value shape.
+  std::vector<int64_t> gathered_shape;           // KVC key/value shape.
+  dynattn::UnifiedAttentionAttrs unified_attrs;  // Unified: with cache_attrs and block_size.
+  int block_size = 0;
+  bool unified_lse = false;
 };
 
 // KVC: 2 requests (decode + prompt), int8 cache, G = 4, layer 1 of 2, layout 0, GQA repeat 2.
@@ -292,6 +339,79 @@ CliCase MhcaPlainCase() {
   return c;
 }
 
+// `c` with the score attributes flagged and set for the direct call (both attention_attrs and
+// unified_attrs): a sliding window, a logit soft-cap and a softmax scale.
+CliCase WithScoreAttrs(CliCase c, int window_left, float cap, float scale) {
+  c.flags.insert(c.flags.end(), {"--window_left", std::to_string(window_left), "--logits_soft_cap",
+                                 std::to_string(cap), "--softmax_scale", std::to_string(scale)});
+  // The direct call gets the values the tool parses from that text.
+  const float parsed_cap = std::stof(std::to_string(cap));
+  const float parsed_scale = std::stof(std::to_string(scale));
+  c.attention_attrs.window_left = c.unified_attrs.window_left = window_left;
+  c.attention_attrs.logits_soft_cap = c.unified_attrs.logits_soft_cap = parsed_cap;
+  c.attention_attrs.softmax_scale = c.unified_attrs.softmax_scale = parsed_scale;
+  return c;
+}
+
+// MHA with every score attribute: window 3, soft-cap 5, softmax scale 0.3 and per-head sinks,
+// over MhaCase's mask, GQA and causal mix.
+CliCase MhaScoreCase() {
+  CliCase c = MhaCase();
+  c = WithScoreAttrs(c, 3, 5.0f, 0.3f);
+  c.inputs["sinks"] = RandomF32({4}, 15, -1.0f, 3.0f);
+  return c;
+}
+
+// MHA in bf16: query, keys, values, mask and output as '<u2' bit patterns.
+CliCase MhaBf16Case() {
+  CliCase c = MhaCase();
+  for (const char* name : {"query", "key", "value", "attn_mask"}) {
+    c.inputs[name] = ToBf16(c.inputs.at(name));
+  }
+  return c;
+}
+
+// MHCA over an fp8 cache (uint8 file, --cache_dtype), with k_scale, v_scale, sinks and a window:
+// MhcaPlainCase's step in fp32 activations, or bf16 with `bf16`.
+CliCase MhcaFp8Case(DType fp8, bool bf16) {
+  CliCase c = MhcaPlainCase();
+  c.inputs["cache"] = RandomFp8(fp8, {16, 1, 2, 2, 4}, 35);
+  c.inputs["k_scale"] = F32Scalar(0.375f);
+  c.inputs["v_scale"] = F32Scalar(1.5f);
+  c.inputs["sinks"] = RandomF32({2}, 36);
+  if (bf16) {
+    for (const char* name : {"query", "current_key", "current_value"}) {
+      c.inputs[name] = ToBf16(c.inputs.at(name));
+    }
+  }
+  c.flags.insert(c.flags.end(), {"--cache_dtype", fp8 == DType::kF8E4M3 ? "fp8_e4m3" : "fp8_e5m2"});
+  return WithScoreAttrs(c, 1, 0.0f, 0.0f);
+}
+
+// KVC writing bf16 keys into a bf16 cache ('<u2' cache file), gathered as bf16.
+CliCase KvcBf16Case() {
+  CliCase c = KvcCase();
+  c.inputs["current_key"] = RandomBf16({4, 2, 8}, 5);
+  c.inputs["current_value"] = RandomBf16({4, 2, 8}, 6);
+  c.inputs["cache"] = RandomBf16({32, 2, 2, 2, 8}, 7);
+  c.inputs.erase("scale");
+  c.flags = {"--num_layer", "2", "--layer_idx", "1", "--num_repeat", "2"};
+  c.kvc_attrs.cache.quant_bit = 0;
+  return c;
+}
+
+// KVC writing fp32 keys into an fp8 cache with its per-tensor scales.
+CliCase KvcFp8Case(DType fp8) {
+  CliCase c = KvcBf16Case();
+  c.inputs["current_key"] = RandomF32({4, 2, 8}, 8, -30.0f, 30.0f);
+  c.inputs["current_value"] = RandomF32({4, 2, 8}, 9);
+  c.inputs["cache"] = RandomFp8(fp8, {32, 2, 2, 2, 8}, 10);
+  c.inputs["k_scale"] = F32Scalar(0.0625f);
+  c.inputs["v_scale"] = F32Scalar(3.0f);
+  c.flags.insert(c.flags.end(), {"--cache_dtype", fp8 == DType::kF8E4M3 ? "fp8_e4m3" : "fp8_e5m2"});
+  return c;
+}
+
 /// Views of the outputs, else of the inputs, by spec name; absent when neither has it.
 dynattn::TensorLookup Lookup(Arrays& inputs, Arrays* outputs) {
   return [&inputs, outputs](const std::string& name) {
@@ -327,6 +447,19 @@ Status CallMultiHeadCacheAttention(const CliCase& c, Arrays& in, Arrays* out) {
   return dynattn::MultiHeadCacheAttention(attrs, args);
 }
 
+Status CallUnifiedAttention(const CliCase& c, Arrays& in, Arrays* out) {
+  const NpyArray& query = in.at("query");
+  (*out)["attn_output"] = MakeZeroArray(query.dtype, query.shape);
+  if (c.unified_lse) (*out)["lse"] = MakeZeroArray(DType::kF32, {query.shape[0], query.shape[1]});
+  const dynattn::TensorLookup tensors = Lookup(in, out);
+  dynattn::BlockCache cache;
+  DYNATTN_RETURN_IF_ERROR(dynattn::MakePmxBlockCache(
+      tensors("cache"), tensors("scale"), c.cache_attrs, c.unified_attrs.num_kv_heads,
+      c.unified_attrs.head_dim, c.block_size, &cache));
+  return dynattn::UnifiedAttention(c.unified_attrs,
+                                   dynattn::UnifiedAttentionArgsByName(tensors, &cache));
+}
+
 // The files the CLI should write (stem -> array), computed by calling the library directly.
 Arrays ExpectedFiles(const CliCase& c) {
   Arrays in = c.inputs;  // The library updates these copies of the cache and scale.
@@ -335,6 +468,7 @@ Arrays ExpectedFiles(const CliCase& c) {
   if (c.op == kKvc) status = CallKeyValueCache(c, in, &out);
   if (c.op == kMha) status = CallMultiHeadAttention(c, in, &out);
   if (c.op == kMhca) status = CallMultiHeadCacheAttention(c, in, &out);
+  if (c.op == "unified_attention") status = CallUnifiedAttention(c, in, &out);
   REQUIRE_MESSAGE(status.ok(), "the library rejected a valid case: ", status.message());
   for (const char* in_out : {"cache", "scale"}) {
     if (in.count(in_out)) out[in_out] = in[in_out];
@@ -436,7 +570,9 @@ void CheckValidCase(const CliCase& c) {
       NpyArray got;
       const Status status = ReadNpy(out_dir + "/" + name + ".npy", &got);
       REQUIRE_MESSAGE(status.ok(), status.message());
-      CHECK(got.dtype == want.dtype);
+      const bool fp8 = want.dtype == DType::kF8E4M3 || want.dtype == DType::kF8E5M2;
+      CHECK(got.fp8_bytes == fp8);  // fp8 comes back as uint8 bytes of no named format
+      if (!fp8) CHECK(got.dtype == want.dtype);
       CHECK(got.shape == want.shape);
       CHECK(got.bytes == want.bytes);
     }
@@ -553,6 +689,8 @@ std::vector<BadRun> BadRuns() {
     c.inputs["scale"] = RandomScales({32, 2, 2, 2, 1}, 44);
     c.flags = {"--num_layer", "2", "--layer_idx", "1", "--quant_bit", "4", "--quant_group", "5"};
   });
+  const CliCase mhca_fp8 = MhcaFp8Case(DType::kF8E4M3, false);
+  const CliCase kvc_fp8 = KvcFp8Case(DType::kF8E5M2);
   // MHA with 3 query heads over 2 KV heads.
   CliCase mha_gqa_3_2 = With(Without(mha, "attn_mask"), [](CliCase& c) {
     c.inputs["query"] = RandomF32({6, 3, 8}, 45);
@@ -635,6 +773,43 @@ std::vector<BadRun> BadRuns() {
       {"attn_mask rows != query rows",
        WithInput(mha, "attn_mask", RandomF32({4, 5, 16}, 51)),
        {"attn_mask"}},
+      // Score attributes, sinks, bf16 and fp8 (issue 13).
+      {"window_left below -1", WithFlag(mha, "--window_left", "-2"), {"window_left"}},
+      {"negative logits_soft_cap", WithFlag(mha, "--logits_soft_cap", "-1"), {"logits_soft_cap"}},
+      {"NaN logits_soft_cap", WithFlag(mha, "--logits_soft_cap", "nan"), {"logits_soft_cap"}},
+      {"infinite softmax_scale", WithFlag(mha, "--softmax_scale", "inf"), {"softmax_scale"}},
+      {"negative softmax_scale", WithFlag(mhca, "--softmax_scale", "-0.5"), {"softmax_scale"}},
+      {"non-numeric softmax_scale", WithFlag(mha, "--softmax_scale", "half"), {"softmax_scale"}},
+      {"window_left is not an attribute of key_value_cache",
+       WithFlag(kvc, "--window_left", "4"),
+       {"window_left"}},
+      {"sinks with a wrong length", WithInput(mha, "sinks", RandomF32({3}, 52)), {"sinks"}},
+      {"sinks not float32", WithInput(mha, "sinks", RandomF16({4}, 53, 12, 14)), {"sinks"}},
+      {"non-finite sink",
+       WithInput(mha, "sinks", Make(DType::kF32, {4}, std::vector<float>{0, INFINITY, 1, 2})),
+       {"sinks"}},
+      {"bf16 key with an fp32 query",
+       WithInput(mha, "key", ToBf16(mha.inputs.at("key"))),
+       {"key", "query"}},
+      {"unknown cache_dtype", WithFlag(mhca_fp8, "--cache_dtype", "fp8_e3m4"), {"cache_dtype"}},
+      {"cache_dtype with an int8 cache",
+       WithFlag(mhca, "--cache_dtype", "fp8_e4m3"),
+       {"cache_dtype"}},
+      {"uint8 cache without cache_dtype",
+       With(mhca_fp8, [](CliCase& c) { c.flags.resize(c.flags.size() - 8); }),
+       {"cache"}},
+      {"uint8 query",
+       WithInput(mhca_fp8, "query", RandomFp8(DType::kF8E4M3, {3, 2, 4}, 54)),
+       {"query"}},
+      {"zero k_scale", WithInput(mhca_fp8, "k_scale", F32Scalar(0.0f)), {"k_scale"}},
+      {"NaN v_scale", WithInput(mhca_fp8, "v_scale", F32Scalar(NAN)), {"v_scale"}},
+      {"k_scale that is not 0-d",
+       WithInput(mhca_fp8, "k_scale", Make(DType::kF32, {2}, std::vector<float>{1, 1})),
+       {"k_scale"}},
+      {"k_scale with an int8 cache", WithInput(kvc, "k_scale", F32Scalar(1.0f)), {"k_scale"}},
+      {"fp8 cache with a scale tensor",
+       WithInput(kvc_fp8, "scale", RandomScales({32, 2, 2, 2, 2}, 55)),
+       {"scale"}},
       // Command line.
       {"unknown op", With(mha, [](CliCase& c) { c.op = "multi_head_attn"; }), {"multi_head_attn"}},
       {"unknown attribute", WithFlag(mha, "--num_head", "4"), {"--num_head"}},
@@ -825,6 +1000,44 @@ CliCase UnifiedCase(const UnifiedSetup& s) {
   return c;
 }
 
+// What a unified case with the issue-13 inputs stores: bf16 activations and cache, or an fp8
+// cache (with fp32 activations).
+enum class UnifiedStorage { kBf16, kF8E4M3, kF8E5M2 };
+
+// UnifiedCase's step (plain cache, layout 3, layer 1 of 2, lse) with a window of 5, a soft-cap of
+// 20, a softmax scale of 0.2 and sinks, stored as `storage`; checked against the library called
+// directly (CheckValidCase), bit for bit.
+CliCase UnifiedScoreCase(UnifiedStorage storage, uint64_t seed) {
+  UnifiedSetup s;
+  s.activations = DType::kF32;
+  s.quant_bit = 0;
+  s.seed = seed;
+  CliCase c = UnifiedCase(s);
+  if (storage == UnifiedStorage::kBf16) {
+    for (const char* name : {"query", "current_key", "current_value", "cache"}) {
+      c.inputs[name] = ToBf16(c.inputs.at(name));
+    }
+  } else {
+    const DType fp8 = storage == UnifiedStorage::kF8E4M3 ? DType::kF8E4M3 : DType::kF8E5M2;
+    c.inputs["cache"] = RandomFp8(fp8, c.inputs.at("cache").shape, seed + 7);
+    c.inputs["k_scale"] = F32Scalar(0.5f);
+    c.inputs["v_scale"] = F32Scalar(0.25f);
+    c.flags.insert(c.flags.end(),
+                   {"--cache_dtype", fp8 == DType::kF8E4M3 ? "fp8_e4m3" : "fp8_e5m2"});
+  }
+  c.inputs["sinks"] = RandomF32({4}, seed + 8, -1.0f, 2.0f);
+  c.cache_attrs.num_layer = s.num_layer;
+  c.cache_attrs.layer_idx = s.layer_idx;
+  c.cache_attrs.quant_group = 4;
+  c.cache_attrs.cache_layout = s.cache_layout;
+  c.unified_attrs.num_heads = 4;
+  c.unified_attrs.num_kv_heads = 2;
+  c.unified_attrs.head_dim = 16;
+  c.block_size = kUnifiedBlockSize;
+  c.unified_lse = true;
+  return WithScoreAttrs(c, 5, 20.0f, 0.2f);
+}
+
 // The reference's attributes for `s` (as UnifiedCase sets the flags).
 dynattn_ref::Attrs UnifiedReferenceAttrs(const UnifiedSetup& s) {
   dynattn_ref::Attrs attrs;
@@ -909,11 +1122,7 @@ void CheckUnifiedCase(const UnifiedSetup& s) {
 }
 
 NpyArray FromReference(const dynattn_ref::Array& array) {
-  const DType dtype = array.dt == dynattn_ref::Dt::kF32   ? DType::kF32
-                      : array.dt == dynattn_ref::Dt::kF16 ? DType::kF16
-                      : array.dt == dynattn_ref::Dt::kI8  ? DType::kI8
-                                                          : DType::kI64;
-  NpyArray out = MakeZeroArray(dtype, array.shape);
+  NpyArray out = MakeZeroArray(dynattn::cli::DTypeOf(array.dt), array.shape);
   out.bytes = array.bytes;
   return out;
 }
@@ -935,9 +1144,18 @@ CliCase RandomUnifiedCliCase(const dynattn_ref::Case& random) {
                                                 {"--cache_layout", a.cache_layout},
                                                 {"--block_size", a.block_size},
                                                 {"--is_alibi", a.is_alibi},
-                                                {"--return_lse", 1}}) {
+                                                {"--return_lse", 1},
+                                                {"--window_left", a.window_left}}) {
     c.flags.insert(c.flags.end(), {flag, std::to_string(value)});
   }
+  // The float attributes exactly (%.9g reads back as the same float), and an fp8 cache's format.
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, double>>{
+           {"--logits_soft_cap", a.logits_soft_cap}, {"--softmax_scale", a.softmax_scale}}) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.9g", value);
+    c.flags.insert(c.flags.end(), {flag, text});
+  }
+  if (!a.cache_dtype.empty()) c.flags.insert(c.flags.end(), {"--cache_dtype", a.cache_dtype});
   return c;
 }
 
@@ -1077,6 +1295,52 @@ TEST_SUITE("cli") {
 
   TEST_CASE("multi_head_cache_attention without a scale writes no scale.npy") {
     CheckValidCase(MhcaPlainCase());
+  }
+
+  TEST_CASE("multi_head_attention with window, soft-cap, softmax scale and sinks") {
+    CheckValidCase(MhaScoreCase());
+  }
+
+  TEST_CASE("multi_head_attention in bf16 writes the library's '<u2' attn_output") {
+    CheckValidCase(MhaBf16Case());
+  }
+
+  TEST_CASE("multi_head_cache_attention over fp8 caches with k_scale, v_scale, sinks, window") {
+    for (DType fp8 : {DType::kF8E4M3, DType::kF8E5M2}) {
+      for (bool bf16 : {false, true}) {
+        CAPTURE(dynattn::DTypeName(fp8));
+        CAPTURE(bf16);
+        CheckValidCase(MhcaFp8Case(fp8, bf16));
+      }
+    }
+  }
+
+  TEST_CASE("key_value_cache writes bf16 and fp8 caches byte for byte") {
+    CheckValidCase(KvcBf16Case());
+    CheckValidCase(KvcFp8Case(DType::kF8E4M3));
+    CheckValidCase(KvcFp8Case(DType::kF8E5M2));
+  }
+
+  TEST_CASE("unified_attention with window, soft-cap, scale and sinks over bf16 and fp8 caches") {
+    const uint64_t seed = dynattn_test::BaseSeed();
+    CheckValidCase(UnifiedScoreCase(UnifiedStorage::kBf16, seed));
+    CheckValidCase(UnifiedScoreCase(UnifiedStorage::kF8E4M3, seed + 1));
+    CheckValidCase(UnifiedScoreCase(UnifiedStorage::kF8E5M2, seed + 2));
+  }
+
+  TEST_CASE("the new attributes change the result (the flags are not ignored)") {
+    // Each flag alone, on top of a base case, must change attn_output's bytes.
+    const Arrays base = ExpectedFiles(MhaCase());
+    for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+             {"--window_left", "1"}, {"--logits_soft_cap", "0.5"}, {"--softmax_scale", "2"}}) {
+      CAPTURE(flag);
+      CliCase c = WithFlag(MhaCase(), flag, value);
+      if (flag == "--window_left") c.attention_attrs.window_left = 1;
+      if (flag == "--logits_soft_cap") c.attention_attrs.logits_soft_cap = 0.5f;
+      if (flag == "--softmax_scale") c.attention_attrs.softmax_scale = 2.0f;
+      CHECK(ExpectedFiles(c).at("attn_output").bytes != base.at("attn_output").bytes);
+      CheckValidCase(c);
+    }
   }
 
   TEST_CASE("unified_attention matches the reference: fp16, int8 cache, layout 3, layer 1 of 2") {

@@ -103,7 +103,7 @@ void ExpectRejected(const std::string& contents, const std::string& problem) {
   ExpectReadError(path, problem);
 }
 
-const DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kI8, DType::kI64};
+const DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kI8, DType::kI64, DType::kBF16};
 
 TEST_SUITE("npy") {
   TEST_CASE("every dtype round-trips at every rank from 0 to 6") {
@@ -129,6 +129,46 @@ TEST_SUITE("npy") {
         CHECK(array.NumElements() == count);
       }
     }
+  }
+
+  TEST_CASE("bf16 is written as '<u2' bit patterns and read back as bf16") {
+    TempDir dir;
+    const std::vector<uint8_t> bytes = PatternBytes(2 * 6, 7);
+    const std::string path = dir.File("bf16.npy");
+    REQUIRE(WriteNpy(path, DType::kBF16, {2, 3}, bytes.data()).ok());
+    const std::string file = ReadBytes(path);
+    CHECK(file.find("'descr': '<u2'") != std::string::npos);
+    CHECK(file.substr(file.size() - bytes.size()) == std::string(bytes.begin(), bytes.end()));
+    NpyArray array;
+    REQUIRE(ReadNpy(path, &array).ok());
+    CHECK(array.dtype == DType::kBF16);
+    CHECK_FALSE(array.fp8_bytes);
+    CHECK(array.bytes == bytes);
+  }
+
+  TEST_CASE("fp8 is written as '|u1' bytes and read back as fp8 bytes of no named format") {
+    TempDir dir;
+    for (DType fp8 : {DType::kF8E4M3, DType::kF8E5M2}) {
+      CAPTURE(dynattn::DTypeName(fp8));
+      const std::vector<uint8_t> bytes = PatternBytes(2 * 3 * 4, 9);
+      const std::string path = dir.File("fp8.npy");
+      REQUIRE(WriteNpy(path, fp8, {2, 3, 4}, bytes.data()).ok());
+      const std::string file = ReadBytes(path);
+      CHECK(file.find("'descr': '|u1'") != std::string::npos);
+      NpyArray array;
+      REQUIRE(ReadNpy(path, &array).ok());
+      CHECK(array.fp8_bytes);
+      CHECK(array.dtype == dynattn::cli::kFp8BytesDType);
+      CHECK(array.shape == std::vector<int64_t>{2, 3, 4});
+      CHECK(array.bytes == bytes);
+    }
+    // A '|u1' file built by hand (as NumPy writes it) reads the same way.
+    const std::string path = dir.File("hand.npy");
+    WriteBytes(path, NpyFile(Dict("|u1", "(3,)"), std::string("\x7f\x80\xff", 3)));
+    NpyArray array;
+    REQUIRE(ReadNpy(path, &array).ok());
+    CHECK(array.fp8_bytes);
+    CHECK(array.bytes == std::vector<uint8_t>{0x7F, 0x80, 0xFF});
   }
 
   TEST_CASE("arrays with zero elements round-trip") {
@@ -271,8 +311,9 @@ TEST_SUITE("npy") {
     ExpectRejected(NpyFile(Dict("<f4", "(2, 3)", true), std::string(24, '\0')), "fortran_order");
   }
 
-  TEST_CASE("dtypes other than <f4, <f2, |i1 and <i8 are rejected") {
-    for (const char* descr : {"<f8", "|u1", "<i4", ">f4", ">i8", "|b1", "<u8", "<c8", "f4"}) {
+  TEST_CASE("dtypes other than <f4, <f2, <u2, |i1, |u1 and <i8 are rejected") {
+    for (const char* descr :
+         {"<f8", ">u2", "<i4", ">f4", ">i8", "|b1", "<u8", "<c8", "f4", "<i2"}) {
       CAPTURE(descr);
       ExpectRejected(NpyFile(Dict(descr, "(1,)"), std::string(8, '\0')),
                      std::string("dtype '") + descr + "' is not supported");
@@ -336,7 +377,7 @@ TEST_SUITE("npy_numpy") {
     WriteBytes(script,
                "import sys, numpy as np\n"
                "d = sys.argv[1]\n"
-               "for dt in ['<f4', '<f2', '|i1', '<i8']:\n"
+               "for dt in ['<f4', '<f2', '|i1', '<i8', '<u2', '|u1']:\n"
                "    a = (np.arange(24) * 3 - 20).astype(dt).reshape(2, 3, 4)\n"
                "    np.save(d + '/np_' + dt[1:] + '.npy', a)\n"
                "    open(d + '/np_' + dt[1:] + '.bin', 'wb').write(a.tobytes())\n"
@@ -345,14 +386,24 @@ TEST_SUITE("npy_numpy") {
                "if len(sys.argv) > 2:\n"
                "    b = np.load(d + '/ours.npy')\n"
                "    assert b.dtype == np.float16 and b.shape == (3, 1, 2), (b.dtype, b.shape)\n"
-               "    assert b.tobytes() == open(d + '/ours.bin', 'rb').read()\n");
+               "    assert b.tobytes() == open(d + '/ours.bin', 'rb').read()\n"
+               "    c = np.load(d + '/ours_bf16.npy')\n"
+               "    assert c.dtype == np.uint16 and c.shape == (3, 2), (c.dtype, c.shape)\n"
+               "    assert c.tobytes() == open(d + '/ours.bin', 'rb').read()\n"
+               "    e = np.load(d + '/ours_fp8.npy')\n"
+               "    assert e.dtype == np.uint8 and e.shape == (12,), (e.dtype, e.shape)\n"
+               "    assert e.tobytes() == open(d + '/ours.bin', 'rb').read()\n");
     const std::string dir_arg = "'" + dir.path().string() + "'";
     REQUIRE(std::system(("python3 '" + script + "' " + dir_arg).c_str()) == 0);
-    for (const char* name : {"f4", "f2", "i1", "i8"}) {
+    for (const char* name : {"f4", "f2", "i1", "i8", "u2", "u1"}) {
       CAPTURE(name);
       NpyArray array;
       const Status status = ReadNpy(dir.File(std::string("np_") + name + ".npy"), &array);
       REQUIRE_MESSAGE(status.ok(), status.message());
+      CHECK(array.dtype == (std::string(name) == "u2"   ? DType::kBF16
+                            : std::string(name) == "u1" ? dynattn::cli::kFp8BytesDType
+                                                        : array.dtype));
+      CHECK(array.fp8_bytes == (std::string(name) == "u1"));
       CHECK(array.shape == std::vector<int64_t>{2, 3, 4});
       const std::string raw = ReadBytes(dir.File(std::string("np_") + name + ".bin"));
       CHECK(std::string(array.bytes.begin(), array.bytes.end()) == raw);
@@ -366,6 +417,8 @@ TEST_SUITE("npy_numpy") {
     const std::vector<uint8_t> ours = PatternBytes(12, 3);
     REQUIRE(WriteNpy(dir.File("ours.npy"), DType::kF16, {3, 1, 2}, ours.data()).ok());
     WriteBytes(dir.File("ours.bin"), std::string(ours.begin(), ours.end()));
+    REQUIRE(WriteNpy(dir.File("ours_bf16.npy"), DType::kBF16, {3, 2}, ours.data()).ok());
+    REQUIRE(WriteNpy(dir.File("ours_fp8.npy"), DType::kF8E5M2, {12}, ours.data()).ok());
     CHECK(std::system(("python3 '" + script + "' " + dir_arg + " check").c_str()) == 0);
   }
 }

@@ -45,13 +45,19 @@ def run_cli(op, inputs, attrs, tmp_path):
     if cli is None:
         pytest.skip("the dynattn tool was not built (DYNATTN_CLI unset)")
     in_dir, out_dir = tmp_path / "inputs", tmp_path / "outputs"
-    in_dir.mkdir()
-    out_dir.mkdir()
+    in_dir.mkdir(parents=True)
+    out_dir.mkdir(parents=True)
     for name, array in inputs.items():
-        np.save(in_dir / f"{name}.npy", np.ascontiguousarray(array))
+        array = np.asarray(array)  # 0-d stays 0-d (np.ascontiguousarray would make it 1-d)
+        np.save(in_dir / f"{name}.npy", array if array.flags.c_contiguous
+                else np.ascontiguousarray(array))
+    # (bf16 arrays are NumPy uint16 bit patterns, fp8 caches uint8 bytes: .npy carries both.)
     cmd = [cli, "run", op, "--inputs", str(in_dir), "--outputs", str(out_dir)]
+    # Attributes: ints, floats (logits_soft_cap, softmax_scale) and names (cache_dtype).
     for name, value in attrs.items():
-        cmd += [f"--{name}", str(int(value))]
+        text = value if isinstance(value, str) else (
+            repr(float(value)) if isinstance(value, float) else str(int(value)))
+        cmd += [f"--{name}={text}"]
     result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, f"{' '.join(cmd)}: {result.stderr}"
     return {p.stem: np.load(p) for p in pathlib.Path(out_dir).glob("*.npy")}

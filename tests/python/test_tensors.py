@@ -246,15 +246,20 @@ def test_dlpack_devices_dtypes_and_deleters(rng):
                                   step.current_value, *index, block_cache,
                                   out=np.empty_like(step.query))
     print(error.value)
-    with pytest.raises(ValueError, match="query: dtype bfloat16 is not supported"):
+    # bfloat16 (code 4) is taken, float64 is not; a bf16 query beside fp16 keys names the key.
+    with pytest.raises(ValueError, match="current_key: must be bfloat16 like query"):
         dynattn.unified_attention(FakeDlpack(step.query, code=4, bits=16), step.current_key,
+                                  step.current_value, *index, block_cache,
+                                  out=np.empty_like(step.query))
+    with pytest.raises(ValueError, match="query: dtype float64 is not supported"):
+        dynattn.unified_attention(FakeDlpack(step.query, code=2, bits=64), step.current_key,
                                   step.current_value, *index, block_cache,
                                   out=np.empty_like(step.query))
     with pytest.raises(ValueError, match="query: DLPack device type 7"):
         dynattn.unified_attention(FakeDlpack(step.query, device_type=7), step.current_key,
                                   step.current_value, *index, block_cache,
                                   out=np.empty_like(step.query))
-    assert FakeDlpack.deleted == before + 6
+    assert FakeDlpack.deleted == before + 7
 
 
 def test_threads_share_a_context_and_the_default_one(rng):

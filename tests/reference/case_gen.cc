@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -53,6 +54,8 @@ class Rng {
 
 enum class Op { kKvc, kMha, kMhca };
 
+int64_t MaxOf(const std::vector<int64_t>& values);
+
 Op ParseOp(const std::string& op) {
   if (op == "key_value_cache") return Op::kKvc;
   if (op == "multi_head_attention") return Op::kMha;
@@ -86,6 +89,11 @@ struct Plan {
   int64_t mask_pad = 0;
   double mask_inf_rate = 0, mask_row_inf_rate = 0;
   double v_magnitude = 1;
+  // Issue 13.
+  int window_left = -1;
+  double soft_cap = 0, softmax_scale = 0;
+  bool sinks = false;
+  double k_scale = 0, v_scale = 0;  // fp8 caches: 0 = input absent (the default 1)
 
   bool has_cache() const { return op != Op::kMha; }
   bool has_query() const { return op != Op::kKvc; }
@@ -135,7 +143,9 @@ void DrawCacheAttrs(Rng& rng, const GenOptions& options, Plan* plan) {
   if (elem >= 0) plan->quant_bit = elem == 3 ? 4 : (elem == 2 ? 8 : 0);
   if (plan->quant_bit == 0) {
     plan->cache_dt = rng.Chance(0.5) ? Dt::kF32 : Dt::kF16;
-    if (elem >= 0) plan->cache_dt = elem == 0 ? Dt::kF32 : Dt::kF16;
+    static const Dt kPlain[] = {Dt::kF32,  Dt::kF16,    Dt::kI8,    Dt::kI8,
+                                Dt::kBF16, Dt::kF8E4M3, Dt::kF8E5M2};
+    if (elem >= 0) plan->cache_dt = kPlain[elem];
   } else {
     plan->cache_dt = Dt::kI8;
     plan->scale_dt = rng.Chance(0.6) ? Dt::kF16 : Dt::kF32;
@@ -201,7 +211,51 @@ void DrawAttentionAttrs(Rng& rng, const Pins& pins, Plan* plan) {
   plan->mask_row_inf_rate = rng.Pick(std::vector<double>{0, 0, 0.1});
 }
 
-Plan DrawPlan(Rng& rng, Op op, const GenOptions& options) {
+// On or off as pinned (pin 0 / 1), else drawn with probability `p` when the issue-13 features
+// are on.
+bool Issue13Chance(Rng& extra, const GenOptions& options, int pin, double p) {
+  if (pin >= 0) return pin != 0;
+  return options.issue13 && extra.Chance(p);
+}
+
+// Issue-13 draws, from their own stream `extra`: activation and cache types first (they override
+// the classic draws), then the attention features.
+void DrawIssue13(Rng& extra, const GenOptions& options, Plan* plan) {
+  const Pins& pins = options.pins;
+  static const Dt kActivations[] = {Dt::kF32, Dt::kF16, Dt::kBF16};
+  if (pins.t1 >= 0) {
+    plan->t1 = kActivations[pins.t1];
+  } else if (options.issue13 && extra.Chance(1.0 / 3)) {
+    plan->t1 = Dt::kBF16;
+  }
+  if (plan->has_cache() && plan->quant_bit == 0 && pins.cache_elem < 0 && options.issue13 &&
+      extra.Chance(0.5)) {
+    plan->cache_dt = extra.Pick(std::vector<Dt>{Dt::kBF16, Dt::kF8E4M3, Dt::kF8E5M2});
+  }
+  if (IsFp8Dt(plan->cache_dt) && Issue13Chance(extra, options, pins.fp8_scales, 0.7)) {
+    // Non-powers of two make the division round; 1/16 saturates e4m3fn's outliers.
+    const std::vector<double> scales = {0.25, 0.0625, 2.5, 0.1, 8.0, 0.7, 1.0};
+    plan->k_scale = extra.Pick(scales);
+    plan->v_scale = extra.Pick(scales);
+  }
+  if (!plan->has_query()) return;
+  if (pins.window >= -1) {
+    plan->window_left = pins.window;
+  } else if (options.issue13 && extra.Chance(0.3)) {
+    const int64_t context = std::max<int64_t>(1, MaxOf(plan->kvlen));
+    plan->window_left = static_cast<int>(extra.Pick(std::vector<int64_t>{
+        0, 1, extra.Int(2, 8), extra.Int(0, context), context + extra.Int(0, 8)}));
+  }
+  if (Issue13Chance(extra, options, pins.soft_cap, 0.3)) {
+    plan->soft_cap = extra.Pick(std::vector<double>{0.5, 5, 30, 50});
+  }
+  if (Issue13Chance(extra, options, pins.softmax_scale, 0.3)) {
+    plan->softmax_scale = extra.Pick(std::vector<double>{0.0625, 0.125, 0.25, 0.75, 1.5});
+  }
+  plan->sinks = Issue13Chance(extra, options, pins.sinks, 0.3);
+}
+
+Plan DrawPlan(Rng& rng, Rng& extra, Op op, const GenOptions& options) {
   Plan plan;
   plan.op = op;
   plan.t1 = rng.Chance(0.5) ? Dt::kF32 : Dt::kF16;
@@ -210,6 +264,7 @@ Plan DrawPlan(Rng& rng, Op op, const GenOptions& options) {
   DrawRequests(rng, options, &plan);
   if (plan.has_query()) DrawAttentionAttrs(rng, options.pins, &plan);
   plan.v_magnitude = rng.Pick(std::vector<double>{1, 1, 4, 30});
+  DrawIssue13(extra, options, &plan);
   return plan;
 }
 
@@ -232,7 +287,33 @@ Attrs MakeAttrs(const Plan& plan) {
     attrs.page_size = plan.page_size;
   }
   if (plan.op == Op::kKvc) attrs.num_repeat = static_cast<int>(plan.hq / plan.hkv);
+  if (plan.has_query()) {
+    attrs.window_left = plan.window_left;
+    attrs.logits_soft_cap = plan.soft_cap;
+    attrs.softmax_scale = plan.softmax_scale;
+  }
+  if (plan.has_cache() && IsFp8Dt(plan.cache_dt)) {
+    attrs.cache_dtype = plan.cache_dt == Dt::kF8E4M3 ? "fp8_e4m3" : "fp8_e5m2";
+  }
   return attrs;
+}
+
+// The optional issue-13 inputs: sinks (f32 (Hq): moderate, and now and then one that dominates
+// every score) and the fp8 caches' k_scale / v_scale (0-d f32).
+void AddIssue13Inputs(Rng& extra, const Plan& plan, Tensors* inputs) {
+  if (plan.sinks) {
+    Array sinks = MakeArray(Dt::kF32, {plan.hq});
+    for (int64_t h = 0; h < plan.hq; ++h) {
+      StoreRounded(&sinks, h, extra.Chance(0.15) ? 12.0 + extra.Normal() : 2 * extra.Normal());
+    }
+    (*inputs)["sinks"] = std::move(sinks);
+  }
+  if (plan.k_scale > 0) {
+    (*inputs)["k_scale"] = MakeArray(Dt::kF32, {});
+    StoreRounded(&(*inputs)["k_scale"], 0, plan.k_scale);
+    (*inputs)["v_scale"] = MakeArray(Dt::kF32, {});
+    StoreRounded(&(*inputs)["v_scale"], 0, plan.v_scale);
+  }
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -267,7 +348,7 @@ Array RandomValues(Rng& rng, Dt dt, const std::vector<int64_t>& shape, double ma
 Array GarbageArray(Rng& rng, Dt dt, const std::vector<int64_t>& shape) {
   Array array = MakeArray(dt, shape);
   for (uint8_t& byte : array.bytes) byte = static_cast<uint8_t>(rng.Bits() >> 56);
-  if (dt != Dt::kF32 && dt != Dt::kF16) return array;
+  if (!IsActivationDt(dt) && !IsFp8Dt(dt)) return array;
   for (int64_t i = 0; i < array.numel(); ++i) {
     if (rng.Chance(0.9)) continue;
     const double special[] = {std::nan(""), kInf, -kInf};
@@ -346,7 +427,7 @@ void WritePastContext(Rng& rng, const Plan& plan, Attrs attrs, Tensors* inputs) 
   const std::vector<int64_t> starts = PrefixStarts(plan.start_pos);
   if (starts.back() == 0) return;
   Tensors history;
-  for (const char* name : {"cachestarts", "cache", "scale"}) {
+  for (const char* name : {"cachestarts", "cache", "scale", "k_scale", "v_scale"}) {
     if (inputs->count(name)) history[name] = (*inputs)[name];
   }
   history["seqstarts"] = MakeI64({plan.batch_count() + 1}, starts);
@@ -376,6 +457,60 @@ void AddCache(Rng& rng, Plan* plan, const Attrs& attrs, Tensors* inputs) {
                                                          plan->hkv, plan->d / plan->group));
   }
   WritePastContext(rng, *plan, attrs, inputs);
+}
+
+// Where a sliding window leaves context unread (detail::UnreadContextPrefix): NaN in MHA's key and
+// value rows, and in a cache the slots no request reads get NaN elements (a NaN scale when
+// quantized), so a path that reads them anyway shows NaN. `cachestarts` in `mode` / `page_size`.
+struct UnreadPoison {
+  std::vector<int64_t> seqlen, kvlen;
+  int window_left = -1;
+};
+
+void PoisonUnreadRows(const UnreadPoison& u, Tensors* inputs) {
+  const std::vector<int64_t> kvstarts = PrefixStarts(u.kvlen);
+  for (const char* name : {"key", "value"}) {
+    Array& tensor = inputs->at(name);
+    const int64_t row_size = tensor.shape[1] * tensor.shape[2];
+    for (size_t b = 0; b < u.kvlen.size(); ++b) {
+      const int64_t unread = detail::UnreadContextPrefix(u.window_left, u.kvlen[b], u.seqlen[b]);
+      for (int64_t i = kvstarts[b] * row_size; i < (kvstarts[b] + unread) * row_size; ++i) {
+        StoreRounded(&tensor, i, std::nan(""));
+      }
+    }
+  }
+}
+
+void PoisonUnreadSlots(const UnreadPoison& u, const Attrs& attrs, const Array& cachestarts,
+                       int mode, int64_t page_size, Tensors* inputs) {
+  std::set<int64_t> read, unread_slots;
+  for (size_t b = 0; b < u.kvlen.size(); ++b) {
+    const int64_t unread = detail::UnreadContextPrefix(u.window_left, u.kvlen[b], u.seqlen[b]);
+    for (int64_t p = 0; p < u.kvlen[b]; ++p) {
+      const int64_t slot = detail::SlotOf(cachestarts, mode, page_size, static_cast<int64_t>(b), p);
+      (p < unread ? unread_slots : read).insert(slot);
+    }
+  }
+  Array& cache = inputs->at("cache");
+  Array* scale = inputs->count("scale") ? &inputs->at("scale") : nullptr;
+  const int64_t max_t = cache.shape[attrs.cache_layout];
+  const int64_t hkv = cache.shape[attrs.cache_layout == 3 ? 2 : 3];  // (L, 2, Hkv, MaxT, D)
+  const int64_t last = cache.shape[4];
+  for (int64_t slot : unread_slots) {
+    if (read.count(slot)) continue;
+    for (int kv = 0; kv < 2; ++kv) {
+      for (int64_t h = 0; h < hkv; ++h) {
+        Array& target = scale != nullptr ? *scale : cache;
+        const int64_t extent = target.shape[4];
+        for (int64_t i = 0; i < (scale != nullptr ? extent : last); ++i) {
+          StoreRounded(&target,
+                       detail::CacheOffset(attrs.cache_layout, slot, attrs.layer_idx, kv, h, i,
+                                           attrs.num_layer, max_t, hkv, extent),
+                       std::nan(""));
+        }
+      }
+    }
+  }
 }
 
 // Garbage everywhere, then each request's block (rows of its queries, columns of its context)
@@ -411,6 +546,15 @@ std::string Join(const std::vector<int64_t>& values) {
   return text + "]";
 }
 
+// The issue-13 attributes that are on, e.g. " window=3 cap=30 scale=0.125 sinks k_scale=0.1".
+void DescribeIssue13(const Plan& plan, std::ostringstream& text) {
+  if (plan.window_left >= 0) text << " window=" << plan.window_left;
+  if (plan.soft_cap > 0) text << " cap=" << plan.soft_cap;
+  if (plan.softmax_scale > 0) text << " softmax_scale=" << plan.softmax_scale;
+  if (plan.sinks) text << " sinks";
+  if (plan.k_scale > 0) text << " k_scale=" << plan.k_scale << " v_scale=" << plan.v_scale;
+}
+
 std::string Describe(const std::string& op, uint64_t seed, const Plan& plan) {
   std::ostringstream text;
   text << op << " seed=" << seed << " T1=" << DtName(plan.t1) << " B=" << plan.batch_count()
@@ -430,6 +574,7 @@ std::string Describe(const std::string& op, uint64_t seed, const Plan& plan) {
     if (plan.mask_rank == 0) text << "none";
     if (plan.mask_rank != 0) text << "rank" << plan.mask_rank << "+pad" << plan.mask_pad;
   }
+  DescribeIssue13(plan, text);
   return text.str();
 }
 
@@ -566,6 +711,9 @@ void WriteUnifiedHistory(Rng& rng, const Plan& plan, const std::vector<UnifiedRe
   Tensors history;
   history["cache"] = inputs->at("cache");
   if (inputs->count("scale")) history["scale"] = inputs->at("scale");
+  for (const char* name : {"k_scale", "v_scale"}) {
+    if (inputs->count(name)) history[name] = inputs->at(name);
+  }
   history["cachestarts"] = MakeI64(table.shape, pages);
   history["seqstarts"] = MakeI64({count + 1}, PrefixStarts(length));
   history["kvstarts"] = MakeI64({count + 1}, PrefixStarts(kvlen));
@@ -586,14 +734,23 @@ void WriteUnifiedHistory(Rng& rng, const Plan& plan, const std::vector<UnifiedRe
 }  // namespace
 
 Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options) {
-  Rng rng(MixSeed(op, seed));
-  Plan plan = DrawPlan(rng, ParseOp(op), EffectiveOptions(options));
+  Rng rng(MixSeed(op, seed)), extra(MixSeed(op + "/issue13", seed));
+  Plan plan = DrawPlan(rng, extra, ParseOp(op), EffectiveOptions(options));
   Case result;
   result.op = op;
   result.attrs = MakeAttrs(plan);
   AddRequestTensors(rng, plan, &result.inputs);
   AddActivations(rng, plan, &result.inputs);
+  AddIssue13Inputs(extra, plan, &result.inputs);
   if (plan.has_cache()) AddCache(rng, &plan, result.attrs, &result.inputs);
+  if (plan.has_query() && plan.window_left >= 0) {
+    const UnreadPoison poison{plan.seqlen, plan.kvlen, plan.window_left};
+    if (plan.op == Op::kMha) PoisonUnreadRows(poison, &result.inputs);
+    if (plan.op == Op::kMhca) {
+      PoisonUnreadSlots(poison, result.attrs, result.inputs.at("cachestarts"), plan.cache_mode,
+                        plan.page_size, &result.inputs);
+    }
+  }
   if (plan.has_query() && plan.mask_rank != 0) result.inputs["attn_mask"] = BuildMask(rng, plan);
   result.description = Describe(op, seed, plan);
   return result;
@@ -604,7 +761,7 @@ Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options)
 namespace dynattn_ref {
 
 Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
-  Rng rng(MixSeed("unified_attention", seed));
+  Rng rng(MixSeed("unified_attention", seed)), extra(MixSeed("unified_attention/issue13", seed));
   const GenOptions o = EffectiveOptions(options);
   Plan plan;
   plan.op = Op::kMhca;
@@ -617,6 +774,8 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
   const int64_t block = rng.Pick(std::vector<int64_t>{1, 2, 3, 4, 16, 16, 32});
   std::vector<int64_t> group_blocks;
   const std::vector<UnifiedRequest> requests = DrawUnifiedRequests(rng, o, block, &group_blocks);
+  for (const UnifiedRequest& r : requests) plan.kvlen.push_back(r.context + r.queries);
+  DrawIssue13(extra, o, &plan);
   Case result;
   result.op = "unified_attention";
   result.attrs = MakeAttrs(plan);
@@ -642,6 +801,7 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
   in["query"] = RandomValues(rng, plan.t1, {tokens, plan.hq, plan.d}, 1);
   in["current_key"] = RandomValues(rng, plan.t1, {tokens, plan.hkv, plan.d}, 1);
   in["current_value"] = RandomValues(rng, plan.t1, {tokens, plan.hkv, plan.d}, plan.v_magnitude);
+  AddIssue13Inputs(extra, plan, &in);
   plan.max_t = num_blocks * block;
   const int64_t stored_dim = plan.quant_bit == 4 ? plan.d / 2 : plan.d;
   in["cache"] = GarbageArray(
@@ -653,6 +813,13 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
         detail::CacheShape(plan.layout, plan.num_layer, plan.max_t, plan.hkv, plan.d / plan.group));
   }
   WriteUnifiedHistory(rng, plan, requests, group_blocks, block, result.attrs, &in);
+  if (plan.window_left >= 0) {
+    const UnreadPoison poison{queries, plan.kvlen, plan.window_left};
+    std::vector<int64_t> pages;
+    const Array& table = in.at("block_table");
+    for (int64_t i = 0; i < table.numel(); ++i) pages.push_back(table.data<int64_t>()[i] * block);
+    PoisonUnreadSlots(poison, result.attrs, MakeI64(table.shape, pages), 1, block, &in);
+  }
   std::ostringstream text;
   text << "unified_attention seed=" << seed << " T1=" << DtName(plan.t1) << " B=" << count
        << " queries=" << Join(queries) << " context=" << Join(context) << " Hq=" << plan.hq
@@ -660,6 +827,8 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
        << " groups=" << Join(group_blocks) << " quant_bit=" << plan.quant_bit << " G=" << plan.group
        << " layout=" << plan.layout << " L=" << plan.num_layer << " l=" << plan.layer
        << " alibi=" << plan.alibi;
+  if (plan.quant_bit == 0) text << " cache=" << DtName(plan.cache_dt);
+  DescribeIssue13(plan, text);
   result.description = text.str();
   return result;
 }

@@ -29,12 +29,20 @@ struct Case {
 struct Pins {
   int head_dim = 0;       // > 0: D
   int gqa_ratio = 0;      // > 0: Hq / Hkv
-  int cache_elem = -1;    // 0 fp32, 1 fp16, 2 int8, 3 int4 (quant_bit 0, 0, 8, 4)
+  int cache_elem = -1;    // 0 fp32, 1 fp16, 2 int8, 3 int4 (quant_bit 0, 0, 8, 4), 4 bf16,
+                          // 5 fp8_e4m3, 6 fp8_e5m2 (quant_bit 0)
   int cache_layout = -1;  // 0..3
   int cache_mode = -1;    // 0 offsets, 1 pages (not unified attention, which is always paged)
   int alibi = -1;         // 0 or 1
   int mask_rank = -1;     // 0 (none), 2 or 3 (attention ops)
   int step = 0;           // 0 drawn, 1 decode (every request one new token), 2 prefill (no decode)
+  // Issue 13 (drawn only when GenOptions::issue13 is set, else off unless pinned).
+  int t1 = -1;             // 0 fp32, 1 fp16, 2 bf16 activations
+  int window = -2;         // -2 drawn, -1 off, >= 0: window_left
+  int soft_cap = -1;       // -1 drawn, 0 off, 1 on (a drawn cap)
+  int softmax_scale = -1;  // -1 drawn, 0 default 1/sqrt(D), 1 a drawn scale
+  int sinks = -1;          // -1 drawn, 0 absent, 1 present
+  int fp8_scales = -1;     // fp8 caches: -1 drawn, 0 k_scale/v_scale absent, 1 present
 };
 
 struct GenOptions {
@@ -44,6 +52,10 @@ struct GenOptions {
   bool small = false;           // caps B <= 3, seqlen <= 8, context <= 24, D <= 16, Hq <= 4, L <= 2
   bool lane_head_dims = false;  // D only among the multiples of 16 (the fused decode kernel's)
   Pins pins;                    // attributes fixed instead of drawn
+  // Also draw the issue-13 features: bf16 activations, bf16 and fp8 caches (with k_scale/v_scale),
+  // sliding windows, logit soft-caps, softmax scales and sinks. They come from a random stream of
+  // their own, so turning them off gives the cases drawn before they existed.
+  bool issue13 = true;
 };
 
 // A random valid case of `op`; identical for identical (op, seed, options).
@@ -58,12 +70,17 @@ struct GenOptions {
 //     For key_value_cache the GQA ratio is num_repeat and Hkv is current_key's head count.
 //   * Attention ops: is_causal, is_alibi, attn_mask absent / rank 2 / rank 3 with 0..17 padding
 //     columns, -inf entries and some fully -inf rows.
+//   * Issue 13 (GenOptions::issue13): T1 bf16 in a third of the cases; a plain cache is bf16 or
+//     fp8 (e4m3fn / e5m2, k_scale / v_scale absent or drawn, non-powers of two included) in half
+//     of them; window_left (0, 1, small, or beyond the context), logits_soft_cap (0.5 .. 50),
+//     softmax_scale and sinks (f32 (Hq), some large enough to dominate) each in about a third.
 Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options = {});
 
 // A random valid unified-attention step (unified-and-ksana §1, §6): prompts, prompt chunks,
 // decodes, multi-token decodes and idle requests mixed; groups of requests sharing prefix blocks;
 // block ids permuted among up to a few hundred blocks; block sizes 1-32; every cache format,
-// layout and layer of RandomCase; ALiBi sometimes. Cached context is written by a reference
+// layout and layer of RandomCase (issue-13 ones included); ALiBi, windows, soft-caps, scales and
+// sinks sometimes. Cached context is written by a reference
 // KeyValueCache history step, every other cache byte (and unused table entry) is garbage.
 // Inputs as dynattn_ref::UnifiedAttention names them; attrs.block_size is set.
 Case RandomUnifiedCase(uint64_t seed, const GenOptions& options = {});

@@ -2,7 +2,8 @@
 //
 // The golden matrix (see the header). Cells rotate several attributes at once (a covering
 // design rather than a full product), so every pair of head dim and cache element type appears,
-// and every cache element type meets every layout, in about a hundred small cases.
+// and every cache element type meets every layout, in about a hundred small cases; the issue-13
+// cells follow (see the header).
 
 #include "tests/reference/golden_matrix.h"
 
@@ -17,9 +18,12 @@ constexpr std::array<const char*, 3> kStepNames = {"mixed", "decode", "prefill"}
 constexpr std::array<int, 4> kRatios = {1, 2, 4, 8};
 constexpr std::array<int, 3> kMaskRanks = {0, 2, 3};
 
-// Small steps: the matrix is about coverage, and the writer stores every cache to disk.
+// Small steps: the matrix is about coverage, and the writer stores every cache to disk. The
+// issue-13 features appear only where a cell pins them (Issue13Cell), so the classic cells are the
+// cases they always were.
 GenOptions SmallStep() {
   GenOptions options;
+  options.issue13 = false;
   options.max_batch = 4;
   options.max_seqlen = 12;
   options.max_context = 48;
@@ -74,6 +78,7 @@ GoldenSpec AttentionCell(int i, uint64_t seed) {
 // Long contexts, so that split-context work and its merge run too (1024-key splits).
 GoldenSpec LongCell(const std::string& op, int step, uint64_t seed) {
   GoldenSpec spec{"", op, seed, {}};
+  spec.options.issue13 = false;
   spec.options.max_batch = 2;
   spec.options.max_seqlen = 16;
   spec.options.max_context = 2100;
@@ -83,6 +88,102 @@ GoldenSpec LongCell(const std::string& op, int step, uint64_t seed) {
   pins.gqa_ratio = 4;
   pins.step = step;
   spec.name = ShortName(op) + "_long_d128_" + kStepNames[step] + "_r4";
+  return spec;
+}
+
+constexpr std::array<const char*, 7> kAllElemNames = {"f32",  "f16",     "int8",   "int4",
+                                                      "bf16", "fp8e4m3", "fp8e5m2"};
+constexpr std::array<const char*, 3> kT1Names = {"f32", "f16", "bf16"};
+
+// Cell `i` of the new cache formats: bf16, fp8 e4m3fn and fp8 e5m2 caches, each under fp32, fp16
+// and bf16 activations, with layouts, offset/paged modes, steps and head dims rotating; fp8 cells
+// pass k_scale / v_scale in every other cell (else the default 1).
+GoldenSpec CacheFormatCell(const std::string& op, int i, uint64_t seed) {
+  GoldenSpec spec{"", op, seed, SmallStep()};
+  Pins& pins = spec.options.pins;
+  pins.cache_elem = 4 + i % 3;
+  pins.t1 = (i / 3) % 3;
+  pins.head_dim = kHeadDims[(i * 2) % kHeadDims.size()];
+  pins.cache_layout = i % 4;
+  pins.cache_mode = op == "unified_attention" ? -1 : (i / 2) % 2;
+  pins.step = i % 3;
+  pins.gqa_ratio = kRatios[i % kRatios.size()];
+  pins.fp8_scales = pins.cache_elem >= 5 ? (i / 2) % 2 : -1;
+  spec.name = ShortName(op) + "_d" + std::to_string(pins.head_dim) + "_" +
+              kAllElemNames[pins.cache_elem] + "_t1" + kT1Names[pins.t1] + "_l" +
+              std::to_string(pins.cache_layout) +
+              (pins.cache_mode == 1 ? "_paged" : (pins.cache_mode == 0 ? "_offset" : "")) + "_" +
+              kStepNames[pins.step] + (pins.fp8_scales == 1 ? "_scaled" : "");
+  return spec;
+}
+
+// One attention feature of issue 13, pinned on a small step (head dims and cache formats vary).
+struct FeatureSpec {
+  const char* name;
+  const char* op;
+  int t1, cache_elem, window, soft_cap, softmax_scale, sinks, step, alibi, mask_rank;
+};
+
+// window 0, a small window, one past every context; soft-caps; scales; sinks (with masks, so
+// some rows see no key and return 0 with LSE = sink); then everything at once.
+constexpr FeatureSpec kFeatures[] = {
+    {"window0", "multi_head_attention", 0, -1, 0, 0, 0, 0, 2, 0, 0},
+    {"window3_noncausal_mask", "multi_head_attention", 2, -1, 3, 0, 0, 0, 0, 0, 2},
+    {"window3_alibi", "multi_head_attention", 1, -1, 3, 0, 0, 0, 2, 1, 0},
+    {"window200", "multi_head_attention", 0, -1, 200, 0, 0, 0, 0, 0, 0},
+    {"window2_decode", "multi_head_cache_attention", 0, 2, 2, 0, 0, 0, 1, 0, 0},
+    {"window5_prefill", "multi_head_cache_attention", 2, 5, 5, 0, 0, 0, 2, 0, 3},
+    {"window4", "unified_attention", 0, 0, 4, 0, 0, 0, 0, 0, -1},
+    {"window1_decode", "unified_attention", 2, 6, 1, 0, 0, 0, 1, 1, -1},
+    {"softcap", "multi_head_attention", 2, -1, -1, 1, 0, 0, 0, 1, 2},
+    {"softcap", "multi_head_cache_attention", 1, 5, -1, 1, 0, 0, 0, 0, 0},
+    {"softcap", "unified_attention", 0, 2, -1, 1, 0, 0, 0, 0, -1},
+    {"scale", "multi_head_attention", 0, -1, -1, 0, 1, 0, 2, 0, 0},
+    {"scale_softcap", "multi_head_cache_attention", 2, 3, -1, 1, 1, 0, 1, 0, 0},
+    {"scale", "unified_attention", 1, 1, -1, 0, 1, 0, 0, 1, -1},
+    {"sinks_mask3", "multi_head_attention", 0, -1, -1, 0, 0, 1, 0, 0, 3},
+    {"sinks_mask2", "multi_head_attention", 2, -1, -1, 0, 0, 1, 2, 1, 2},
+    {"sinks_decode", "multi_head_cache_attention", 1, 4, -1, 0, 0, 1, 1, 0, 0},
+    {"sinks", "unified_attention", 0, 5, -1, 0, 0, 1, 0, 0, -1},
+    {"all", "multi_head_cache_attention", 2, 6, 6, 1, 1, 1, 0, 1, 2},
+    {"all", "unified_attention", 2, 4, 6, 1, 1, 1, 0, 1, -1},
+};
+
+GoldenSpec FeatureCell(const FeatureSpec& f, int i, uint64_t seed) {
+  GoldenSpec spec{"", f.op, seed, SmallStep()};
+  Pins& pins = spec.options.pins;
+  pins.t1 = f.t1;
+  pins.cache_elem = f.cache_elem;
+  pins.window = f.window;
+  pins.soft_cap = f.soft_cap;
+  pins.softmax_scale = f.softmax_scale;
+  pins.sinks = f.sinks;
+  pins.step = f.step;
+  pins.alibi = f.alibi;
+  pins.mask_rank = f.mask_rank;
+  pins.head_dim = kHeadDims[(i * 5) % kHeadDims.size()];
+  pins.gqa_ratio = kRatios[i % kRatios.size()];
+  if (pins.cache_elem == 3 && pins.head_dim % 2 != 0) pins.head_dim = 64;
+  pins.fp8_scales = pins.cache_elem >= 5 ? i % 2 : -1;
+  spec.name = ShortName(f.op) + "_" + f.name + "_d" + std::to_string(pins.head_dim) + "_t1" +
+              kT1Names[pins.t1] +
+              (f.cache_elem >= 0 ? std::string("_") + kAllElemNames[f.cache_elem] : "");
+  return spec;
+}
+
+// Long contexts with the issue-13 features: split-context work whose merge must count the sink
+// once and skip the blocks outside the window.
+GoldenSpec LongFeatureCell(const std::string& op, int step, int window, uint64_t seed) {
+  GoldenSpec spec = LongCell(op, step, seed);
+  Pins& pins = spec.options.pins;
+  pins.t1 = 2;
+  pins.cache_elem = op == "multi_head_attention" ? -1 : 5;
+  pins.fp8_scales = 1;
+  pins.window = window;
+  pins.sinks = 1;
+  pins.soft_cap = 1;
+  spec.name = ShortName(op) + "_long_d128_" + kStepNames[step] + "_bf16_sinks_softcap" +
+              (window >= 0 ? "_window" + std::to_string(window) : "");
   return spec;
 }
 
@@ -101,6 +202,15 @@ std::vector<GoldenSpec> GoldenMatrix(uint64_t base_seed) {
   specs.push_back(LongCell("multi_head_cache_attention", 1, seed++));
   specs.push_back(LongCell("multi_head_attention", 2, seed++));
   specs.push_back(LongCell("unified_attention", 1, seed++));
+  // Issue 13: the new cache formats in every cache op, then each attention feature.
+  for (const char* op : {"key_value_cache", "multi_head_cache_attention", "unified_attention"}) {
+    for (int i = 0; i < 9; ++i) specs.push_back(CacheFormatCell(op, i, seed++));
+  }
+  int i = 0;
+  for (const FeatureSpec& f : kFeatures) specs.push_back(FeatureCell(f, i++, seed++));
+  specs.push_back(LongFeatureCell("multi_head_cache_attention", 1, 700, seed++));
+  specs.push_back(LongFeatureCell("multi_head_attention", 2, -1, seed++));
+  specs.push_back(LongFeatureCell("unified_attention", 1, 600, seed++));
   return specs;
 }
 

@@ -26,7 +26,7 @@ void Require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("dynattn_ref: " + what);
 }
 
-bool IsFloat(Dt dt) { return dt == Dt::kF32 || dt == Dt::kF16; }
+bool IsFloat(Dt dt) { return IsActivationDt(dt); }
 
 // Half-to-even rounding to an integer (torch.round), independent of the FPU rounding mode.
 double RoundHalfToEven(double x) {
@@ -35,6 +35,49 @@ double RoundHalfToEven(double x) {
   if (fraction < 0.5) return floor;
   if (fraction > 0.5) return floor + 1;
   return std::fmod(floor, 2.0) == 0 ? floor : floor + 1;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Narrow float formats, written from their definitions: a binary format with p significand bits
+// (the leading one included) holds m * 2^(e - p + 1) for integers |m| < 2^p and exponents
+// e >= min_exp (below 2^min_exp: the subnormals, same spacing as at 2^min_exp).
+
+// `x` rounded to nearest (ties to even) in a format of p significand bits and min_exp, with an
+// unbounded exponent above (the caller handles overflow). Division by a power of two is exact.
+double RoundToPrecision(double x, int p, int min_exp) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int exp = 0;
+  std::frexp(std::fabs(x), &exp);  // |x| in [2^(exp - 1), 2^exp)
+  const double ulp = std::ldexp(1.0, std::max(exp - 1, min_exp) - (p - 1));
+  return std::copysign(RoundHalfToEven(std::fabs(x) / ulp) * ulp, x);
+}
+
+uint32_t FloatBitsOf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits;
+}
+
+float FloatOfBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// bf16: 8 significand bits, fp32's exponents (min normal 2^-126, max (2 - 2^-7) * 2^127).
+constexpr int kBf16Precision = 8;
+constexpr int kBf16MinExp = -126;
+
+struct Fp8Spec {
+  int mant_bits, bias;
+  double max;
+  bool has_inf;
+};
+
+Fp8Spec Fp8SpecOf(Dt format) {
+  Require(IsFp8Dt(format), "not an fp8 format");
+  if (format == Dt::kF8E4M3) return {3, 7, 448.0, false};
+  return {2, 15, 57344.0, true};
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -87,7 +130,7 @@ int64_t ReadI64Scalar(const Tensors& inputs, const char* name) {
 
 // All elements of a float tensor as doubles; inputs must be finite.
 std::vector<double> LoadFinite(const Array& array, const std::string& name) {
-  Require(IsFloat(array.dt), name + " must be float32 or float16");
+  Require(IsFloat(array.dt), name + " must be float32, float16 or bfloat16");
   std::vector<double> values(array.numel());
   for (int64_t i = 0; i < array.numel(); ++i) {
     values[i] = LoadAsDouble(array, i);
@@ -145,6 +188,10 @@ Batches ReadBatches(const Tensors& inputs) {
 
 struct CacheGeometry {
   Dt t1 = Dt::kF32, scale_dt = Dt::kF16;
+  // tc: the type cache arithmetic rounds to (bf16 activations follow the fp32 rules); cache_dt:
+  // the cache tensor's element type; tensor_scale: the fp8 per-tensor scale of K (0) and V (1).
+  Dt tc = Dt::kF32, cache_dt = Dt::kF32;
+  double tensor_scale[2] = {1.0, 1.0};
   int layout = 0, quant_bit = 0;
   int64_t group = 1, num_layer = 1, layer = 0, hkv = 1, d = 1, max_t = 0;
 
@@ -173,15 +220,29 @@ void RequireQuantAttrs(const CacheGeometry& geo) {
 
 void RequireCacheDtypes(const CacheGeometry& geo, const Array& cache, const Array* scale) {
   if (geo.quant_bit == 0) {
-    Require(IsFloat(cache.dt), "an unquantized cache must be float32 or float16");
+    Require(IsFloat(cache.dt) || IsFp8Dt(cache.dt),
+            "an unquantized cache must be float32, float16, bfloat16 or fp8");
+    Require(!IsFp8Dt(cache.dt) || scale == nullptr,
+            "scale: an fp8 cache takes no scale tensor (k_scale / v_scale are its scales)");
     return;
   }
-  Require(cache.dt == Dt::kI8, "a quantized cache must be int8");
+  Require(cache.dt == Dt::kI8,
+          "a quantized cache must be int8 (quant_bit 4/8 and fp8/bf16 "
+          "caches do not mix)");
   Require(scale != nullptr, "a quantized cache needs a scale input");
-  Require(IsFloat(scale->dt), "scale must be float32 or float16");
+  Require(scale->dt == Dt::kF32 || scale->dt == Dt::kF16, "scale must be float32 or float16");
   RequireShape(*scale,
                detail::CacheShape(geo.layout, geo.num_layer, geo.max_t, geo.hkv, geo.d / geo.group),
                "scale");
+}
+
+// The `cache_dtype` attribute names the fp8 format of a byte cache; it must match the tensor.
+void RequireCacheDtypeAttr(const std::string& cache_dtype, Dt cache_dt) {
+  if (cache_dtype.empty()) return;
+  Require(cache_dtype == "fp8_e4m3" || cache_dtype == "fp8_e5m2",
+          "cache_dtype must be \"\", \"fp8_e4m3\" or \"fp8_e5m2\"");
+  Require(cache_dt == (cache_dtype == "fp8_e4m3" ? Dt::kF8E4M3 : Dt::kF8E5M2),
+          "cache_dtype " + cache_dtype + " does not match the cache tensor");
 }
 
 CacheGeometry ReadCacheGeometry(const Attrs& attrs, const Array& cache, const Array* scale, Dt t1,
@@ -195,6 +256,9 @@ CacheGeometry ReadCacheGeometry(const Attrs& attrs, const Array& cache, const Ar
   geo.layer = attrs.layer_idx;
   geo.hkv = hkv;
   geo.d = d;
+  geo.tc = t1 == Dt::kBF16 ? Dt::kF32 : t1;  // bf16 activations use the fp32 rules
+  geo.cache_dt = cache.dt;
+  RequireCacheDtypeAttr(attrs.cache_dtype, cache.dt);
   Require(geo.layout >= 0 && geo.layout <= 3, "cache_layout must be 0..3");
   Require(geo.num_layer >= 1 && geo.layer >= 0 && geo.layer < geo.num_layer,
           "layer_idx must lie in [0, num_layer)");
@@ -264,14 +328,19 @@ void StoreHead(const CacheGeometry& geo, int64_t slot, int kv, int64_t h,
                const std::vector<double>& x, Array* cache, Array* scale) {
   if (geo.quant_bit == 0) {
     for (int64_t i = 0; i < geo.d; ++i) {
-      StoreRounded(cache, geo.ElementOffset(slot, kv, h, i), x[i]);  // cast T1 -> T2
+      const int64_t offset = geo.ElementOffset(slot, kv, h, i);
+      if (IsFp8Dt(geo.cache_dt)) {  // fp8_satfinite_rne(x / tensor scale)
+        cache->bytes[offset] = Fp8Encode(x[i], geo.tensor_scale[kv], geo.cache_dt);
+      } else {
+        StoreRounded(cache, offset, x[i]);  // cast T1 -> T2 (x is exact in fp32)
+      }
     }
     return;
   }
   for (int64_t start = 0; start < geo.d; start += geo.group) {
     const std::vector<double> group(x.begin() + start, x.begin() + start + geo.group);
     const detail::GroupQuant quant =
-        detail::QuantizeGroup(group, geo.t1, geo.scale_dt, geo.quant_bit);
+        detail::QuantizeGroup(group, geo.tc, geo.scale_dt, geo.quant_bit);
     StoreRounded(scale, geo.ScaleOffset(slot, kv, h, start), quant.stored);
     for (int64_t i = 0; i < geo.group; ++i) {
       StoreQuantized(geo, cache, slot, kv, h, start + i, quant.q[i]);
@@ -279,15 +348,20 @@ void StoreHead(const CacheGeometry& geo, int64_t slot, int kv, int64_t h,
   }
 }
 
-// Read path: element i of a head vector as the T1 value the ops compute with.
+// Read path: element i of a head vector as the value the ops compute with (in tc: fp16 for fp16
+// activations, fp32 otherwise, bf16 activations included).
 double LoadDequantized(const CacheGeometry& geo, const Array& cache, const Array* scale,
                        int64_t slot, int kv, int64_t h, int64_t i) {
   const int64_t offset = geo.ElementOffset(slot, kv, h, i);
-  if (geo.quant_bit == 0) return detail::RoundTo(geo.t1, LoadAsDouble(cache, offset));
+  if (geo.quant_bit == 0 && IsFp8Dt(geo.cache_dt)) {
+    return detail::RoundTo(geo.tc,
+                           Fp8Decode(cache.bytes[offset], geo.tensor_scale[kv], geo.cache_dt));
+  }
+  if (geo.quant_bit == 0) return detail::RoundTo(geo.tc, LoadAsDouble(cache, offset));
   const uint8_t byte = cache.bytes[offset];
   const int q = geo.quant_bit == 8 ? static_cast<int8_t>(byte) : detail::DecodeNibble(byte, i % 2);
   const double stored_scale = LoadAsDouble(*scale, geo.ScaleOffset(slot, kv, h, i));
-  return detail::Dequantize(q, stored_scale, geo.t1, geo.scale_dt);
+  return detail::Dequantize(q, stored_scale, geo.tc, geo.scale_dt);
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -314,13 +388,29 @@ void RequireStartPositions(const KvcCall& call) {
   }
 }
 
+// k_scale / v_scale: optional 0-d (or one-element) f32, finite and > 0, fp8 caches only.
+void ReadTensorScales(const Tensors& inputs, CacheGeometry* geo) {
+  const char* names[2] = {"k_scale", "v_scale"};
+  for (int kv = 0; kv < 2; ++kv) {
+    const Array* scale = Optional(inputs, names[kv]);
+    if (scale == nullptr) continue;
+    const std::string name = names[kv];
+    Require(IsFp8Dt(geo->cache_dt), name + " is only for an fp8 cache");
+    Require(scale->dt == Dt::kF32 && scale->numel() == 1, name + " must be a float32 scalar");
+    const double value = LoadAsDouble(*scale, 0);
+    Require(std::isfinite(value) && value > 0, name + " must be finite and > 0");
+    geo->tensor_scale[kv] = value;
+  }
+}
+
 KvcCall ReadKvcCall(const Attrs& attrs, const Tensors& inputs, int64_t hkv, int64_t d) {
   KvcCall call;
   call.batches = ReadBatches(inputs);
   call.current_key = &Need(inputs, "current_key");
   call.current_value = &Need(inputs, "current_value");
   const Dt t1 = call.current_key->dt;
-  Require(IsFloat(t1) && call.current_value->dt == t1, "current_key/value must share fp32/fp16");
+  Require(IsFloat(t1) && call.current_value->dt == t1,
+          "current_key/value must share fp32/fp16/bf16");
   RequireShape(*call.current_key, {call.batches.rows(), hkv, d}, "current_key");
   RequireShape(*call.current_value, {call.batches.rows(), hkv, d}, "current_value");
   call.start_pos = ReadI64Vector(Need(inputs, "start_pos"), "start_pos");
@@ -328,6 +418,7 @@ KvcCall ReadKvcCall(const Attrs& attrs, const Tensors& inputs, int64_t hkv, int6
   call.cache = &Need(inputs, "cache");
   call.scale = Optional(inputs, "scale");
   call.geo = ReadCacheGeometry(attrs, *call.cache, call.scale, t1, hkv, d);
+  ReadTensorScales(inputs, &call.geo);
   call.slots =
       ReadSlotMap(attrs, Need(inputs, "cachestarts"), call.batches.count(), call.geo.max_t);
   // §12: every slot the call touches is checked before anything is written or read, so that a
@@ -368,38 +459,63 @@ void WriteNewTokens(const KvcCall& call, Array* cache, Array* scale) {
   }
 }
 
+// The gathered context of K or V: the output tensor (rounded to T1) and the values attention
+// computes with (in tc; they differ for bf16 activations only).
+struct Gathered {
+  Array out;
+  std::vector<double> values;
+};
+
 // §3.1 reads + §4.2/§4.3: context row kvstarts[b] + p, output head o reads kv head o / num_repeat.
-Array GatherContext(const KvcCall& call, const Array& cache, const Array* scale, int kv,
-                    int64_t num_repeat) {
+// Positions p < unread[b] (when given) are left out: NaN in `values`, 0 in `out`.
+Gathered GatherContext(const KvcCall& call, const Array& cache, const Array* scale, int kv,
+                       int64_t num_repeat, const std::vector<int64_t>* unread) {
   const CacheGeometry& geo = call.geo;
   const int64_t out_heads = geo.hkv * num_repeat;
-  Array out = MakeArray(geo.t1, {call.batches.context_rows(), out_heads, geo.d});
+  Gathered gathered;
+  Array& out = gathered.out;
+  out = MakeArray(geo.t1, {call.batches.context_rows(), out_heads, geo.d});
+  gathered.values.assign(out.numel(), 0.0);
   for (int64_t b = 0; b < call.batches.count(); ++b) {
     for (int64_t p = 0; p < call.batches.kvlen(b); ++p) {
       const int64_t slot = call.slots.Slot(b, p);
       const int64_t row = call.batches.kvstarts[b] + p;
-      for (int64_t o = 0; o < out_heads; ++o) {
+      const bool skipped = unread != nullptr && p < (*unread)[b];
+      for (int64_t o = 0; o < out_heads && skipped; ++o) {
+        for (int64_t i = 0; i < geo.d; ++i)
+          gathered.values[(row * out_heads + o) * geo.d + i] = kNaN;
+      }
+      for (int64_t o = 0; o < out_heads && !skipped; ++o) {
         for (int64_t i = 0; i < geo.d; ++i) {
           const double x = LoadDequantized(geo, cache, scale, slot, kv, o / num_repeat, i);
           Require(std::isfinite(x), "the context reads a non-finite cache value");
           StoreRounded(&out, (row * out_heads + o) * geo.d + i, x);
+          gathered.values[(row * out_heads + o) * geo.d + i] = x;
         }
       }
     }
   }
-  return out;
+  return gathered;
 }
 
-// All writes of all requests, then all reads (§3.1 ordering [REC]).
-KvcResult RunKeyValueCache(const KvcCall& call, int64_t num_repeat) {
+// All writes of all requests, then all reads (§3.1 ordering [REC]). `context` (optional) gets the
+// gathered K and V as attention computes with them.
+KvcResult RunKeyValueCache(const KvcCall& call, int64_t num_repeat,
+                           std::vector<double>* context_k = nullptr,
+                           std::vector<double>* context_v = nullptr,
+                           const std::vector<int64_t>* unread = nullptr) {
   Require(num_repeat >= 1, "num_repeat must be >= 1");
   KvcResult result;
   result.cache = *call.cache;
   result.scale = call.scale != nullptr ? *call.scale : MakeArray(Dt::kF16, {0});
   Array* scale = call.scale != nullptr ? &result.scale : nullptr;
   WriteNewTokens(call, &result.cache, scale);
-  result.key = GatherContext(call, result.cache, scale, 0, num_repeat);
-  result.value = GatherContext(call, result.cache, scale, 1, num_repeat);
+  Gathered key = GatherContext(call, result.cache, scale, 0, num_repeat, unread);
+  Gathered value = GatherContext(call, result.cache, scale, 1, num_repeat, unread);
+  result.key = std::move(key.out);
+  result.value = std::move(value.out);
+  if (context_k != nullptr) *context_k = std::move(key.values);
+  if (context_v != nullptr) *context_v = std::move(value.values);
   return result;
 }
 
@@ -415,6 +531,11 @@ struct AttentionCall {
   std::vector<double> query;    // (Tq, Hq, D)
   const Array* mask = nullptr;  // null when absent
   std::vector<double> slopes;   // ALiBi slope per query head
+  int64_t window_left = -1;     // -1: no sliding window
+  double soft_cap = 0;          // 0: no soft-cap
+  double score_scale = 1;       // softmax_scale, or 1 / sqrt(D)
+  std::vector<double> sinks;    // per query head, empty when absent
+  std::vector<int64_t> unread;  // per request: context positions below it are never read
 };
 
 // Context K and V as T1 values in float64, (kvstarts[B], Hkv, D).
@@ -433,6 +554,31 @@ void RequireMask(const AttentionCall& call) {
     Require(mask.shape[0] == call.hq && mask.shape[1] == rows, "attn_mask must be (Hq, Tq, cols)");
   }
   Require(mask.shape.back() >= call.batches.context_rows(), "attn_mask has too few columns");
+}
+
+// Sliding window, soft-cap, softmax scale and sinks, with the issue-13 validation rules.
+void ReadIssue13Attrs(const Attrs& attrs, const Tensors& inputs, AttentionCall* call) {
+  Require(attrs.window_left >= -1, "window_left must be >= -1");
+  Require(std::isfinite(attrs.logits_soft_cap) && attrs.logits_soft_cap >= 0,
+          "logits_soft_cap must be finite and >= 0");
+  Require(std::isfinite(attrs.softmax_scale) && attrs.softmax_scale >= 0,
+          "softmax_scale must be finite and >= 0");
+  call->window_left = attrs.window_left;
+  call->soft_cap = attrs.logits_soft_cap;
+  call->score_scale =
+      attrs.softmax_scale > 0 ? attrs.softmax_scale : 1.0 / std::sqrt(static_cast<double>(call->d));
+  for (int64_t b = 0; b < call->batches.count(); ++b) {
+    call->unread.push_back(detail::UnreadContextPrefix(attrs.window_left, call->batches.kvlen(b),
+                                                       call->batches.seqlen(b)));
+  }
+  const Array* sinks = Optional(inputs, "sinks");
+  if (sinks == nullptr) return;
+  Require(sinks->dt == Dt::kF32, "sinks must be float32");
+  RequireShape(*sinks, {call->hq}, "sinks");
+  for (int64_t h = 0; h < call->hq; ++h) {
+    call->sinks.push_back(LoadAsDouble(*sinks, h));
+    Require(std::isfinite(call->sinks.back()), "sinks must be finite");
+  }
 }
 
 AttentionCall ReadAttentionCall(const Attrs& attrs, const Tensors& inputs) {
@@ -455,6 +601,7 @@ AttentionCall ReadAttentionCall(const Attrs& attrs, const Tensors& inputs) {
   call.mask = Optional(inputs, "attn_mask");
   if (call.mask != nullptr) RequireMask(call);
   call.slopes = detail::AlibiSlopes(static_cast<int>(call.hq));
+  ReadIssue13Attrs(attrs, inputs, &call);
   return call;
 }
 
@@ -480,6 +627,8 @@ double ScoreBias(const AttentionCall& call, int64_t b, int64_t h, int64_t i, int
   // Absolute position of query i: the new tokens are the last seqlen_b of the context.
   const int64_t a = call.batches.kvlen(b) - call.batches.seqlen(b) + i;
   if (CausalApplies(call, b) && j > a) return -kInf;  // §5.3 bottom-right causal
+  // Sliding window: keys max(0, a - W) .. a, whatever is_causal says.
+  if (call.window_left >= 0 && (j > a || j < a - call.window_left)) return -kInf;
   double bias = 0;
   if (call.alibi) {  // §5.5: ALiBi is itself causal, whatever is_causal says
     if (j > a) return -kInf;
@@ -495,8 +644,15 @@ double Dot(const double* x, const double* y, int64_t n) {
   return sum;
 }
 
-// Softmax over keys and the weighted sum of values for query row i of request b, head h.
-// Returns false (and leaves `out` untouched) when every key is hidden or there is none.
+// The logit of a visible key: s0 = scale * q.k, soft-capped when a cap is set.
+double Logit(const AttentionCall& call, double dot) {
+  const double s0 = call.score_scale * dot;
+  return call.soft_cap > 0 ? call.soft_cap * std::tanh(s0 / call.soft_cap) : s0;
+}
+
+// Softmax over keys (and the head's sink, which adds exp(sink) to the denominator only) and the
+// weighted sum of values for query row i of request b, head h. Returns false (and leaves `out`
+// untouched) when every key is hidden or there is none; `lse` then holds the sink (or -inf).
 bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int64_t h, int64_t i,
                double* out, double* lse) {
   const int64_t kvlen = call.batches.kvlen(b), d = call.d;
@@ -508,13 +664,19 @@ bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int
     const double bias = ScoreBias(call, b, h, i, j);
     if (bias == -kInf) continue;  // hidden key: its score stays -inf, its weight 0
     const double* k = &context.k[((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d];
-    scores[j] = Dot(q, k, d) / std::sqrt(static_cast<double>(d)) + bias;  // §5.1 divide by sqrt(D)
+    scores[j] = Logit(call, Dot(q, k, d)) + bias;  // cap before ALiBi and the mask
     best = std::max(best, scores[j]);
   }
-  if (best == -kInf) return false;
-  double sum = 0;
+  const double sink = call.sinks.empty() ? -kInf : call.sinks[h];
+  if (best == -kInf) {
+    *lse = sink;
+    return false;
+  }
+  best = std::max(best, sink);
+  double sum = std::exp(sink - best);  // 0 without a sink
   std::vector<double> acc(d, 0.0);
   for (int64_t j = 0; j < kvlen; ++j) {
+    if (scores[j] == -kInf) continue;  // weight 0 (and maybe never read)
     const double weight = std::exp(scores[j] - best);
     const double* v = &context.v[((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d];
     sum += weight;
@@ -525,10 +687,10 @@ bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int
   return true;
 }
 
-// Largest |V element| over the context rows of request b (all kv heads).
+// Largest |V element| over the context rows of request b (all kv heads) that are read.
 double ContextValueMax(const AttentionCall& call, const Context& context, int64_t b) {
   double vmax = 0;
-  const int64_t begin = call.batches.kvstarts[b] * call.hkv * call.d;
+  const int64_t begin = (call.batches.kvstarts[b] + call.unread[b]) * call.hkv * call.d;
   const int64_t end = call.batches.kvstarts[b + 1] * call.hkv * call.d;
   for (int64_t i = begin; i < end; ++i) vmax = std::max(vmax, std::fabs(context.v[i]));
   return vmax;
@@ -563,21 +725,30 @@ AttnResult Attend(const AttentionCall& call, const Context& context,
       for (int64_t h : heads) {
         double* out = &result.out[(row * hq + h) * d];
         if (AttendRow(call, context, b, h, i, out, &result.lse[row * hq + h])) continue;
-        std::fill(out, out + d, 0.0);  // §5.6 [REC]: fully masked / empty context -> 0
-        result.must_be_zero[row * hq + h] = 1;
-        result.lse[row * hq + h] = -kInf;
+        std::fill(out, out + d, 0.0);           // §5.6 [REC]: fully masked / empty context -> 0
+        result.must_be_zero[row * hq + h] = 1;  // lse: the sink, or -inf
       }
     }
   }
   return result;
 }
 
+// MHA's key or value; rows a window leaves unread (AttentionCall::unread) may hold anything.
 std::vector<double> ReadContextTensor(const Tensors& inputs, const char* name,
                                       const AttentionCall& call) {
   const Array& tensor = Need(inputs, name);
   Require(tensor.dt == call.t1, std::string(name) + " must have the query's dtype");
   RequireShape(tensor, {call.batches.context_rows(), call.hkv, call.d}, name);
-  return LoadFinite(tensor, name);
+  const int64_t row_size = call.hkv * call.d;
+  std::vector<double> values(tensor.numel(), kNaN);
+  for (int64_t b = 0; b < call.batches.count(); ++b) {
+    const int64_t first = (call.batches.kvstarts[b] + call.unread[b]) * row_size;
+    for (int64_t i = first; i < call.batches.kvstarts[b + 1] * row_size; ++i) {
+      values[i] = LoadAsDouble(tensor, i);
+      Require(std::isfinite(values[i]), std::string(name) + " holds a non-finite value");
+    }
+  }
+  return values;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -591,6 +762,7 @@ struct Violation {
 
 double ToleranceBound(Dt dt, double want, double vmax) {
   if (dt == Dt::kF32) return 1e-5 * std::max(1.0, vmax);
+  if (dt == Dt::kBF16) return std::ldexp(std::fabs(want), -8) + 1e-4 * std::max(1.0, vmax);
   return 1e-2 * std::fabs(want) + 5e-4 * std::max(4.0, vmax);
 }
 
@@ -618,6 +790,11 @@ int64_t DtSize(Dt dt) {
       return 1;
     case Dt::kI64:
       return 8;
+    case Dt::kBF16:
+      return 2;
+    case Dt::kF8E4M3:
+    case Dt::kF8E5M2:
+      return 1;
   }
   return 0;
 }
@@ -632,9 +809,19 @@ const char* DtName(Dt dt) {
       return "i8";
     case Dt::kI64:
       return "i64";
+    case Dt::kBF16:
+      return "bf16";
+    case Dt::kF8E4M3:
+      return "f8e4m3";
+    case Dt::kF8E5M2:
+      return "f8e5m2";
   }
   return "?";
 }
+
+bool IsActivationDt(Dt dt) { return dt == Dt::kF32 || dt == Dt::kF16 || dt == Dt::kBF16; }
+
+bool IsFp8Dt(Dt dt) { return dt == Dt::kF8E4M3 || dt == Dt::kF8E5M2; }
 
 int64_t Array::numel() const {
   int64_t n = 1;
@@ -676,6 +863,14 @@ double LoadAsDouble(const Array& array, int64_t i) {
       return static_cast<int8_t>(*p);
     case Dt::kI64:
       return static_cast<double>(LoadI64(array, i));
+    case Dt::kBF16: {
+      uint16_t bits;
+      std::memcpy(&bits, p, 2);
+      return Bf16Value(bits);
+    }
+    case Dt::kF8E4M3:
+    case Dt::kF8E5M2:
+      return Fp8Value(*p, array.dt);
   }
   return kNaN;
 }
@@ -701,6 +896,15 @@ void StoreRounded(Array* array, int64_t i, double value) {
       std::memcpy(p, &integer, 8);
       return;
     }
+    case Dt::kBF16: {
+      const uint16_t bits = Bf16Bits(value);
+      std::memcpy(p, &bits, 2);
+      return;
+    }
+    case Dt::kF8E4M3:
+    case Dt::kF8E5M2:
+      *p = Fp8Bits(value, array->dt);
+      return;
   }
 }
 
@@ -723,6 +927,58 @@ double F16Value(uint16_t bits) {
   _Float16 half;
   std::memcpy(&half, &bits, 2);
   return static_cast<double>(half);
+}
+
+uint16_t Bf16Bits(double x) {
+  if (std::isnan(x)) {  // the float NaN's top half, kept quiet
+    return static_cast<uint16_t>((FloatBitsOf(static_cast<float>(x)) >> 16) | 0x0040);
+  }
+  const double max = std::ldexp(2.0 - std::ldexp(1.0, 1 - kBf16Precision), 127);
+  double rounded = RoundToPrecision(x, kBf16Precision, kBf16MinExp);
+  if (std::fabs(rounded) > max) rounded = std::copysign(kInf, x);  // IEEE overflow under RNE
+  // Every bf16 value is a float whose low 16 bits are zero.
+  return static_cast<uint16_t>(FloatBitsOf(static_cast<float>(rounded)) >> 16);
+}
+
+double Bf16Value(uint16_t bits) { return FloatOfBits(static_cast<uint32_t>(bits) << 16); }
+
+double Fp8Value(uint8_t byte, Dt format) {
+  const Fp8Spec spec = Fp8SpecOf(format);
+  const int exp_field = (byte & 0x7F) >> spec.mant_bits;
+  const int mant = byte & ((1 << spec.mant_bits) - 1);
+  const int max_field = (1 << (7 - spec.mant_bits)) - 1;
+  const double sign = (byte & 0x80) ? -1.0 : 1.0;
+  if (spec.has_inf && exp_field == max_field) return mant == 0 ? sign * kInf : kNaN;
+  if (!spec.has_inf && exp_field == max_field && mant == (1 << spec.mant_bits) - 1) return kNaN;
+  if (exp_field == 0) return sign * std::ldexp(mant, 1 - spec.bias - spec.mant_bits);
+  return sign * std::ldexp((1 << spec.mant_bits) + mant, exp_field - spec.bias - spec.mant_bits);
+}
+
+uint8_t Fp8Bits(double x, Dt format) {
+  const Fp8Spec spec = Fp8SpecOf(format);
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return static_cast<uint8_t>(sign | (spec.has_inf ? 0x7E : 0x7F));
+  double magnitude = std::fabs(x);
+  if (!(spec.has_inf && std::isinf(x))) {
+    magnitude = std::min(RoundToPrecision(magnitude, spec.mant_bits + 1, 1 - spec.bias), spec.max);
+  }
+  for (int code = 0; code < 0x80; ++code) {  // the code whose value it is
+    if (Fp8Value(static_cast<uint8_t>(code), format) == magnitude) {
+      return static_cast<uint8_t>(sign | code);
+    }
+  }
+  Require(false, "Fp8Bits: no code for a rounded value");
+  return 0;
+}
+
+uint8_t Fp8Encode(double x, double scale, Dt format) {
+  // x and scale are floats: the double quotient rounded to float is the correctly rounded fp32
+  // quotient (53 >= 2 * 24 + 2 bits, so the double rounding is innocuous).
+  return Fp8Bits(static_cast<float>(x / scale), format);
+}
+
+double Fp8Decode(uint8_t byte, double scale, Dt format) {
+  return static_cast<float>(Fp8Value(byte, format) * scale);  // exact product, one fp32 rounding
 }
 
 KvcResult KeyValueCache(const Attrs& attrs, const Tensors& inputs) {
@@ -748,8 +1004,8 @@ AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
   const AttentionCall call = ReadAttentionCall(attrs, inputs);
   const KvcCall kvc_call = ReadKvcCall(attrs, inputs, call.hkv, call.d);
   Require(kvc_call.geo.t1 == call.t1, "current_key/value must have the query's dtype");
-  KvcResult kvc = RunKeyValueCache(kvc_call, 1);
-  const Context context{LoadFinite(kvc.key, "key"), LoadFinite(kvc.value, "value")};
+  Context context;
+  KvcResult kvc = RunKeyValueCache(kvc_call, 1, &context.k, &context.v, &call.unread);
   AttnResult result = Attend(call, context, only_heads);
   result.cache = std::move(kvc.cache);
   result.scale = std::move(kvc.scale);
@@ -820,7 +1076,9 @@ std::string CheckAttention(const AttnResult& ref, const Array& got, double* wors
   const int64_t hq = rows == 0 ? 0 : static_cast<int64_t>(ref.must_be_zero.size()) / rows;
   const int64_t d = hq == 0 ? 0 : static_cast<int64_t>(ref.out.size()) / (rows * hq);
   if (worst_ratio != nullptr) *worst_ratio = 0;
-  if (!IsFloat(got.dt)) return std::string("output dtype ") + DtName(got.dt) + " is not f32/f16";
+  if (!IsFloat(got.dt)) {
+    return std::string("output dtype ") + DtName(got.dt) + " is not f32/f16/bf16";
+  }
   const bool shape_ok = rows == 0 ? (!got.shape.empty() && got.shape[0] == 0 && got.numel() == 0)
                                   : got.shape == std::vector<int64_t>{rows, hq, d};
   if (!shape_ok) return "output shape " + ShapeString(got.shape) + " does not match the reference";
@@ -859,6 +1117,7 @@ namespace detail {
 
 double RoundTo(Dt dt, double x) {
   if (dt == Dt::kF32) return static_cast<float>(x);
+  if (dt == Dt::kBF16) return Bf16Value(Bf16Bits(x));
   Require(dt == Dt::kF16, "RoundTo needs a float dtype");
   return F16Value(F16Bits(x));
 }
@@ -938,6 +1197,12 @@ int64_t SlotOf(const Array& cachestarts, int cache_mode, int64_t page_size, int6
   const int64_t max_pages = cachestarts.shape[1];
   Require(p / page_size < max_pages, "position past the page table");
   return LoadI64(cachestarts, b * max_pages + p / page_size) + p % page_size;
+}
+
+int64_t UnreadContextPrefix(int window_left, int64_t kvlen, int64_t seqlen) {
+  if (window_left < 0 || seqlen == 0) return 0;
+  const int64_t first_start = std::max<int64_t>(0, kvlen - seqlen - window_left);
+  return first_start / kWindowSkipAlign * kWindowSkipAlign;
 }
 
 std::vector<double> AlibiSlopes(int num_heads) {

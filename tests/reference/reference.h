@@ -16,11 +16,18 @@
 
 namespace dynattn_ref {
 
-// Element types. kI8 also holds packed int4 caches (two nibbles per byte).
-enum class Dt { kF32, kF16, kI8, kI64 };
+// Element types. kI8 also holds packed int4 caches (two nibbles per byte). kBF16 is stored as its
+// 16-bit pattern (a uint16 .npy), the fp8 formats as their bytes (a uint8 .npy whose format the
+// `cache_dtype` attribute names): OCP float8_e4m3fn (bias 7, max 448, no infinities, S.1111.111
+// NaN) and float8_e5m2 (bias 15, max 57344, IEEE-like infinities and NaNs).
+enum class Dt { kF32, kF16, kI8, kI64, kBF16, kF8E4M3, kF8E5M2 };
 
 int64_t DtSize(Dt dt);
-const char* DtName(Dt dt);  // "f32", "f16", "i8", "i64"
+const char* DtName(Dt dt);  // "f32", "f16", "i8", "i64", "bf16", "f8e4m3", "f8e5m2"
+// True for the activation float types f32, f16, bf16.
+bool IsActivationDt(Dt dt);
+// True for the two fp8 formats.
+bool IsFp8Dt(Dt dt);
 
 // A dense row-major little-endian tensor, like a .npy file.
 struct Array {
@@ -45,16 +52,18 @@ Array MakeArray(Dt dt, const std::vector<int64_t>& shape);
 Array MakeI64(const std::vector<int64_t>& shape, const std::vector<int64_t>& values);
 // A rank-0 int64 scalar.
 Array ScalarI64(int64_t value);
-// Element `i` (flat index) converted to double; fp16 is decoded exactly.
+// Element `i` (flat index) converted to double; fp16, bf16 and fp8 are decoded exactly.
 double LoadAsDouble(const Array& array, int64_t i);
 // Stores `value` at flat index `i`, rounded to the array's dtype (round-to-nearest-even for floats,
-// truncation for integers: callers pass integral values).
+// fp8 saturating finite values to the format's max (Fp8Bits), truncation for integers: callers
+// pass integral values).
 void StoreRounded(Array* array, int64_t i, double value);
 // "(2, 3, 4)".
 std::string ShapeString(const std::vector<int64_t>& shape);
 
 // Inputs by their spec names: query, current_key, current_value, key, value, seqstarts, kvstarts,
-// cachestarts, start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask.
+// cachestarts, start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask, and
+// the issue-13 inputs sinks (f32 (Hq)), k_scale and v_scale (0-d f32, fp8 caches only).
 // Optional inputs are simply absent; a present one with zero elements also counts as absent.
 using Tensors = std::map<std::string, Array>;
 
@@ -64,6 +73,15 @@ struct Attrs {
       layer_idx = 0, quant_bit = 0, quant_group = 8, num_repeat = 1, cache_mode = 0,
       cache_layout = 0, page_size = 128;
   int block_size = 0;  // unified attention only
+  // Issue 13. window_left: -1 off, W >= 0 lets the query at position i see keys
+  // max(0, i - W) <= j <= i (also for a non-causal request). logits_soft_cap: 0 off, else
+  // s = cap * tanh(s0 / cap). softmax_scale: 0 means 1 / sqrt(head_dim). Both are float32
+  // attributes in the library, so cases hold float-representable values.
+  int window_left = -1;
+  double logits_soft_cap = 0;
+  double softmax_scale = 0;
+  // "" (the cache tensor's dtype decides), "fp8_e4m3" or "fp8_e5m2": must match an fp8 cache.
+  std::string cache_dtype;
 };
 
 // Result of KeyValueCache: the exact expected bytes of every output.
@@ -76,13 +94,27 @@ struct KvcResult {
 struct AttnResult {
   std::vector<double> out;            // (Tq, Hq, D)
   std::vector<double> vmax;           // per query row: largest |V element| of its request context
-  std::vector<uint8_t> must_be_zero;  // per (row, head): fully masked or kvlen 0 -> exactly 0
-  std::vector<double> lse;            // per (row, head): natural-log log-sum-exp of the scores
-  Array cache, scale;                 // MHCA only: expected cache/scale after the call
+  std::vector<uint8_t> must_be_zero;  // per (row, head): no visible key -> exactly 0
+  std::vector<double> lse;  // per (row, head): natural-log log-sum-exp of the scores and the
+                            // sink (no visible key: the sink, or -inf without sinks)
+  Array cache, scale;       // MHCA only: expected cache/scale after the call
 };
 
-// The ops. All three throw std::invalid_argument for inputs the spec rejects (§7.3, §12) and for
-// non-finite values read from the inputs or the cache (a valid call never reads garbage).
+// The ops. All three throw std::invalid_argument for inputs the spec rejects (§7.3, §12 and the
+// issue-13 rules: window_left < -1, logits_soft_cap or softmax_scale < 0 or non-finite, a sinks
+// tensor that is not f32 (Hq) or holds a non-finite value, an fp8 scale that is not a finite
+// f32 > 0, k_scale/v_scale with a non-fp8 cache, an fp8 cache with a scale tensor, a bf16/fp8
+// cache with quant_bit != 0, cache_dtype naming another format) and for non-finite values read
+// from the inputs or the cache (a valid call never reads garbage; with a window, context left of
+// it is not read, see UnreadContextPrefix).
+//
+// Issue-13 numerics. bf16 activations are exact fp32 values and every rule runs as for fp32
+// activations (quantization included); only the outputs are rounded to bf16 (RNE). A plain cache
+// (f32/f16/bf16) stores RNE(x); an fp8 cache stores Fp8Encode(x, scale) with the per-tensor
+// k_scale (K) / v_scale (V), default 1, and reads back fp32(fp8(byte) * scale); a cache value is
+// rounded to fp16 only when the activations are fp16. Attention scores:
+// s0 = softmax_scale * q.k, s = cap * tanh(s0 / cap) when capped, then + ALiBi, + mask; keys
+// outside the window are hidden; sinks add exp(sink_h) to the denominator.
 //
 // KeyValueCache (§4): writes the new tokens (quantized per §2) at their slots (§3.1, §3.2), all
 // writes before any read, then gathers the dequantized context [0, kvlen_b) of every request.
@@ -106,11 +138,20 @@ AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
 AttnResult UnifiedAttention(const Attrs& attrs, const Tensors& inputs);
 
 // Compares an f32 (T, Hq) log-sum-exp with ref.lse: |err| <= 1e-4 * max(1, |ref|), -inf exactly.
+// With sinks the reference LSE includes the sink term.
 std::string CheckLse(const AttnResult& ref, const Array& got);
 
-// Compares an fp32/fp16 output tensor of shape (Tq, Hq, D) with `ref` using the §12 tolerances:
+// Compares an fp32/fp16/bf16 output tensor of shape (Tq, Hq, D) with `ref` using the §12
+// tolerances:
 //   fp32: |out - ref| <= 1e-5 * max(1, vmax);  fp16: |out - ref| <= 1e-2 * |ref| + 5e-4 * max(4,
-//   vmax)
+//   vmax);  bf16: |out - ref| <= 2^-8 * |ref| + 1e-4 * max(1, vmax).
+// Why the bf16 bound: bf16 inputs are exact fp32 values and all arithmetic is fp32, so the value
+// before the output rounding meets the fp32 bound (1e-5 * max(1, vmax)); rounding it to bf16's
+// 8-bit significand (RNE) moves it by at most half an ulp, 2^-8 of its magnitude. 2^-8 * |ref|
+// plus the fp32 bound with a 10x margin (for the rounding of |out| instead of |ref| and the
+// soft-cap's fp32 tanh) bounds the error; the absolute term stays ~40x below bf16's resolution at
+// vmax, so a key dropped or counted twice, or an intermediate rounded to bf16, is still caught.
+// These bounds hold with soft-capping, windows and sinks too.
 // must_be_zero rows exactly 0, never NaN/Inf. Entries whose ref is NaN (heads not computed) are
 // skipped. Returns "" when everything is within bounds, else a one-line description of the worst
 // violation. `worst_ratio` (optional) receives max |err| / bound (infinity for NaN/Inf or a
@@ -121,10 +162,26 @@ std::string CheckAttention(const AttnResult& ref, const Array& got, double* wors
 uint16_t F16Bits(double x);
 double F16Value(uint16_t bits);
 
+// bfloat16 (8-bit significand, fp32's exponent range): round to nearest even from the double value
+// (overflow to infinity, a NaN stays a quiet NaN: for a float NaN, its top 16 bits with the quiet
+// bit set) and exact decoding.
+uint16_t Bf16Bits(double x);
+double Bf16Value(uint16_t bits);
+
+// fp8 (`format` kF8E4M3 or kF8E5M2): round to nearest even, finite values past the max saturate to
+// the max (and so does +-infinity for e4m3fn, which has none; e5m2 keeps infinities); a NaN gives
+// the quiet NaN with its sign (e4m3fn S.1111.111, e5m2 S.11111.10). Fp8Value decodes exactly.
+uint8_t Fp8Bits(double x, Dt format);
+double Fp8Value(uint8_t byte, Dt format);
+// An fp8 cache byte: Fp8Bits of the fp32 quotient x / scale (correctly rounded).
+uint8_t Fp8Encode(double x, double scale, Dt format);
+// A stored byte as read back: fp32(Fp8Value(byte) * scale).
+double Fp8Decode(uint8_t byte, double scale, Dt format);
+
 // Building blocks, exposed for the bit-exact tests of the spec's worked examples.
 namespace detail {
 
-// `x` rounded to the float type `dt` (kF32 or kF16), returned as double.
+// `x` rounded to the float type `dt` (kF32, kF16 or kBF16), returned as double.
 double RoundTo(Dt dt, double x);
 
 // One quantized group (§2.1 int8, §2.2 int4).
@@ -152,6 +209,14 @@ std::vector<int64_t> CacheShape(int cache_layout, int64_t num_layer, int64_t max
                                 int64_t num_kv_heads, int64_t last_dim);
 // §3.1 slot of logical position p of request b (no range checks).
 int64_t SlotOf(const Array& cachestarts, int cache_mode, int64_t page_size, int64_t b, int64_t p);
+// Keys left of a sliding window are neither read nor counted. Implementations skip them in units
+// of their own (tiles, cache blocks, context splits); every such unit lies inside an aligned run of
+// kWindowSkipAlign keys (the library's context split), so the keys of request b before
+// UnreadContextPrefix (the first query row's window start rounded down to a multiple of
+// kWindowSkipAlign) must never be read. The reference does not read them either, and the cases
+// put NaN there.
+inline constexpr int64_t kWindowSkipAlign = 1024;
+int64_t UnreadContextPrefix(int window_left, int64_t kvlen, int64_t seqlen);
 // §5.5 ALiBi slope of every head.
 std::vector<double> AlibiSlopes(int num_heads);
 

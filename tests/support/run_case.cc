@@ -32,7 +32,22 @@ dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
   attn.is_causal = a.is_causal != 0;
   attn.is_alibi = a.is_alibi != 0;
   attn.num_kv_heads = a.num_kv_heads;
+  attn.window_left = a.window_left;
+  attn.logits_soft_cap = static_cast<float>(a.logits_soft_cap);
+  attn.softmax_scale = static_cast<float>(a.softmax_scale);
   return attn;
+}
+
+dynattn::UnifiedAttentionAttrs UnifiedAttentionAttrsOf(const dynattn_ref::Attrs& a) {
+  dynattn::UnifiedAttentionAttrs attrs;
+  attrs.num_heads = a.num_heads;
+  attrs.head_dim = a.head_dim;
+  attrs.num_kv_heads = a.num_kv_heads;
+  attrs.is_alibi = a.is_alibi != 0;
+  attrs.window_left = a.window_left;
+  attrs.logits_soft_cap = static_cast<float>(a.logits_soft_cap);
+  attrs.softmax_scale = static_cast<float>(a.softmax_scale);
+  return attrs;
 }
 
 namespace {
@@ -46,7 +61,7 @@ Array InputOrAbsent(const Case& c, const char* name, bool* present) {
   return *present ? it->second : Array{};
 }
 
-/// Output array of the given dtype/shape, filled with 0xFF bytes (NaN for floats).
+/// Output array of the given dtype/shape, filled with 0xFF bytes (NaN for f32, f16 and bf16).
 Array Poisoned(Dt dt, const std::vector<int64_t>& shape) {
   Array a = dynattn_ref::MakeArray(dt, shape);
   if (!a.bytes.empty()) std::memset(a.bytes.data(), 0xFF, a.bytes.size());
@@ -128,13 +143,8 @@ dynattn::Status RunUnified(const Case& c, Tensors* t, const dynattn::RunOptions&
   DYNATTN_RETURN_IF_ERROR(dynattn::MakePmxBlockCache(
       lookup("cache"), lookup("scale"), CacheAttrsOf(c.attrs), static_cast<int>(ck.shape[1]),
       c.attrs.head_dim, c.attrs.block_size, &cache));
-  dynattn::UnifiedAttentionAttrs attrs;
-  attrs.num_heads = c.attrs.num_heads;
-  attrs.head_dim = c.attrs.head_dim;
-  attrs.num_kv_heads = c.attrs.num_kv_heads;
-  attrs.is_alibi = c.attrs.is_alibi != 0;
-  return dynattn::UnifiedAttention(attrs, dynattn::UnifiedAttentionArgsByName(lookup, &cache),
-                                   options);
+  return dynattn::UnifiedAttention(UnifiedAttentionAttrsOf(c.attrs),
+                                   dynattn::UnifiedAttentionArgsByName(lookup, &cache), options);
 }
 
 LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options, Placement* placement) {

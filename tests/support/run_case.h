@@ -36,6 +36,7 @@ dynattn::TensorView ViewOf(Array& array);
 /// The library's attribute structs for a reference case's attributes.
 dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& attrs);
 dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& attrs);
+dynattn::UnifiedAttentionAttrs UnifiedAttentionAttrsOf(const dynattn_ref::Attrs& attrs);
 
 /// Where RunLibrary's call finds its tensors. Without one every view is over the host array
 /// itself; the GPU suite places the data tensors in device memory through one.

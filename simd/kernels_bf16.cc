@@ -1,0 +1,12 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The CPU kernels for caches of bfloat16 elements, compiled for every Highway target.
+
+#define DYNATTN_KERNEL_ELEM kBF16
+#define DYNATTN_KERNEL_TABLE KernelTableBF16
+#define DYNATTN_KERNEL_GETTER CpuKernelsBF16
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/kernels_bf16.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "simd/kernel_table-inl.h"

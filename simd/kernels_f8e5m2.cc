@@ -1,0 +1,12 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The CPU kernels for caches of float8_e5m2 elements, compiled for every Highway target.
+
+#define DYNATTN_KERNEL_ELEM kF8E5M2
+#define DYNATTN_KERNEL_TABLE KernelTableF8E5M2
+#define DYNATTN_KERNEL_GETTER CpuKernelsF8E5M2
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/kernels_f8e5m2.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "simd/kernel_table-inl.h"
