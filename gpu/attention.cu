@@ -8,17 +8,23 @@
 //   core/plan_unified.h), so partial states land exactly where the CPU's do and the same
 //   merge tasks combine them.
 // * A block walks its item's keys once per pass in tiles of up to 32 keys. Each tile's keys and
-//   values are decoded once (codec.cuh, the exact T1(T3(q * s)) of the spec) into shared memory
-//   and then used by all the pass's query vectors: the GQA group of the KV head times the row
-//   tile (or the readers of a shared segment). A decode item (few vectors) thus reads its K/V
-//   once for all query heads of the KV head; a prefill tile with more vectors than fit in one
-//   pass re-reads its keys per pass (from L2), as every tiled attention does.
+//   values are decoded once (core/codec.h, the exact T1(T3(q * s)) of the spec; fp8 bytes times
+//   the plane's tensor scale) into shared memory and then used by all the pass's query vectors:
+//   the GQA group of the KV head times the row tile (or the readers of a shared segment). A
+//   decode item (few vectors) thus reads its K/V once for all query heads of the KV head; a
+//   prefill tile with more vectors than fit in one pass re-reads its keys per pass (from L2), as
+//   every tiled attention does.
 // * A warp owns a query vector at a time: lane j scores key j of the tile (key rows padded to an
 //   odd stride, so the lanes hit distinct banks), the online softmax reduces across the warp, and
 //   lanes take the head dimension for the P.V accumulation, so any head_dim works.
 // * The running (max, sum, accumulator) live in shared memory, fp32, natural exp. Masked keys
 //   (past the causal limit or an -inf mask) have weight 0 and are never multiplied, so a fully
 //   masked row ends with sum 0: output 0 and log-sum-exp -inf, never NaN.
+// * A query vector sees keys [first_key, last_key] (sliding window, causal limit). A pass loads
+//   only the tiles that some vector of the pass sees, so a window's keys are all a decode reads.
+// * Scores follow the one order of every backend: scale, saturate at FLT_MAX, soft-cap, ALiBi,
+//   mask. Attention sinks enter once, where a query vector's output is finally normalised
+//   (StoreRow: a direct write or the end of a merge), never in a partial state.
 
 #include <algorithm>
 #include <cfloat>
@@ -40,12 +46,12 @@ namespace {
 using internal::AddRn;
 using internal::DecodeElement;
 using internal::DivRn;
-using internal::LoadActivation;
+using internal::LoadActivationOf;
 using internal::MulRn;
 using internal::RowAddress;
 using internal::ScaleAddress;
 using internal::StateFloats;
-using internal::StoreActivation;
+using internal::StoreActivationOf;
 
 /// The exp of the merges (core/softmax_state.h): CUDA's expf.
 struct ExpF {
@@ -103,10 +109,11 @@ struct Layout {
 /// One query vector of a work item (QueryRow of simd/softmax-inl.h).
 struct VectorRef {
   int64_t request;
-  int64_t token;     ///< Packed query row.
-  int head;          ///< Query head.
-  int64_t last_key;  ///< Last visible key of the item's key sequence (inclusive).
-  int64_t origin;    ///< The query's position in key numbers (ALiBi: key - origin).
+  int64_t token;      ///< Packed query row.
+  int head;           ///< Query head.
+  int64_t first_key;  ///< First visible key (the sliding window's start; else 0).
+  int64_t last_key;   ///< Last visible key of the item's key sequence (inclusive).
+  int64_t origin;     ///< The query's position in key numbers (ALiBi: key - origin).
 };
 
 /// Vector `index` of a request item: head h = index / rows of the group, row index % rows.
@@ -119,6 +126,7 @@ __device__ VectorRef RequestVector(const AttentionProblem& p, const internal::Wo
   r.request = b;
   r.token = p.batch.seqstarts[b] + row;
   r.head = w.kv_head * p.group_size + index / rows;
+  r.first_key = p.FirstVisibleKey(b, row);
   r.last_key = p.LastVisibleKey(b, row);
   r.origin = r.last_key;
   return r;
@@ -132,6 +140,9 @@ __device__ VectorRef SharedVector(const AttentionProblem& p, const internal::Sha
   r.request = reader.request;
   r.token = reader.token;
   r.head = s.kv_head * p.group_size + index / s.num_readers;
+  // Segment keys count from the segment's first position, as `origin` does: the window of the
+  // token at segment position `origin` starts at segment key origin - window_left.
+  r.first_key = AttentionProblem::WindowStart(reader.origin, p.window_left);
   r.last_key = reader.visible - 1;
   r.origin = reader.origin;
   return r;
@@ -152,20 +163,63 @@ __device__ __forceinline__ float LogSumExp(float max, float sum) {
   return sum > 0.0f ? max + static_cast<float>(log(static_cast<double>(sum))) : -INFINITY;
 }
 
-/// Writes output row (token, head) = acc / sum (0 when sum is 0), lanes over d, and its LSE.
+/// Writes output row (token, head) = acc / sum (0 when sum is 0), lanes over d, and its LSE: the
+/// final normalisation of a query vector, so the head's attention sink (if any) is folded in
+/// here, once.
 __device__ void StoreRow(const AttentionProblem& p, int64_t token, int head, const float* acc,
                          float max, float sum, int lane) {
-  const bool io_f16 = p.io_type == DType::kF16;
+  float acc_scale = 1.0f;
+  if (p.sinks != nullptr) {
+    const internal::SinkFolded<float> folded = internal::FoldSink(max, sum, p.sinks[head], ExpF());
+    max = folded.max;
+    sum = folded.sum;
+    acc_scale = folded.acc_scale;
+  }
   const int64_t first = (token * p.num_heads + head) * p.head_dim;
   for (int d = lane; d < p.head_dim; d += 32) {
-    StoreActivation(sum > 0.0f ? DivRn(acc[d], sum) : 0.0f, p.output, first + d, io_f16);
+    const float a = p.sinks != nullptr ? MulRn(acc[d], acc_scale) : acc[d];
+    StoreActivationOf(sum > 0.0f ? DivRn(a, sum) : 0.0f, p.output, first + d, p.io_type);
   }
   if (p.lse != nullptr && lane == 0) p.lse[token * p.num_heads + head] = LogSumExp(max, sum);
 }
 
+/// Keys [begin, end) of an item that a pass loads.
+struct KeyRange {
+  int64_t begin, end;
+};
+
+/// The keys that a pass of `n` vectors (from `first_vector`) must load: the tiles of
+/// [item_begin, item_end) holding a key some vector sees, on the item's tile grid. Every thread
+/// computes the same range.
+template <typename VectorOf>
+__device__ __forceinline__ KeyRange PassKeys(const VectorOf& vector_of, int first_vector, int n,
+                                             int64_t item_begin, int64_t item_end, int tile_keys) {
+  int64_t lo = item_end, hi = item_begin - 1;
+  for (int v = 0; v < n; ++v) {
+    const VectorRef r = vector_of(first_vector + v);
+    lo = r.first_key < lo ? r.first_key : lo;
+    hi = r.last_key > hi ? r.last_key : hi;
+  }
+  const int64_t skipped = lo > item_begin ? (lo - item_begin) / tile_keys * tile_keys : 0;
+  return KeyRange{item_begin + skipped, hi + 1 < item_end ? hi + 1 : item_end};
+}
+
+/// A raw score s0 = scale * q.k (saturated at FLT_MAX) after the optional logit soft-cap.
+__device__ __forceinline__ float CappedScore(const AttentionProblem& p, float dot) {
+  // Saturated at FLT_MAX like the CPU: an overflowing dot wins instead of giving NaN.
+  const float s0 = fminf(MulRn(dot, p.score_scale), FLT_MAX);
+  if (!(p.soft_cap > 0.0f)) return s0;
+  return MulRn(p.soft_cap, tanhf(DivRn(s0, p.soft_cap)));
+}
+
+/// Blocks of the attend kernel an SM should hold at once (decode items, whose shared memory is
+/// small): lets ptxas use up to 65536 / (5 * 128) = 102 registers, which the kernel needs since the
+/// window, soft-cap and sinks came in; below that it spilled on sm_90.
+constexpr int kAttendBlocksPerSm = 5;
+
 /// One block per item: blocks [0, num_shared) run shared items, the rest request items.
 template <CacheElem kElem>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
     AttendKernel(AttentionProblem p, AttendWork work, Layout layout) {
   DYNATTN_DYNAMIC_SHARED(unsigned char, smem);
   const int dim = p.head_dim;
@@ -184,7 +238,7 @@ __global__ void __launch_bounds__(kThreads)
   const internal::SharedItem* s = is_shared ? &work.shared[blockIdx.x] : nullptr;
   const internal::WorkItem* w = is_shared ? nullptr : &work.items[blockIdx.x - work.num_shared];
   internal::SlotMap map = p.kv.slots;
-  int64_t map_request, key_begin, key_end, state_index;
+  int64_t map_request, state_index;
   int kv_head, vectors;
   bool write_states;
   if (is_shared) {
@@ -195,16 +249,12 @@ __global__ void __launch_bounds__(kThreads)
     map.block_stride = s->block_stride;
     map_request = 0;
     kv_head = s->kv_head;
-    key_begin = s->key_begin;
-    key_end = s->key_end;
     vectors = p.group_size * s->num_readers;
     write_states = true;
     state_index = s->state_index;
   } else {
     map_request = w->request;
     kv_head = w->kv_head;
-    key_begin = w->key_begin;
-    key_end = w->key_end;
     vectors = p.group_size * (w->row_end - w->row_begin);
     write_states = w->num_splits != 1;
     state_index = w->state_index;
@@ -226,7 +276,7 @@ __global__ void __launch_bounds__(kThreads)
       const VectorRef r = vector_ref(c0 + v);
       const int64_t first = (r.token * p.num_heads + r.head) * dim;
       for (int d = lane; d < dim; d += 32) {
-        queries[v * dim + d] = LoadActivation(p.query, first + d, io_f16);
+        queries[v * dim + d] = LoadActivationOf(p.query, first + d, p.io_type);
         acc[v * dim + d] = 0.0f;
       }
       if (lane == 0) {
@@ -234,7 +284,12 @@ __global__ void __launch_bounds__(kThreads)
         sums[v] = 0.0f;
       }
     }
-    for (int64_t key0 = key_begin; key0 < key_end; key0 += tile_keys) {
+    // The item's key range is read again per pass (not held across the tile loop: registers).
+    const KeyRange keys_of_pass =
+        PassKeys(vector_ref, c0, n, is_shared ? s->key_begin : w->key_begin,
+                 is_shared ? s->key_end : w->key_end, tile_keys);
+    const int64_t key_end = keys_of_pass.end;
+    for (int64_t key0 = keys_of_pass.begin; key0 < key_end; key0 += tile_keys) {
       const int count = static_cast<int>(min(static_cast<int64_t>(tile_keys), key_end - key0));
       // Not needed for correctness: the slots were last read while decoding, which the barrier
       // before scoring closed (removing it changes no result in any schedule, and TSan finds no
@@ -251,10 +306,10 @@ __global__ void __launch_bounds__(kThreads)
           const int64_t slot = slots[j];
           k = DecodeElement(RowAddress(key_plane, kElem, slot, kv_head),
                             ScaleAddress(key_plane, scale_f16, slot, kv_head), d, kElem, group,
-                            scale_f16, io_f16);
+                            scale_f16, io_f16, key_plane.tensor_scale);
           x = DecodeElement(RowAddress(value_plane, kElem, slot, kv_head),
                             ScaleAddress(value_plane, scale_f16, slot, kv_head), d, kElem, group,
-                            scale_f16, io_f16);
+                            scale_f16, io_f16, value_plane.tensor_scale);
         }
         keys[j * ks + d] = k;
         values[j * dim + d] = x;
@@ -264,22 +319,21 @@ __global__ void __launch_bounds__(kThreads)
         const VectorRef r = vector_ref(c0 + v);
         const int64_t key = key0 + lane;
         float score = -INFINITY;
-        if (lane < count && key <= r.last_key) {
+        if (lane < count && key >= r.first_key && key <= r.last_key) {
           const float* q = queries + v * dim;
           const float* k = keys + lane * ks;
           float dot = 0.0f;
           for (int d = 0; d < dim; ++d) dot = fmaf(q[d], k[d], dot);
-          // Saturated at FLT_MAX like the CPU: an overflowing dot wins instead of giving NaN.
-          score = fminf(MulRn(dot, p.score_scale), FLT_MAX);
+          score = CappedScore(p, dot);
           if (p.alibi_slopes != nullptr) {
             score = AddRn(score, MulRn(p.alibi_slopes[r.head], static_cast<float>(key - r.origin)));
           }
           if (p.mask != nullptr) {
             const int64_t column = p.batch.kvstarts[r.request] + key;
-            score = AddRn(score, LoadActivation(p.mask,
-                                                r.head * p.mask_head_stride +
-                                                    r.token * p.mask_row_stride + column,
-                                                io_f16));
+            score = AddRn(score, LoadActivationOf(p.mask,
+                                                  r.head * p.mask_head_stride +
+                                                      r.token * p.mask_row_stride + column,
+                                                  p.io_type));
           }
         }
         const float old_max = maxes[v];
@@ -384,7 +438,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/// The opt-in shared memory per block of the current device.
 /// The device's opt-in shared memory per block.
 Status SharedBudget(size_t* bytes) {
   int device = 0, optin = 0;
@@ -436,6 +489,12 @@ template Status LaunchAttend<CacheElem::kInt8>(const AttentionProblem&, const At
                                                cudaStream_t);
 template Status LaunchAttend<CacheElem::kInt4>(const AttentionProblem&, const AttendWork&,
                                                cudaStream_t);
+template Status LaunchAttend<CacheElem::kBF16>(const AttentionProblem&, const AttendWork&,
+                                               cudaStream_t);
+template Status LaunchAttend<CacheElem::kF8E4M3>(const AttentionProblem&, const AttendWork&,
+                                                 cudaStream_t);
+template Status LaunchAttend<CacheElem::kF8E5M2>(const AttentionProblem&, const AttendWork&,
+                                                 cudaStream_t);
 
 Status LaunchMergeSplits(const AttentionProblem& p, const internal::MergeTask* tasks, int64_t count,
                          const float* states, cudaStream_t stream) {

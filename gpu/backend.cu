@@ -101,29 +101,48 @@ class Staging {
   char* base_ = nullptr;
 };
 
-/// Where a problem's index arrays go in a Staging (the device twin of a plan's IndexCopies).
+/// Per-head host arrays of an attention problem that its kernels read (ALiBi slopes, attention
+/// sinks): null for a cache-I/O problem.
+struct HeadArrays {
+  const float* alibi_slopes = nullptr;
+  const float* sinks = nullptr;
+  int heads = 0;
+};
+
+HeadArrays HeadArraysOf(const AttentionProblem& p) {
+  return HeadArrays{p.alibi_slopes, p.sinks, p.num_heads};
+}
+
+/// Where a problem's index arrays go in a Staging (the device twin of a plan's IndexCopies), with
+/// its per-head arrays.
 struct StagedIndex {
   size_t seqstarts = Staging::kNone, kvstarts = Staging::kNone, start_pos = Staging::kNone;
-  size_t slots = Staging::kNone, alibi = Staging::kNone;
+  size_t slots = Staging::kNone, alibi = Staging::kNone, sinks = Staging::kNone;
 
-  StagedIndex(const Batch& batch, const SlotMap& map, const float* alibi_slopes, int heads,
-              Staging* staging) {
+  StagedIndex(const Batch& batch, const SlotMap& map, const HeadArrays& heads, Staging* staging) {
     seqstarts = staging->Add(batch.seqstarts, batch.size + 1);
     kvstarts = staging->Add(batch.kvstarts, batch.size + 1);
     start_pos = staging->Add(batch.start_pos, batch.start_pos ? batch.size : 0);
     const int64_t entries =
         map.mode == SlotMap::Mode::kOffset ? batch.size : batch.size * map.table_stride;
     slots = staging->Add(map.starts, entries);
-    alibi = staging->Add(alibi_slopes, alibi_slopes ? heads : 0);
+    alibi = staging->Add(heads.alibi_slopes, heads.alibi_slopes ? heads.heads : 0);
+    sinks = staging->Add(heads.sinks, heads.sinks ? heads.heads : 0);
   }
 
-  /// The batch, slot map and slopes pointed at their device copies.
-  void Rebase(const Staging& staging, Batch* batch, SlotMap* map, const float** slopes) const {
+  /// The batch and slot map pointed at their device copies.
+  void Rebase(const Staging& staging, Batch* batch, SlotMap* map) const {
     batch->seqstarts = staging.At<int64_t>(seqstarts);
     batch->kvstarts = staging.At<int64_t>(kvstarts);
     batch->start_pos = staging.At<int64_t>(start_pos);
     map->starts = staging.At<int64_t>(slots);
-    if (slopes != nullptr) *slopes = staging.At<float>(alibi);
+  }
+
+  /// An attention problem's index arrays, ALiBi slopes and sinks pointed at their device copies.
+  void Rebase(const Staging& staging, AttentionProblem* p) const {
+    Rebase(staging, &p->batch, &p->kv.slots);
+    p->alibi_slopes = staging.At<float>(alibi);
+    p->sinks = staging.At<float>(sinks);
   }
 };
 
@@ -149,10 +168,10 @@ Status RunCacheIo(const Problem& problem, int64_t rows, ContextState* context,
   if (rows == 0) return Status::Ok();
   DeviceWorkspace* workspace = WorkspaceOf(context);
   Staging staging;
-  const StagedIndex index(problem.batch, problem.kv.slots, nullptr, 0, &staging);
+  const StagedIndex index(problem.batch, problem.kv.slots, HeadArrays{}, &staging);
   DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
   Problem p = problem;
-  index.Rebase(staging, &p.batch, &p.kv.slots, nullptr);
+  index.Rebase(staging, &p.batch, &p.kv.slots);
   DYNATTN_RETURN_IF_ERROR(launch(p, workspace->stream));
   return Finish(*workspace);
 }
@@ -181,15 +200,14 @@ Status CudaRunAttention(const BackendKernels&, const AttentionProblem& problem,
   if (plan.items.empty()) return Status::Ok();
   DeviceWorkspace* workspace = WorkspaceOf(context);
   Staging staging;
-  const StagedIndex index(problem.batch, problem.kv.slots, problem.alibi_slopes, problem.num_heads,
-                          &staging);
+  const StagedIndex index(problem.batch, problem.kv.slots, HeadArraysOf(problem), &staging);
   const size_t items = staging.Add(plan.items.data(), static_cast<int64_t>(plan.items.size()));
   const size_t merges = staging.Add(plan.merges.data(), static_cast<int64_t>(plan.merges.size()));
   const size_t states =
       staging.Add<float>(nullptr, plan.num_states * StateFloats(problem.padded_dim));
   DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
   AttentionProblem p = problem;
-  index.Rebase(staging, &p.batch, &p.kv.slots, &p.alibi_slopes);
+  index.Rebase(staging, &p);
   gpu::AttendWork work;
   work.items = staging.At<WorkItem>(items);
   work.num_items = static_cast<int64_t>(plan.items.size());
@@ -207,8 +225,7 @@ Status CudaRunUnified(const BackendKernels&, const AttentionProblem& problem,
                       const UnifiedPlan& plan, ContextState* context) {
   DeviceWorkspace* workspace = WorkspaceOf(context);
   Staging staging;
-  const StagedIndex index(problem.batch, problem.kv.slots, problem.alibi_slopes, problem.num_heads,
-                          &staging);
+  const StagedIndex index(problem.batch, problem.kv.slots, HeadArraysOf(problem), &staging);
   const auto count = [](const auto& v) { return static_cast<int64_t>(v.size()); };
   const size_t blocks = staging.Add(plan.segment_blocks.data(), count(plan.segment_blocks));
   const size_t readers = staging.Add(plan.readers.data(), count(plan.readers));
@@ -236,7 +253,7 @@ Status CudaRunUnified(const BackendKernels&, const AttentionProblem& problem,
                                                  cudaMemcpyHostToDevice, workspace->stream));
   }
   AttentionProblem p = problem;
-  index.Rebase(staging, &p.batch, &p.kv.slots, &p.alibi_slopes);
+  index.Rebase(staging, &p);
   gpu::AttendWork work;
   work.shared = staging.At<SharedItem>(shared_items);
   work.num_shared = count(shared);
@@ -270,9 +287,11 @@ BackendKernels CudaRow(const char* name) {
 }  // namespace
 
 const BackendKernels* CudaKernelsFor(CacheElem elem) {
-  static const std::array<BackendKernels, 4> rows = {
-      CudaRow<CacheElem::kF32>("cuda/f32"), CudaRow<CacheElem::kF16>("cuda/f16"),
-      CudaRow<CacheElem::kInt8>("cuda/int8"), CudaRow<CacheElem::kInt4>("cuda/int4")};
+  static const std::array<BackendKernels, 7> rows = {
+      CudaRow<CacheElem::kF32>("cuda/f32"),        CudaRow<CacheElem::kF16>("cuda/f16"),
+      CudaRow<CacheElem::kInt8>("cuda/int8"),      CudaRow<CacheElem::kInt4>("cuda/int4"),
+      CudaRow<CacheElem::kBF16>("cuda/bf16"),      CudaRow<CacheElem::kF8E4M3>("cuda/fp8_e4m3"),
+      CudaRow<CacheElem::kF8E5M2>("cuda/fp8_e5m2")};
   for (const BackendKernels& row : rows) {
     if (row.elem == elem) return &row;
   }

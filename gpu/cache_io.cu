@@ -1,11 +1,13 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Kernel family: the two KeyValueCache steps on the device: quantize and store new tokens, and
-// gather context rows back into activations (repeated num_repeat times per KV head).
+// gather context rows back into activations (repeated num_repeat times per KV head), for every
+// cache format (fp32, fp16, bf16, int8, int4, fp8 e4m3/e5m2 with the plane's per-tensor scale) and
+// every activation type (fp32, fp16, bf16).
 //
 // Why it looks like this: a row is the unit of the cache format (its group scales depend on the
 // whole group), so one thread encodes or decodes one (row, KV head, plane) with the
-// __host__ __device__ codec of codec.cuh, which the host tests compare bit for bit with the CPU
+// __host__ __device__ codec of core/codec.h, which the host tests compare bit for bit with the CPU
 // library. These steps move each byte once; their cost is the memory traffic, not the threads'
 // arithmetic, so nothing finer-grained is needed.
 
@@ -25,11 +27,11 @@ namespace {
 // core/'s shared rules, used unqualified by the kernels below.
 using internal::DecodeElement;
 using internal::EncodeRow;
-using internal::LoadActivation;
+using internal::LoadActivationOf;
 using internal::OwnerOfRow;
 using internal::RowAddress;
 using internal::ScaleAddress;
-using internal::StoreActivation;
+using internal::StoreActivationOf;
 
 constexpr int kThreads = 128;
 
@@ -52,9 +54,10 @@ __global__ void WriteTokensKernel(internal::WriteProblem p, int64_t tokens) {
   const int dim = cache.head_dim;
   const void* src = plane_index == 0 ? p.current_key : p.current_value;
   const int64_t first = (t * heads + head) * dim;
-  const auto load = [&](int d) { return LoadActivation(src, first + d, io_f16); };
+  const auto load = [&](int d) { return LoadActivationOf(src, first + d, p.io_type); };
   EncodeRow(load, kElem, dim, cache.quant_group, scale_f16, io_f16,
-            RowAddress(plane, kElem, slot, head), ScaleAddress(plane, scale_f16, slot, head));
+            RowAddress(plane, kElem, slot, head), ScaleAddress(plane, scale_f16, slot, head),
+            plane.tensor_scale);
 }
 
 /// One thread per (packed context row, KV head, plane): decodes the row once and stores it
@@ -79,9 +82,10 @@ __global__ void GatherKernel(internal::GatherProblem p, int64_t rows) {
   void* out = plane_index == 0 ? p.key : p.value;
   const int out_heads = heads * p.num_repeat;
   for (int d = 0; d < dim; ++d) {
-    const float x = DecodeElement(src, scale, d, kElem, cache.quant_group, scale_f16, io_f16);
+    const float x = DecodeElement(src, scale, d, kElem, cache.quant_group, scale_f16, io_f16,
+                                  plane.tensor_scale);
     for (int r = 0; r < p.num_repeat; ++r) {
-      StoreActivation(x, out, (row * out_heads + head * p.num_repeat + r) * dim + d, io_f16);
+      StoreActivationOf(x, out, (row * out_heads + head * p.num_repeat + r) * dim + d, p.io_type);
     }
   }
 }
@@ -115,6 +119,9 @@ DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kF32);
 DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kF16);
 DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kInt8);
 DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kInt4);
+DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kBF16);
+DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kF8E4M3);
+DYNATTN_INSTANTIATE_CACHE_IO(CacheElem::kF8E5M2);
 #undef DYNATTN_INSTANTIATE_CACHE_IO
 
 }  // namespace dynattn::gpu

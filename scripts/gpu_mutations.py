@@ -8,6 +8,8 @@ reverse and random schedules, the ThreadSanitizer run (gpu_tsan_tests, when buil
 sanitizer build folder, its ASan + UBSan binary. A run "catches" a mutation when it fails.
 
   python3 scripts/gpu_mutations.py [--builds build,build-sanitize] [--only NAME[,NAME]] [--list]
+      [--test-case PATTERN] [--schedules forward,reverse,random]
+(--test-case and --schedules narrow the runs, e.g. to the feature cases while iterating.)
 """
 
 import argparse
@@ -29,7 +31,8 @@ MUTATIONS = {
         "attend: the __syncthreads at the top of the tile loop"),
     "barrier-slots": (
         "gpu/attention.cu",
-        "key0 + threadIdx.x);\n      __syncthreads();\n", "key0 + threadIdx.x);\n",
+        "key0 + threadIdx.x);\n      }\n      __syncthreads();\n",
+        "key0 + threadIdx.x);\n      }\n",
         "attend: the __syncthreads between the tile's slots and its decode"),
     "barrier-decoded": (
         "gpu/attention.cu",
@@ -66,11 +69,80 @@ MUTATIONS = {
     "tile-count-plus-one": (
         "gpu/attention.cu",
         "key_end - key0));", "key_end - key0 + 1));",
-        "attend: a tile counts one key past the item's end"),
+        "attend: a tile counts one key past the pass's end"),
     "tile-loop-short": (
         "gpu/attention.cu",
         "key0 < key_end; key0 += tile_keys)", "key0 < key_end - 1; key0 += tile_keys)",
         "attend: the tile loop stops before a last tile of one key"),
+    "window-first-key-ignored": (
+        "gpu/attention.cu",
+        "key >= r.first_key && key <= r.last_key", "key <= r.last_key",
+        "attend: keys before a row's sliding window are scored"),
+    "window-off-by-one": (
+        "gpu/attention.cu",
+        "  r.first_key = p.FirstVisibleKey(b, row);\n",
+        "  r.first_key = p.FirstVisibleKey(b, row) + 1;\n",
+        "attend: a request row's window starts one key late"),
+    "window-shared-ignored": (
+        "gpu/attention.cu",
+        "  r.first_key = AttentionProblem::WindowStart(reader.origin, p.window_left);\n",
+        "  r.first_key = 0;\n",
+        "attend: shared-segment readers ignore the window"),
+    "pass-keys-skip-tile": (
+        "gpu/attention.cu",
+        "(lo - item_begin) / tile_keys * tile_keys : 0;",
+        "(lo - item_begin + tile_keys - 1) / tile_keys * tile_keys : 0;",
+        "attend: a pass skips the tile holding its first visible key"),
+    "pass-keys-end-short": (
+        "gpu/attention.cu",
+        "return KeyRange{item_begin + skipped, hi + 1 < item_end ? hi + 1 : item_end};",
+        "return KeyRange{item_begin + skipped, hi < item_end ? hi : item_end};",
+        "attend: a pass stops before its last visible key"),
+    "softcap-ignored": (
+        "gpu/attention.cu",
+        "  if (!(p.soft_cap > 0.0f)) return s0;\n", "  return s0;\n",
+        "attend: the logit soft-cap is not applied"),
+    "softcap-unscaled": (
+        "gpu/attention.cu",
+        "tanhf(DivRn(s0, p.soft_cap))", "tanhf(s0)",
+        "attend: soft-cap as cap * tanh(s0) instead of cap * tanh(s0 / cap)"),
+    "sink-ignored": (
+        "gpu/attention.cu",
+        "  if (p.sinks != nullptr) {\n    const internal::SinkFolded",
+        "  if (false) {\n    const internal::SinkFolded",
+        "StoreRow: the attention sink is not folded"),
+    "sink-lse-unfolded": (
+        "gpu/attention.cu",
+        "    max = folded.max;\n    sum = folded.sum;\n", "    sum = folded.sum;\n",
+        "StoreRow: the sink's max is left out of the stored state"),
+    "sink-numerator": (
+        "gpu/attention.cu",
+        "const float a = p.sinks != nullptr ? MulRn(acc[d], acc_scale) : acc[d];",
+        "const float a = acc[d];",
+        "StoreRow: the accumulator is not rescaled to the sink-folded max"),
+    "sinks-host-pointer": (
+        "gpu/backend.cu",
+        "    p->sinks = staging.At<float>(sinks);\n", "",
+        "kernels get the host's sinks"),
+    "fp8-key-scale-ignored": (
+        "gpu/attention.cu",
+        "scale_f16, io_f16, key_plane.tensor_scale);", "scale_f16, io_f16);",
+        "attend: fp8 keys decoded without the key tensor scale"),
+    "fp8-write-scale-ignored": (
+        "gpu/cache_io.cu",
+        "ScaleAddress(plane, scale_f16, slot, head),\n            plane.tensor_scale);",
+        "ScaleAddress(plane, scale_f16, slot, head));",
+        "cache write: fp8 rows encoded without the tensor scale"),
+    "bf16-query-as-f16": (
+        "gpu/attention.cu",
+        "queries[v * dim + d] = LoadActivationOf(p.query, first + d, p.io_type);",
+        "queries[v * dim + d] = LoadActivationOf(p.query, first + d, io_f16 ? DType::kF16 : "
+        "DType::kF32);",
+        "attend: a bf16 query is read as fp32"),
+    "bf16-gather-out": (
+        "gpu/cache_io.cu",
+        "* dim + d, p.io_type);", "* dim + d, io_f16 ? DType::kF16 : DType::kF32);",
+        "gather: bf16 outputs stored as fp32"),
     "shared-too-small": (
         "gpu/attention.cu",
         "(head_dim + 1) + kWarps * 32;", "(head_dim + 1) + kWarps * 24;",
@@ -128,6 +200,9 @@ def first_evidence(output):
     return (lines[-1] if lines else "")[:200]
 
 
+OPTIONS = {"test_case": "", "schedules": ("forward", "reverse", "random")}
+
+
 def runs_for(build):
     """(label, binary, environment) of the gpu suite runs a build folder offers."""
     base = dict(os.environ, DYNATTN_TEST_SEED=os.environ.get("DYNATTN_TEST_SEED", "12345"))
@@ -139,7 +214,7 @@ def runs_for(build):
                     dict(base, CUDA_EMU_SCHEDULE="random", ASAN_OPTIONS="detect_leaks=0",
                          UBSAN_OPTIONS="halt_on_error=1")))
         return out
-    for schedule in ("forward", "reverse", "random"):
+    for schedule in OPTIONS["schedules"]:
         out.append((schedule, tests / "gpu_tests", dict(base, CUDA_EMU_SCHEDULE=schedule)))
     if (tests / "gpu_tsan_tests").exists():
         out.append(("tsan", tests / "gpu_tsan_tests",
@@ -169,7 +244,10 @@ def try_mutation(name, builds):
                 results.append((build, "build failed: " + first_evidence(output)))
                 continue
             for label, binary, env in runs_for(build):
-                status, output = run([str(binary), "-ts=gpu"], env=env)
+                command = [str(binary), "-ts=gpu"]
+                if OPTIONS["test_case"]:
+                    command.append("-tc=" + OPTIONS["test_case"])
+                status, output = run(command, env=env)
                 verdict = "caught" if status != 0 else "missed"
                 results.append((label, verdict + ("" if status == 0 else
                                                   ": " + first_evidence(output))))
@@ -185,7 +263,11 @@ def main():
     parser.add_argument("--builds", default="build")
     parser.add_argument("--only", default="")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--test-case", default="")
+    parser.add_argument("--schedules", default="forward,reverse,random")
     args = parser.parse_args()
+    OPTIONS["test_case"] = args.test_case
+    OPTIONS["schedules"] = tuple(args.schedules.split(","))
     if args.list:
         for name, (_, _, _, what) in MUTATIONS.items():
             print(f"{name:26} {what}")

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -64,6 +65,157 @@ TEST_SUITE("gpu_codec") {
     for (int i = 0; i < 4000000; ++i) {
       const float f = FromBits(static_cast<uint32_t>(rng()));
       REQUIRE(internal::F32ToF16(f) == internal::F32ToF16(f));
+    }
+  }
+
+  // An independent fp8 definition (OCP 8-bit floating point, as the README's fp8 cache rules
+  // name it), in double: the value of every byte from the format's fields, and the encoder as
+  // "nearest finite value, ties to the even code, saturate past the largest finite value".
+  struct Fp8Spec {
+    int mant_bits, bias;
+    bool e4m3;
+  };
+  const Fp8Spec kE4M3Spec{3, 7, true}, kE5M2Spec{2, 15, false};
+
+  double SpecValue(uint8_t byte, const Fp8Spec& f) {
+    const int exp_field = (byte & 0x7F) >> f.mant_bits;
+    const int mant = byte & ((1 << f.mant_bits) - 1);
+    const int max_exp = (1 << (7 - f.mant_bits)) - 1;
+    const double sign = (byte & 0x80) ? -1.0 : 1.0;
+    if (f.e4m3 && exp_field == max_exp && mant == (1 << f.mant_bits) - 1) return std::nan("");
+    if (!f.e4m3 && exp_field == max_exp) {
+      return mant == 0 ? sign * std::numeric_limits<double>::infinity() : std::nan("");
+    }
+    const double fraction = static_cast<double>(mant) / (1 << f.mant_bits);
+    if (exp_field == 0) return sign * std::ldexp(fraction, 1 - f.bias);
+    return sign * std::ldexp(1.0 + fraction, exp_field - f.bias);
+  }
+
+  uint8_t SpecEncode(float x, const Fp8Spec& f) {
+    const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+    if (std::isnan(x)) return sign | (f.e4m3 ? 0x7F : 0x7E);
+    if (std::isinf(x) && !f.e4m3) return sign | 0x7C;
+    // Non-negative finite codes in increasing value: 0x00 .. largest finite.
+    const uint8_t max_code = f.e4m3 ? 0x7E : 0x7B;
+    static const auto table = [](const Fp8Spec& spec) {
+      std::vector<double> values;
+      for (int code = 0; code <= (spec.e4m3 ? 0x7E : 0x7B); ++code) {
+        values.push_back(SpecValue(static_cast<uint8_t>(code), spec));
+      }
+      return values;
+    };
+    static const std::vector<double> e4m3 = table(kE4M3Spec), e5m2 = table(kE5M2Spec);
+    const std::vector<double>& values = f.e4m3 ? e4m3 : e5m2;
+    const double a = std::fabs(static_cast<double>(x));
+    if (a >= values[max_code]) return sign | max_code;
+    // The last code whose value is <= a, and the one above it.
+    const uint8_t low = static_cast<uint8_t>(std::upper_bound(values.begin(), values.end(), a) -
+                                             values.begin() - 1);
+    const double below = a - values[low], above = values[low + 1] - a;
+    uint8_t code = low;
+    if (above < below || (above == below && (low & 1))) code = static_cast<uint8_t>(low + 1);
+    return sign | code;
+  }
+
+  TEST_CASE(
+      "fp8 codec: every byte decodes to its format's value, encodes back, and the encoder "
+      "rounds to nearest even and saturates") {
+    for (const Fp8Spec& spec : {kE4M3Spec, kE5M2Spec}) {
+      const internal::Fp8Format format =
+          spec.e4m3 ? internal::Fp8Format::kE4M3 : internal::Fp8Format::kE5M2;
+      CAPTURE(spec.e4m3);
+      CHECK(internal::Fp8Max(format) == SpecValue(spec.e4m3 ? 0x7E : 0x7B, spec));
+      for (int byte = 0; byte < 256; ++byte) {
+        CAPTURE(byte);
+        const float value = internal::Fp8ToF32(static_cast<uint8_t>(byte), format);
+        const double expected = SpecValue(static_cast<uint8_t>(byte), spec);
+        if (std::isnan(expected)) {
+          REQUIRE(std::isnan(value));
+          REQUIRE(internal::F32ToFp8(value, format) == SpecEncode(value, spec));
+          continue;
+        }
+        REQUIRE(static_cast<double>(value) == expected);
+        REQUIRE(std::signbit(value) == ((byte & 0x80) != 0));  // -0 included
+        REQUIRE(internal::F32ToFp8(value, format) == byte);
+        // The midpoint to the next code up (exact in float) goes to the even one of the two.
+        const int magnitude = byte & 0x7F;
+        if (magnitude < (spec.e4m3 ? 0x7E : 0x7B)) {
+          const double next = SpecValue(static_cast<uint8_t>(byte + 1), spec);
+          const float mid = static_cast<float>((expected + next) / 2);
+          REQUIRE(static_cast<double>(mid) == (expected + next) / 2);
+          REQUIRE(internal::F32ToFp8(mid, format) == SpecEncode(mid, spec));
+          REQUIRE((internal::F32ToFp8(mid, format) & 1) == 0);
+        }
+      }
+      // Every float whose low 13 bits sit at a rounding boundary, and random floats.
+      const uint32_t lows[] = {0x0, 0x1, 0xFFF, 0x1000, 0x1001, 0x1FFF};
+      for (uint32_t high = 0; high < (1u << 19); high += 3) {
+        for (uint32_t low : lows) {
+          const float f = FromBits((high << 13) | low);
+          REQUIRE(internal::F32ToFp8(f, format) == SpecEncode(f, spec));
+        }
+      }
+      const uint64_t seed = FreshSeed();
+      INFO("seed " << seed);
+      std::mt19937_64 rng(seed);
+      for (int i = 0; i < 200000; ++i) {
+        const float f = FromBits(static_cast<uint32_t>(rng()));
+        REQUIRE(internal::F32ToFp8(f, format) == SpecEncode(f, spec));
+        // With a tensor scale: the correctly rounded fp32 quotient, then the byte; read back
+        // as the byte's value times the scale, rounded once.
+        const float scale = std::exp(std::uniform_real_distribution<float>(-8.0f, 8.0f)(rng));
+        const uint8_t byte = internal::EncodeFp8(f, scale, format);
+        REQUIRE(byte == SpecEncode(f / scale, spec));
+        const float back = internal::DecodeFp8(byte, scale, format);
+        const double exact = SpecValue(byte, spec) * scale;
+        if (std::isnan(exact)) {
+          REQUIRE(std::isnan(back));
+        } else {
+          REQUIRE(Bits(back) == Bits(static_cast<float>(exact)));
+        }
+      }
+    }
+  }
+
+  TEST_CASE("bf16 codec: every bf16 decodes exactly, and the encoder rounds to nearest even") {
+    for (uint32_t b = 0; b < 65536; ++b) {
+      const float f = internal::Bf16ToF32(static_cast<uint16_t>(b));
+      REQUIRE(Bits(f) == b << 16);
+    }
+    // Independent RNE: the nearest of the two bf16 neighbours of f (by their doubles), the even
+    // one on a tie; infinities past the largest finite bf16 + half an ulp; NaN stays NaN.
+    const auto expected = [](float f) -> uint32_t {
+      const uint32_t bits = Bits(f);
+      if (std::isnan(f)) return 0xFFFFFFFFu;  // any NaN
+      if (std::isinf(f)) return bits >> 16;
+      const uint32_t down = bits & 0xFFFF0000u, up = down + 0x10000u;
+      const double x = f, lo = FromBits(down);
+      const double hi = (up & 0x7F800000u) == 0x7F800000u && (up & 0x7FFFFFu) == 0
+                            ? std::copysign(std::ldexp(1.0, 128), x)  // the rounding target
+                            : static_cast<double>(FromBits(up));
+      const double below = std::fabs(x - lo), above = std::fabs(hi - x);
+      const bool round_up = above < below || (above == below && ((down >> 16) & 1));
+      return (round_up ? up : down) >> 16;
+    };
+    const uint64_t seed = FreshSeed();
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    const uint32_t lows[] = {0x0, 0x1, 0x7FFF, 0x8000, 0x8001, 0xFFFF};
+    for (uint32_t high = 0; high < 65536; ++high) {
+      for (uint32_t low : lows) {
+        const float f = FromBits((high << 16) | low);
+        const uint16_t got = internal::F32ToBf16(f);
+        if (std::isnan(f)) {
+          REQUIRE(std::isnan(internal::Bf16ToF32(got)));
+          REQUIRE((got & 0x8000) == ((high & 0x8000)));
+        } else {
+          REQUIRE(got == expected(f));
+        }
+      }
+    }
+    for (int i = 0; i < 1000000; ++i) {
+      const float f = FromBits(static_cast<uint32_t>(rng()));
+      if (!std::isnan(f)) REQUIRE(internal::F32ToBf16(f) == expected(f));
     }
   }
 
@@ -148,12 +300,25 @@ TEST_SUITE("gpu_codec") {
     const uint64_t seed = FreshSeed();
     INFO("seed " << seed);
     std::mt19937_64 rng(seed);
-    const CacheElem elems[] = {CacheElem::kF32, CacheElem::kF16, CacheElem::kInt8,
-                               CacheElem::kInt4};
+    std::vector<CacheElem> elems = {CacheElem::kF32, CacheElem::kF16, CacheElem::kInt8,
+                                    CacheElem::kInt4};
+    std::vector<DType> io_types = {DType::kF32, DType::kF16};
+    // bf16 and fp8 caches and bf16 activations, once the CPU library has them (its bf16 row).
+    if (internal::KernelsFor(Device::kCpu, CacheElem::kBF16) != nullptr) {
+      elems.insert(elems.end(), {CacheElem::kBF16, CacheElem::kF8E4M3, CacheElem::kF8E5M2});
+      io_types.push_back(DType::kBF16);
+    } else {
+      MESSAGE("the CPU library has no bf16/fp8 rows: fp32/fp16/int8/int4 only");
+    }
     for (int trial = 0; trial < 400; ++trial) {
-      const CacheElem elem = elems[rng() % 4];
+      const CacheElem elem = elems[rng() % elems.size()];
+      const DType io = io_types[rng() % io_types.size()];
       const bool quantized = elem == CacheElem::kInt8 || elem == CacheElem::kInt4;
-      const bool io_f16 = rng() % 2, scale_f16 = rng() % 2, specials = rng() % 2;
+      const bool io_f16 = io == DType::kF16, scale_f16 = rng() % 2, specials = rng() % 2;
+      const bool fp8 = internal::IsFp8(elem);
+      const float tensor_scales[2] = {
+          fp8 ? std::exp(std::uniform_real_distribution<float>(-6.0f, 3.0f)(rng)) : 1.0f,
+          fp8 ? std::exp(std::uniform_real_distribution<float>(-6.0f, 3.0f)(rng)) : 1.0f};
       const int heads = 1 + static_cast<int>(rng() % 3);
       int dim = 1 + static_cast<int>(rng() % 160);
       if (elem == CacheElem::kInt4) dim += dim % 2;
@@ -165,7 +330,8 @@ TEST_SUITE("gpu_codec") {
       const int64_t tokens = 1 + static_cast<int64_t>(rng() % 6);
       const float range = std::pow(10.0f, std::uniform_real_distribution<float>(-4.0f, 3.0f)(rng));
       INFO("trial " << trial << " elem " << static_cast<int>(elem) << " dim " << dim << " group "
-                    << group << " io_f16 " << io_f16 << " scale_f16 " << scale_f16);
+                    << group << " io " << std::string(DTypeName(io)) << " scale_f16 " << scale_f16
+                    << " tensor scales " << tensor_scales[0] << " " << tensor_scales[1]);
 
       // New tokens (Tq, Hkv, D) in the activation type.
       const size_t count = static_cast<size_t>(tokens) * heads * dim;
@@ -176,16 +342,20 @@ TEST_SUITE("gpu_codec") {
                                  : std::uniform_real_distribution<float>(-range, range)(rng);
         const float v = specials ? SpecialValue(rng, range)
                                  : std::uniform_real_distribution<float>(-range, range)(rng);
-        key16[i] = internal::F32ToF16(k);
-        value16[i] = internal::F32ToF16(v);
-        key32[i] = io_f16 ? internal::F16ToF32(key16[i]) : k;
-        value32[i] = io_f16 ? internal::F16ToF32(value16[i]) : v;
+        internal::StoreActivationOf(k, key16.data(), static_cast<int64_t>(i),
+                                    io == DType::kBF16 ? DType::kBF16 : DType::kF16);
+        internal::StoreActivationOf(v, value16.data(), static_cast<int64_t>(i),
+                                    io == DType::kBF16 ? DType::kBF16 : DType::kF16);
+        key32[i] = io == DType::kF32 ? k : internal::LoadActivationOf(key16.data(), i, io);
+        value32[i] = io == DType::kF32 ? v : internal::LoadActivationOf(value16.data(), i, io);
       }
 
       // Cache of `tokens` slots, layout (slot, head, d); int4 offsets count nibbles.
       const int64_t row_elems = dim, slot_elems = static_cast<int64_t>(heads) * dim;
       const int64_t groups_per_row = dim / group;
-      const size_t elem_bytes = elem == CacheElem::kF32 ? 4 : elem == CacheElem::kF16 ? 2 : 1;
+      const size_t elem_bytes = elem == CacheElem::kF32                                 ? 4
+                                : (elem == CacheElem::kF16 || elem == CacheElem::kBF16) ? 2
+                                                                                        : 1;
       const size_t plane_bytes = elem == CacheElem::kInt4
                                      ? static_cast<size_t>(tokens * slot_elems / 2)
                                      : static_cast<size_t>(tokens * slot_elems) * elem_bytes;
@@ -214,6 +384,7 @@ TEST_SUITE("gpu_codec") {
           out[plane]->scale = quantized ? scales[plane].data() : nullptr;
           out[plane]->scale_slot_stride = heads * groups_per_row;
           out[plane]->scale_head_stride = groups_per_row;
+          out[plane]->tensor_scale = tensor_scales[plane];
         }
         return c;
       };
@@ -225,9 +396,10 @@ TEST_SUITE("gpu_codec") {
       write.batch.seqstarts = seqstarts;
       write.batch.kvstarts = seqstarts;
       write.batch.start_pos = start_pos;
-      write.io_type = io_f16 ? DType::kF16 : DType::kF32;
-      write.current_key = io_f16 ? static_cast<const void*>(key16.data()) : key32.data();
-      write.current_value = io_f16 ? static_cast<const void*>(value16.data()) : value32.data();
+      const bool half_io = io != DType::kF32;
+      write.io_type = io;
+      write.current_key = half_io ? static_cast<const void*>(key16.data()) : key32.data();
+      write.current_value = half_io ? static_cast<const void*>(value16.data()) : value32.data();
       write.kv.cache = describe(cpu_planes, cpu_scales);
       write.kv.slots.mode = internal::SlotMap::Mode::kOffset;
       write.kv.slots.starts = offsets;
@@ -241,17 +413,15 @@ TEST_SUITE("gpu_codec") {
           for (int plane = 0; plane < 2; ++plane) {
             const void* src = plane == 0 ? write.current_key : write.current_value;
             const int64_t first = (t * heads + h) * dim;
-            const auto load = [&](int d) {
-              return internal::LoadActivation(src, first + d, io_f16);
-            };
+            const auto load = [&](int d) { return internal::LoadActivationOf(src, first + d, io); };
             const int64_t offset = t * slot_elems + h * row_elems;
             const size_t byte = elem == CacheElem::kInt4 ? static_cast<size_t>(offset / 2)
                                                          : static_cast<size_t>(offset) * elem_bytes;
             const size_t scale_byte =
                 static_cast<size_t>((t * heads + h) * groups_per_row) * (scale_f16 ? 2 : 4);
-            internal::EncodeRow(load, elem, dim, group, scale_f16, io_f16,
-                                gpu_planes[plane].data() + byte,
-                                quantized ? gpu_scales[plane].data() + scale_byte : nullptr);
+            internal::EncodeRow(
+                load, elem, dim, group, scale_f16, io_f16, gpu_planes[plane].data() + byte,
+                quantized ? gpu_scales[plane].data() + scale_byte : nullptr, tensor_scales[plane]);
           }
         }
       }
@@ -271,8 +441,8 @@ TEST_SUITE("gpu_codec") {
       gather.batch = write.batch;
       gather.io_type = write.io_type;
       gather.num_repeat = 1;
-      gather.key = io_f16 ? static_cast<void*>(out16[0].data()) : out32[0].data();
-      gather.value = io_f16 ? static_cast<void*>(out16[1].data()) : out32[1].data();
+      gather.key = half_io ? static_cast<void*>(out16[0].data()) : out32[0].data();
+      gather.value = half_io ? static_cast<void*>(out16[1].data()) : out32[1].data();
       gather.kv = write.kv;
       internal::Scratch scratch;
       internal::KernelsFor(Device::kCpu, elem)->cpu.gather_rows(gather, 0, 0, tokens, &scratch);
@@ -285,17 +455,17 @@ TEST_SUITE("gpu_codec") {
             const size_t scale_byte =
                 static_cast<size_t>((t * heads + h) * groups_per_row) * (scale_f16 ? 2 : 4);
             const void* out =
-                io_f16 ? static_cast<const void*>(out16[plane].data()) : out32[plane].data();
+                half_io ? static_cast<const void*>(out16[plane].data()) : out32[plane].data();
             for (int d = 0; d < dim; ++d) {
               const float value = internal::DecodeElement(
                   gpu_planes[plane].data() + byte,
                   quantized ? gpu_scales[plane].data() + scale_byte : nullptr, d, elem, group,
-                  scale_f16, io_f16);
+                  scale_f16, io_f16, tensor_scales[plane]);
               // The gather stores in the activation type; so does the CUDA gather kernel.
               std::vector<uint8_t> stored(4);
-              internal::StoreActivation(value, stored.data(), 0, io_f16);
+              internal::StoreActivationOf(value, stored.data(), 0, io);
               const int64_t index = (t * heads + h) * dim + d;
-              if (io_f16) {
+              if (half_io) {
                 uint16_t bits;
                 std::memcpy(&bits, stored.data(), 2);
                 REQUIRE(bits == static_cast<const uint16_t*>(out)[index]);
