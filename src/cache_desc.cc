@@ -186,6 +186,26 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
   return Status::Ok();
 }
 
+const char* CacheElemName(CacheElem elem) {
+  switch (elem) {
+    case CacheElem::kF32:
+      return "float32";
+    case CacheElem::kF16:
+      return "float16";
+    case CacheElem::kInt8:
+      return "int8";
+    case CacheElem::kInt4:
+      return "int4";
+    case CacheElem::kBF16:
+      return "bfloat16";
+    case CacheElem::kF8E4M3:
+      return "float8_e4m3fn";
+    case CacheElem::kF8E5M2:
+      return "float8_e5m2";
+  }
+  return "?";
+}
+
 Status MakePmxBlockCache(const TensorView& cache, const TensorView& scale, const CacheAttrs& attrs,
                          int num_kv_heads, int head_dim, int block_size, BlockCache* out) {
   if (block_size < 1) {

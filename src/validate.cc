@@ -80,26 +80,6 @@ std::string FloatString(float x) {
   return buffer;
 }
 
-const char* CacheElemName(CacheElem elem) {
-  switch (elem) {
-    case CacheElem::kF32:
-      return "float32";
-    case CacheElem::kF16:
-      return "float16";
-    case CacheElem::kInt8:
-      return "int8";
-    case CacheElem::kInt4:
-      return "int4";
-    case CacheElem::kBF16:
-      return "bfloat16";
-    case CacheElem::kF8E4M3:
-      return "fp8_e4m3";
-    case CacheElem::kF8E5M2:
-      return "fp8_e5m2";
-  }
-  return "?";
-}
-
 CacheElem CacheElemOf(int quant_bit, DType dtype) {
   if (quant_bit == 8) return CacheElem::kInt8;
   if (quant_bit == 4) return CacheElem::kInt4;

@@ -70,8 +70,6 @@ Status CheckQuantization(int quant_bit, int quant_group, int64_t head_dim);
 CacheElem CacheElemOf(int quant_bit, DType dtype);
 /// The unquantized cache element MHA's packed K/V tensors of activation type `io` are read as.
 CacheElem PlainCacheElemOf(DType io);
-/// "float32", "int4", "fp8_e4m3", ...
-const char* CacheElemName(CacheElem elem);
 /// A float as messages print it ("%.9g", "nan", "inf").
 std::string FloatString(float x);
 /// window_left >= -1; logits_soft_cap and softmax_scale finite and >= 0 (0 = off / default).

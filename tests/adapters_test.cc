@@ -981,19 +981,22 @@ TEST_SUITE("adapters") {
       do byte = static_cast<uint8_t>(rng());
       while ((byte & 0x7F) == 0x7F);  // no NaN codes
     }
-    // The same bytes in PMX layout 3, [1, 2, Hkv, MaxT = nb * bs, D].
-    std::vector<uint8_t> pmx(vllm.size());
-    for (int kv = 0; kv < 2; ++kv) {
-      for (int b = 0; b < nb; ++b) {
-        for (int h = 0; h < hkv; ++h) {
-          for (int t = 0; t < bs; ++t) {
-            const size_t from = ((size_t(kv) * nb + b) * hkv + h) * bs + t;
-            const size_t to = (size_t(kv) * hkv + h) * (nb * bs) + b * bs + t;
-            std::memcpy(&pmx[to * d], &vllm[from * d], d);
+    // Calls row(vllm_row, pmx_row) for every (K/V, block, head, slot): vLLM's CPU layout
+    // [2, nb, Hkv, bs, D] against PMX layout 3, [1, 2, Hkv, MaxT = nb * bs, D].
+    const auto for_each_row = [&](const std::function<void(size_t, size_t)>& row) {
+      for (int kv = 0; kv < 2; ++kv) {
+        for (int b = 0; b < nb; ++b) {
+          for (int h = 0; h < hkv; ++h) {
+            for (int t = 0; t < bs; ++t) {
+              row(((size_t(kv) * nb + b) * hkv + h) * bs + t,
+                  (size_t(kv) * hkv + h) * (nb * bs) + b * bs + t);
+            }
           }
         }
       }
-    }
+    };
+    std::vector<uint8_t> pmx(vllm.size());
+    for_each_row([&](size_t from, size_t to) { std::memcpy(&pmx[to * d], &vllm[from * d], d); });
     TensorView vllm_view = TensorView::Dense(vllm.data(), DType::kF8E4M3, {2, nb, hkv, bs, d});
     BlockCache from_vllm, from_pmx;
     REQUIRE(dynattn::MakeVllmCpuBlockCache(vllm_view, {}, CacheFormat{}, &from_vllm).ok());
@@ -1049,17 +1052,11 @@ TEST_SUITE("adapters") {
     CHECK(std::memcmp(out_vllm.data(), out_pmx.data(), out_vllm.size() * sizeof(float)) == 0);
     for (float x : out_vllm) REQUIRE(std::isfinite(x));
     // The fresh tokens were written as the same fp8 bytes in both layouts.
-    for (int kv = 0; kv < 2; ++kv) {
-      for (int b = 0; b < nb; ++b) {
-        for (int h = 0; h < hkv; ++h) {
-          for (int t = 0; t < bs; ++t) {
-            const size_t from = ((size_t(kv) * nb + b) * hkv + h) * bs + t;
-            const size_t to = (size_t(kv) * hkv + h) * (nb * bs) + b * bs + t;
-            REQUIRE(std::memcmp(&pmx[to * d], &vllm[from * d], d) == 0);
-          }
-        }
-      }
-    }
+    int differing = 0;
+    for_each_row([&](size_t from, size_t to) {
+      differing += std::memcmp(&pmx[to * d], &vllm[from * d], d) != 0;
+    });
+    CHECK(differing == 0);
   }
 
   TEST_CASE("every validation rule names its input") {

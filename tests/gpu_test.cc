@@ -1347,6 +1347,17 @@ void CheckPublicAttention(std::mt19937_64& rng) {
   }
 }
 
+/// Runs `check` on `trials` random problems drawn from a fresh seed, which a failure names.
+void RunTrials(int trials, void (*check)(std::mt19937_64&)) {
+  const uint64_t seed = FreshSeed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < trials; ++trial) {
+    CAPTURE(trial);
+    check(rng);
+  }
+}
+
 }  // namespace feature
 
 TEST_SUITE("gpu") {
@@ -1371,40 +1382,16 @@ TEST_SUITE("gpu") {
     }
   }
   TEST_CASE("window, soft-cap, scale, sinks, bf16 and fp8 on the CUDA attention rows") {
-    const uint64_t seed = feature::FreshSeed();
-    INFO("seed " << seed);
-    std::mt19937_64 rng(seed);
-    for (int trial = 0; trial < 24; ++trial) {
-      CAPTURE(trial);
-      feature::CheckAttention(rng);
-    }
+    feature::RunTrials(24, &feature::CheckAttention);
   }
   TEST_CASE("multi_head_cache_attention on the device with the new formats and attributes") {
-    const uint64_t seed = feature::FreshSeed();
-    INFO("seed " << seed);
-    std::mt19937_64 rng(seed);
-    for (int trial = 0; trial < 12; ++trial) {
-      CAPTURE(trial);
-      feature::CheckPublicCacheAttention(rng);
-    }
+    feature::RunTrials(12, &feature::CheckPublicCacheAttention);
   }
   TEST_CASE("multi_head_attention on the device with bf16 and the new attributes") {
-    const uint64_t seed = feature::FreshSeed();
-    INFO("seed " << seed);
-    std::mt19937_64 rng(seed);
-    for (int trial = 0; trial < 10; ++trial) {
-      CAPTURE(trial);
-      feature::CheckPublicAttention(rng);
-    }
+    feature::RunTrials(10, &feature::CheckPublicAttention);
   }
   TEST_CASE("window, soft-cap, scale, sinks, bf16 and fp8 on the CUDA unified rows") {
-    const uint64_t seed = feature::FreshSeed();
-    INFO("seed " << seed);
-    std::mt19937_64 rng(seed);
-    for (int trial = 0; trial < 16; ++trial) {
-      CAPTURE(trial);
-      feature::CheckUnified(rng);
-    }
+    feature::RunTrials(16, &feature::CheckUnified);
   }
 }
 

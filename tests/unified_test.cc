@@ -329,6 +329,9 @@ TEST_SUITE("unified") {
   TEST_CASE("sliding windows and sinks: unified attention is paged MultiHeadCacheAttention") {
     dynattn_ref::GenOptions options;
     options.max_context = 2100;
+    // The test sets windows and sinks itself: cases drawn without them, so that no cache slot
+    // left of a drawn window holds the NaN the generator puts where a call must not read.
+    options.issue13 = false;
     const int windows[] = {0, 3, 40, 300, 1100};
     int lone_compared = 0;
     for (int i = 0; i < 30; ++i) {
@@ -369,7 +372,8 @@ TEST_SUITE("unified") {
               bad += !(std::fabs(u - m) <= 4e-3 * std::fabs(m) + 2e-3);
             }
           }
-          CHECK_MESSAGE(bad == 0, "request " << b << " token " << t << (lone[b] ? " (lone)" : ""));
+          CHECK_MESSAGE(bad == 0,
+                        "request " << b << " token " << t << std::string(lone[b] ? " (lone)" : ""));
           for (int h = 0; h < heads; ++h)
             CHECK(std::isfinite(unified.lse.data<float>()[t * heads + h]));
         }

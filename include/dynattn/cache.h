@@ -31,6 +31,9 @@ enum class CacheElem : uint8_t {
   kF8E5M2,  ///< float8_e5m2 bytes times the plane's `tensor_scale` (quant_bit 0).
 };
 
+/// "float32", "float16", "int8", "int4", "bfloat16", "float8_e4m3fn" or "float8_e5m2".
+DYNATTN_EXPORT const char* CacheElemName(CacheElem elem);
+
 /// Element type of the group scales (ignored for unquantized caches).
 enum class ScaleType : uint8_t { kF16, kF32 };
 

@@ -182,29 +182,9 @@ py::array_t<int64_t> SlotMapping(const py::object& table, const py::object& requ
   return ToArray(out, {static_cast<py::ssize_t>(out.size())});
 }
 
-std::string ElemName(CacheElem e) {
-  switch (e) {
-    case CacheElem::kF32:
-      return "float32";
-    case CacheElem::kF16:
-      return "float16";
-    case CacheElem::kInt8:
-      return "int8";
-    case CacheElem::kInt4:
-      return "int4";
-    case CacheElem::kBF16:
-      return "bfloat16";
-    case CacheElem::kF8E4M3:
-      return "float8_e4m3fn";
-    case CacheElem::kF8E5M2:
-      return "float8_e5m2";
-  }
-  return "?";
-}
-
 std::string CacheRepr(const PyBlockCache& c) {
   const BlockCache& b = c.cache;
-  return "BlockCache(" + c.kind + ", elem=" + ElemName(b.cache.elem) +
+  return "BlockCache(" + c.kind + ", elem=" + std::string(CacheElemName(b.cache.elem)) +
          ", num_blocks=" + std::to_string(b.num_blocks) +
          ", block_size=" + std::to_string(b.block_size) +
          ", num_kv_heads=" + std::to_string(b.cache.num_kv_heads) +
@@ -225,8 +205,9 @@ void BindBlockCache(py::module_& m) {
                              [](const PyBlockCache& c) { return c.cache.cache.num_kv_heads; })
       .def_property_readonly("head_dim",
                              [](const PyBlockCache& c) { return c.cache.cache.head_dim; })
-      .def_property_readonly("elem",
-                             [](const PyBlockCache& c) { return ElemName(c.cache.cache.elem); })
+      .def_property_readonly(
+          "elem",
+          [](const PyBlockCache& c) { return std::string(CacheElemName(c.cache.cache.elem)); })
       .def_property_readonly("quant_group",
                              [](const PyBlockCache& c) { return c.cache.cache.quant_group; })
       .def_property_readonly("k_scale",
