@@ -34,6 +34,9 @@ constexpr DType kDTypes[] = {DType::kF32, DType::kF16,  DType::kI8,     DType::k
 // fp8 scales past this may overflow fp32 once multiplied by an fp8 maximum and summed over a
 // row: a call with one is checked for everything but the finiteness of its outputs.
 constexpr float kMaxFiniteSafeScale = 1e30f;
+// Below this, x / scale overflows fp32 for an activation of magnitude 2 (|x| / 2^-126 > 2^127),
+// and an e5m2 cache rightly stores infinity (e4m3fn saturates instead).
+constexpr float kMinFiniteSafeE5m2Scale = 1e-37f;
 
 Totals totals;
 
@@ -411,13 +414,18 @@ void CheckRefused(const Status& status, const std::vector<Buffer>& buffers) {
   }
 }
 
-/// False when an fp8 scale is so large that dequantized values may overflow fp32 in a row's sums
-/// (then an output may rightly be infinite or NaN).
+/// False when an fp8 scale is so large that dequantized values may overflow fp32 in a row's sums,
+/// or (e5m2) so small that x / scale overflows to a stored infinity: then an output may rightly be
+/// infinite or NaN.
 bool OutputsMustBeFinite(const std::vector<Buffer>& buffers) {
+  bool e5m2 = false;
+  for (const Buffer& b : buffers) e5m2 |= b.role == Role::kCache && b.view.dtype == DType::kF8E5M2;
+  const float smallest = e5m2 ? kMinFiniteSafeE5m2Scale : 0.0f;
   for (const Buffer& b : buffers) {
     if (b.role != Role::kTensorScale || b.storage.empty() || b.view.dtype != DType::kF32) continue;
     for (int64_t i = 0; i < b.view.NumElements(); ++i) {
-      if (!(std::fabs(b.view.As<const float>()[i]) <= kMaxFiniteSafeScale)) return false;
+      const float scale = std::fabs(b.view.As<const float>()[i]);
+      if (!(scale <= kMaxFiniteSafeScale && scale >= smallest)) return false;
     }
   }
   return true;
