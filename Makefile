@@ -47,7 +47,7 @@ bench: build
 # compiled by g++ under ASan + UBSan.
 SANITIZE_TARGETS_OFF := HWY_SSSE3|HWY_SSE4|HWY_AVX3_DL|HWY_EMU128|HWY_SCALAR
 test-sanitize: setup
-	@[ -f $(SANITIZE_BUILD)/build.ninja ] || meson setup $(SANITIZE_BUILD) -Dcuda=disabled \
+	@[ -f $(SANITIZE_BUILD)/build.ninja ] || CC=clang CXX=clang++ meson setup $(SANITIZE_BUILD) -Dcuda=disabled \
 	  --buildtype=plain -Doptimization=1 -Dcpp_args='-g1 -march=haswell -maes -mpclmul' \
 	  -Db_sanitize=address,undefined -Db_lundef=false -Dpython=disabled \
 	  -Dsimd_disabled_targets='$(SANITIZE_TARGETS_OFF)'

@@ -33,14 +33,21 @@ struct DeviceWorkspace;
 /// Frees a DeviceWorkspace (defined with it; a no-op without the CUDA backend).
 void ReleaseDeviceWorkspace(DeviceWorkspace* workspace);
 
+/// Work (multiply-adds of a step's scores) below which a parallel loop runs on the caller's
+/// thread: handing pieces to a sleeping worker costs tens of microseconds (more on a VM, where
+/// the woken thread often lands on the waker's vCPU), more than such a step's kernels take on one
+/// core. Which thread runs a piece never changes its bits, so this only moves time.
+inline constexpr int64_t kInlineWork = int64_t{1} << 18;
+
 struct ContextState {
   explicit ContextState(const ContextOptions& options);
   ~ContextState();
 
-  /// Calls body(i, scratch) for i in [0, n) on the context's threads. A single piece, or a
-  /// one-thread context, runs on the caller's thread without entering the arena.
+  /// Calls body(i, scratch) for i in [0, n) on the context's threads. A single piece, a
+  /// one-thread context, or `work` (an estimate, in score multiply-adds) under kInlineWork runs
+  /// on the caller's thread without entering the arena.
   template <typename Body>
-  void ParallelFor(int64_t n, const Body& body);
+  void ParallelFor(int64_t n, const Body& body, int64_t work = kInlineWork);
 
   /// `floats` floats of partial-state workspace (contents undefined), grown when needed.
   float* States(size_t floats);
@@ -64,9 +71,9 @@ struct ContextState {
 };
 
 template <typename Body>
-void ContextState::ParallelFor(int64_t n, const Body& body) {
+void ContextState::ParallelFor(int64_t n, const Body& body, int64_t work) {
   if (n <= 0) return;
-  if (n == 1 || options.num_threads == 1) {
+  if (n == 1 || options.num_threads == 1 || work < kInlineWork) {
     for (int64_t i = 0; i < n; ++i) body(i, &scratch[0]);
     return;
   }

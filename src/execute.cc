@@ -34,6 +34,29 @@ Status GatherContext(const BackendKernels& row, const GatherProblem& problem,
   return Status::Ok();
 }
 
+/// Score multiply-adds of a work item (its values cost as much again): query vectors times keys
+/// times the head size.
+int64_t ItemWork(const AttentionProblem& problem, const WorkItem& item) {
+  return int64_t{problem.group_size} * (item.row_end - item.row_begin) *
+         (item.key_end - item.key_begin) * problem.head_dim;
+}
+
+int64_t ItemWork(const AttentionProblem& problem, const SharedItem& item) {
+  return int64_t{problem.group_size} * item.num_readers * (item.key_end - item.key_begin) *
+         problem.head_dim;
+}
+
+/// The work of `items`, counted only up to kInlineWork: a step is either small or not.
+template <typename Item>
+int64_t CappedWork(const AttentionProblem& problem, const std::vector<Item>& items,
+                   int64_t work = 0) {
+  for (const Item& item : items) {
+    if (work >= kInlineWork) break;
+    work += ItemWork(problem, item);
+  }
+  return work;
+}
+
 /// The partial states of a plan, in the context's workspace (every state is written by its item
 /// before a merge reads it).
 float* PartialStates(const AttentionProblem& problem, int64_t num_states, ContextState* context) {
@@ -43,12 +66,15 @@ float* PartialStates(const AttentionProblem& problem, int64_t num_states, Contex
 Status RunAttention(const BackendKernels& row, const AttentionProblem& problem,
                     const AttentionPlan& plan, ContextState* context) {
   float* states = PartialStates(problem, plan.num_states, context);
-  context->ParallelFor(static_cast<int64_t>(plan.items.size()), [&](int64_t i, Scratch* scratch) {
-    row.cpu.attend(problem, plan.items[i], states, scratch);
-  });
-  context->ParallelFor(static_cast<int64_t>(plan.merges.size()), [&](int64_t i, Scratch* scratch) {
-    row.cpu.merge(problem, plan.merges[i], states, scratch);
-  });
+  const int64_t work = CappedWork(problem, plan.items);
+  context->ParallelFor(
+      static_cast<int64_t>(plan.items.size()),
+      [&](int64_t i, Scratch* scratch) { row.cpu.attend(problem, plan.items[i], states, scratch); },
+      work);
+  context->ParallelFor(
+      static_cast<int64_t>(plan.merges.size()),
+      [&](int64_t i, Scratch* scratch) { row.cpu.merge(problem, plan.merges[i], states, scratch); },
+      work);
   return Status::Ok();
 }
 
@@ -57,21 +83,29 @@ Status RunUnified(const BackendKernels& row, const AttentionProblem& problem,
   float* states = PartialStates(problem, plan.num_states, context);
   const int64_t shared = static_cast<int64_t>(plan.shared_items.size());
   const int64_t items = shared + static_cast<int64_t>(plan.request_items.size());
+  const int64_t work =
+      CappedWork(problem, plan.request_items, CappedWork(problem, plan.shared_items));
   // Shared items first: they are the largest (a segment chunk for up to kSharedReaders tokens).
-  context->ParallelFor(items, [&](int64_t i, Scratch* scratch) {
-    if (i < shared) {
-      row.cpu.attend_shared(problem, plan.shared_items[i], states, scratch);
-    } else {
-      row.cpu.attend(problem, plan.request_items[i - shared], states, scratch);
-    }
-  });
+  context->ParallelFor(
+      items,
+      [&](int64_t i, Scratch* scratch) {
+        if (i < shared) {
+          row.cpu.attend_shared(problem, plan.shared_items[i], states, scratch);
+        } else {
+          row.cpu.attend(problem, plan.request_items[i - shared], states, scratch);
+        }
+      },
+      work);
   const int64_t tokens = static_cast<int64_t>(plan.part_begin.size()) - 1;
-  context->ParallelFor(tokens, [&](int64_t t, Scratch* scratch) {
-    const int64_t begin = plan.part_begin[t], end = plan.part_begin[t + 1];
-    if (end == begin) return;  // written directly by its only item
-    row.cpu.merge_parts(problem, t, plan.parts.data() + begin, static_cast<int>(end - begin),
-                        states, scratch);
-  });
+  context->ParallelFor(
+      tokens,
+      [&](int64_t t, Scratch* scratch) {
+        const int64_t begin = plan.part_begin[t], end = plan.part_begin[t + 1];
+        if (end == begin) return;  // written directly by its only item
+        row.cpu.merge_parts(problem, t, plan.parts.data() + begin, static_cast<int>(end - begin),
+                            states, scratch);
+      },
+      work);
   return Status::Ok();
 }
 

@@ -237,7 +237,9 @@ void CheckSameAsOneShot(const Case& c, Layer* layer) {
                                                            {"value", &one_shot.value},
                                                            {"cache", &one_shot.cache},
                                                            {"scale", &one_shot.scale}};
-  for (const auto& [name, want] : expected) {
+  for (const auto& entry : expected) {  // not a structured binding: doctest captures it
+    const std::string& name = entry.first;
+    const auto* want = entry.second;
     auto it = layer->tensors.find(name);
     if (it == layer->tensors.end() || (want->shape.empty() && want->bytes.empty())) continue;
     std::string why;
@@ -550,9 +552,10 @@ TEST_SUITE("plan") {
     s = dynattn::RunMultiHeadCacheAttention(Plan{}, args, &context);
     CHECK(s.message().rfind("plan: is empty", 0) == 0);
 
-    for (const auto& [name, array] : untouched.tensors) {
+    for (const auto& entry : untouched.tensors) {  // doctest's messages capture, so no binding
+      const std::string& name = entry.first;
       std::string why;
-      CHECK_MESSAGE(SameBytes(layer.tensors.at(name), array, &why), name << ": " << why);
+      CHECK_MESSAGE(SameBytes(layer.tensors.at(name), entry.second, &why), name << ": " << why);
     }
   }
 

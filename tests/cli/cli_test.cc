@@ -565,7 +565,9 @@ void CheckValidCase(const CliCase& c) {
     std::set<std::string> wanted;
     for (const auto& [name, array] : expected) wanted.insert(name + ".npy");
     CHECK(written == wanted);
-    for (const auto& [name, want] : expected) {
+    for (const auto& entry : expected) {  // not a structured binding: CAPTURE takes a reference
+      const std::string& name = entry.first;
+      const auto& want = entry.second;
       CAPTURE(name);
       NpyArray got;
       const Status status = ReadNpy(out_dir + "/" + name + ".npy", &got);
@@ -1331,8 +1333,10 @@ TEST_SUITE("cli") {
   TEST_CASE("the new attributes change the result (the flags are not ignored)") {
     // Each flag alone, on top of a base case, must change attn_output's bytes.
     const Arrays base = ExpectedFiles(MhaCase());
-    for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+    for (const auto& entry : std::vector<std::pair<std::string, std::string>>{
              {"--window_left", "1"}, {"--logits_soft_cap", "0.5"}, {"--softmax_scale", "2"}}) {
+      const std::string& flag = entry.first;  // not a structured binding: CAPTURE references it
+      const std::string& value = entry.second;
       CAPTURE(flag);
       CliCase c = WithFlag(MhaCase(), flag, value);
       if (flag == "--window_left") c.attention_attrs.window_left = 1;
@@ -1409,6 +1413,13 @@ TEST_SUITE("cli") {
     // ASan reserves terabytes of shadow address space: there the limit cannot be set, and only
     // the order (the input's error, not the output's size) is checked.
 #if defined(__SANITIZE_ADDRESS__)
+#define CLI_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)  // clang's spelling
+#define CLI_TEST_ASAN 1
+#endif
+#endif
+#ifdef CLI_TEST_ASAN
     const std::string limit = "";
 #else
     const std::string limit = "ulimit -v 1048576; ";

@@ -916,17 +916,44 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return text + ")";
 }
 
+// binary16: 11 significand bits, min normal 2^-14, max 65504. Built from the rounding rule
+// alone (no compiler _Float16), so the reference is the same under every compiler.
+constexpr int kF16Precision = 11;
+constexpr int kF16MinExp = -14;
+constexpr double kF16Max = 65504.0;
+
 uint16_t F16Bits(double x) {
-  const _Float16 half = static_cast<_Float16>(x);  // GCC converts double -> binary16 directly
-  uint16_t bits;
-  std::memcpy(&bits, &half, 2);
-  return bits;
+  uint64_t wide;
+  std::memcpy(&wide, &x, 8);
+  const auto sign = static_cast<uint16_t>((wide >> 48) & 0x8000);
+  if (std::isnan(x)) {  // quiet, with the payload's top bits, as a binary16 conversion keeps them
+    return static_cast<uint16_t>(sign | 0x7E00 | ((wide >> 42) & 0x3FF));
+  }
+  const double magnitude = std::fabs(RoundToPrecision(x, kF16Precision, kF16MinExp));
+  if (magnitude > kF16Max) return static_cast<uint16_t>(sign | 0x7C00);  // IEEE overflow, RNE
+  if (magnitude < std::ldexp(1.0, kF16MinExp)) {  // subnormal or zero: a multiple of 2^-24
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::ldexp(magnitude, 24)));
+  }
+  int exp = 0;
+  const double fraction = std::frexp(magnitude, &exp);  // [0.5, 1)
+  const auto mantissa = static_cast<uint16_t>(std::ldexp(fraction, kF16Precision) - 1024.0);
+  return static_cast<uint16_t>(sign | (exp - 1 + 15) << 10 | mantissa);
 }
 
 double F16Value(uint16_t bits) {
-  _Float16 half;
-  std::memcpy(&half, &bits, 2);
-  return static_cast<double>(half);
+  const double sign = (bits & 0x8000) != 0 ? -1.0 : 1.0;
+  const int exp = (bits >> 10) & 0x1F;
+  const int mantissa = bits & 0x3FF;
+  if (exp == 0x1F && mantissa != 0) {  // NaN: sign and payload carried into a quiet double NaN
+    const uint64_t wide =
+        uint64_t{bits & 0x8000u} << 48 | uint64_t{0xFFF} << 51 | uint64_t(mantissa) << 42;
+    double value;
+    std::memcpy(&value, &wide, 8);
+    return value;
+  }
+  if (exp == 0x1F) return sign * kInf;
+  if (exp == 0) return sign * std::ldexp(mantissa, -24);
+  return sign * std::ldexp(1024 + mantissa, exp - 25);
 }
 
 uint16_t Bf16Bits(double x) {
