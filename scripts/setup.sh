@@ -12,7 +12,7 @@ packages=(
   libdnnl-dev libeigen3-dev         # oneDNN and Eigen: the baselines of `dynattn bench`
   nlohmann-json3-dev                # nlohmann/json: the JSON report of `dynattn bench`
   libboost-context-dev              # Boost.Context: fibers of the CUDA emulator (gpu suite only)
-  clang libclang-rt-14-dev          # clang and libFuzzer: make fuzz (fuzz/)
+  clang libclang-rt-14-dev          # clang, its sanitizers and libFuzzer: make test-sanitize, make fuzz
   python3-dev pybind11-dev          # the dynattn Python package (python/): headers, bindings
   python3-numpy python3-torch       # its tensors (NumPy arrays, PyTorch tensors) and tests
   python3-pytest python3-mesonpy    # its tests; `pip install .` (pyproject.toml, meson-python)
