@@ -19,14 +19,7 @@
 #include <vector>
 
 #include "gpu/launch.cuh"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define EMULATOR_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define EMULATOR_TEST_ASAN 1
-#endif
-#endif
+#include "tests/support/sanitizers.h"
 
 namespace {
 
@@ -402,7 +395,7 @@ TEST_SUITE("emulator") {
     cuda_emu::ResetDevice();
   }
 
-#ifndef EMULATOR_TEST_ASAN  // AddressSanitizer reports these first, at the writing line
+#ifndef DYNATTN_TEST_ASAN  // AddressSanitizer reports these first, at the writing line
   TEST_CASE("a write into the slack behind an allocation is found by its canary") {
     Device<unsigned char> data(100);  // 256-byte aligned: bytes 100-255 are slack
     DYNATTN_LAUNCH(WriteAt, 1, 32, 0, nullptr)(data.get(), 130);

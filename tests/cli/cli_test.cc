@@ -30,6 +30,7 @@
 #include "tests/reference/golden_matrix.h"
 #include "tests/reference/reference.h"
 #include "tests/support/harness.h"
+#include "tests/support/sanitizers.h"
 #include "tools/dtypes.h"
 #include "tools/npy.h"
 
@@ -1412,14 +1413,7 @@ TEST_SUITE("cli") {
     // memory", because the run plans before it allocates. (It used to zero-fill the outputs first.)
     // ASan reserves terabytes of shadow address space: there the limit cannot be set, and only
     // the order (the input's error, not the output's size) is checked.
-#if defined(__SANITIZE_ADDRESS__)
-#define CLI_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)  // clang's spelling
-#define CLI_TEST_ASAN 1
-#endif
-#endif
-#ifdef CLI_TEST_ASAN
+#ifdef DYNATTN_TEST_ASAN
     const std::string limit = "";
 #else
     const std::string limit = "ulimit -v 1048576; ";

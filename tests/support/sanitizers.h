@@ -1,0 +1,18 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// DYNATTN_TEST_ASAN is defined when the test is compiled with AddressSanitizer, under g++
+// (__SANITIZE_ADDRESS__) or clang (__has_feature): a few tests must then skip what ASan itself
+// reports first or what its shadow memory makes impossible.
+
+#ifndef DYNATTN_TESTS_SUPPORT_SANITIZERS_H_
+#define DYNATTN_TESTS_SUPPORT_SANITIZERS_H_
+
+#if defined(__SANITIZE_ADDRESS__)
+#define DYNATTN_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DYNATTN_TEST_ASAN 1
+#endif
+#endif
+
+#endif  // DYNATTN_TESTS_SUPPORT_SANITIZERS_H_
