@@ -62,8 +62,9 @@ test-sanitize: setup
 # for AVX2 only (the suites run every target; one keeps this build short).
 fuzz: build
 	@[ -f $(FUZZ_BUILD)/build.ninja ] || CC=clang CXX=clang++ meson setup $(FUZZ_BUILD) \
-	  -Dfuzz=enabled -Dcuda=disabled -Dpython=disabled -Dtests=disabled -Dbench=disabled -Dtool=disabled \
-	  --buildtype=plain -Doptimization=1 -Dcpp_args='-g1 -march=haswell -maes -mpclmul -fsanitize=fuzzer-no-link' \
+	  -Dfuzz=enabled -Dcuda=disabled -Dpython=disabled -Dtests=disabled -Dbench=disabled \
+	  -Dtool=disabled --buildtype=plain -Doptimization=1 \
+	  -Dcpp_args='-g1 -march=haswell -maes -mpclmul -fsanitize=fuzzer-no-link' \
 	  -Db_sanitize=address,undefined -Db_lundef=false \
 	  -Dsimd_disabled_targets='$(SANITIZE_TARGETS_OFF)|HWY_AVX3'
 	ninja -C $(FUZZ_BUILD) fuzz/op_fuzzer
