@@ -357,6 +357,21 @@ DYNATTN_HD void EncodeRow(const Load& load, CacheElem elem, int dim, int group, 
   }
 }
 
+/// True when attention reads the values (V, not K) of this cache as the exact fp32 products
+/// code x scale, without the fp16 rounding the cache rule applies (T3, T1): int8, int4 and fp8
+/// caches under fp16 activations. Why: that rounding costs two conversions per element, and an
+/// output moves by at most 2^-11 of the context's largest value without it, inside the fp16
+/// tolerance (5e-4 of it). Keys keep the rounding: a score amplifies a key's error by the softmax
+/// scale times |q|.|k|, which a sharp softmax turns into weights the tolerance cannot absorb.
+/// fp32 and bf16 activations keep it too (their tolerances can tell it). Cache bytes, scales and
+/// the KeyValueCache op's dequantized outputs always keep it. Every target and both attention
+/// paths use this one rule.
+DYNATTN_HD bool ReadsExactValues(CacheElem elem, DType io_type) {
+  const bool quantized = elem == CacheElem::kInt8 || elem == CacheElem::kInt4 ||
+                         elem == CacheElem::kF8E4M3 || elem == CacheElem::kF8E5M2;
+  return quantized && io_type == DType::kF16;
+}
+
 /// Element d of cache row `row` (with its group scales at `scale`) as T1 sees it: the value
 /// simd/codec-inl.h DecodeRow gives.
 ///

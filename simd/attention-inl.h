@@ -34,9 +34,10 @@ void Attend(const internal::AttentionProblem& p, const internal::WorkItem& w, fl
   const int vectors = p.group_size * (w.row_end - w.row_begin);
   if (!UseFusedDecode(p, vectors)) return AttendTiled<kElem>(p, w, states, scratch);
   if constexpr (kElem != CacheElem::kF16) {
-    if (DecodeRounds<kElem>(p)) return AttendFused<kElem, true>(p, w, states, scratch);
+    if (ValuesRound<kElem>(p)) return AttendFused<kElem, true, true>(p, w, states, scratch);
+    if (KeysRound<kElem>(p)) return AttendFused<kElem, true, false>(p, w, states, scratch);
   }
-  AttendFused<kElem, false>(p, w, states, scratch);
+  AttendFused<kElem, false, false>(p, w, states, scratch);
 }
 
 template <CacheElem kElem>

@@ -113,9 +113,11 @@ HWY_INLINE hn::Vec<DF> F16Lanes(const uint16_t* src) {
 struct RowCodec {
   int head_dim = 0;
   int quant_group = 1;
-  bool scale_is_f16 = false;  ///< T3 = fp16 (quantized caches).
-  bool io_is_f16 = false;     ///< T1 = fp16: every value read is rounded to fp16.
+  bool scale_is_f16 = false;    ///< T3 = fp16 (quantized caches).
+  bool io_is_f16 = false;       ///< T1 = fp16: every value read is rounded to fp16.
+  bool exact_products = false;  ///< No rounding at all (attention's values: ReadsExactValues).
 
+  /// The cache rule: the KeyValueCache op's dequantized outputs and attention's keys.
   static RowCodec For(const CacheDesc& cache, DType io_type) {
     RowCodec codec;
     codec.head_dim = cache.head_dim;
@@ -124,6 +126,16 @@ struct RowCodec {
     codec.io_is_f16 = io_type == DType::kF16;
     return codec;
   }
+
+  /// How attention reads the cache's values.
+  static RowCodec ForValues(const CacheDesc& cache, DType io_type) {
+    RowCodec codec = For(cache, io_type);
+    codec.exact_products = internal::ReadsExactValues(cache.elem, io_type);
+    return codec;
+  }
+
+  bool RoundsScaled() const { return !exact_products && (scale_is_f16 || io_is_f16); }
+  bool RoundsWidened() const { return !exact_products && io_is_f16; }
 };
 
 /// Writes the scale of every element of the row (scale of group d / quant_group) as a float
@@ -168,11 +180,10 @@ HWY_INLINE void ApplyScales(const RowCodec& c, const float* scales, float* dst) 
   int d = 0;
   for (; d + n <= c.head_dim; d += n) {
     const auto product = hn::Mul(hn::LoadU(df, dst + d), hn::LoadU(df, scales + d));
-    hn::StoreU(RoundChain(product, c.scale_is_f16, c.io_is_f16), df, dst + d);
+    hn::StoreU(RoundChain(product, c.RoundsScaled(), false), df, dst + d);
   }
-  for (; d < c.head_dim; ++d) {
-    dst[d] = RoundChainScalar(dst[d] * scales[d], c.scale_is_f16, c.io_is_f16);
-  }
+  for (; d < c.head_dim; ++d)
+    dst[d] = RoundChainScalar(dst[d] * scales[d], c.RoundsScaled(), false);
 }
 
 /// The kN int8 codes at `src` as floats.
@@ -257,12 +268,33 @@ HWY_INLINE hn::Vec<DF> Bf16Lanes(const uint16_t* src) {
   return hn::BitCast(df, hn::ShiftLeft<16>(bits));
 }
 
-/// The kN fp8 bytes at `src` as floats, bit for bit internal::Fp8ToF32: the exponent field is
-/// rebased with integer operations (normal numbers), subnormals are their mantissa times the
-/// subnormal unit (exact), and the specials (e4m3fn NaN, e5m2 infinities and NaN) are selected.
+/// The kN fp8 bytes at `src` as floats, bit for bit internal::Fp8ToF32.
+///
+/// AVX2 and AVX-512 move each byte into an fp16 bit pattern and widen it with F16C (about half
+/// the operations of the rebasing below). An e5m2 byte is the top byte of the fp16 of the same
+/// value. An e4m3fn byte with its magnitude bits moved to bits 7..13 is an fp16 (normal or
+/// subnormal) of 2^-8 times its value, so the widened value is multiplied by 256 (exact). NaN
+/// codes become the quiet fp16 NaN with their sign, which widens to Fp8ToF32's NaN.
 template <CacheElem kElem>
 HWY_INLINE hn::Vec<DF> Fp8Lanes(const uint8_t* src) {
   const DF df;
+#if HWY_TARGET < HWY_SSE4
+  const hn::Rebind<int16_t, DF> d16;
+  const auto byte =
+      hn::PromoteTo(d16, hn::LoadU(hn::Rebind<int8_t, DF>(), reinterpret_cast<const int8_t*>(src)));
+  constexpr bool kE4M3 = kElem == CacheElem::kF8E4M3;
+  // Sign-extended bytes: the sign reaches bit 15 either way; e4m3fn clears the copy in bit 14.
+  const auto bits = kE4M3 ? hn::And(hn::ShiftLeft<7>(byte), hn::Set(d16, int16_t{-16385}))
+                          : hn::ShiftLeft<8>(byte);
+  const auto magnitude = hn::And(bits, hn::Set(d16, int16_t{0x7FFF}));
+  const auto is_nan = kE4M3 ? hn::Eq(magnitude, hn::Set(d16, int16_t{0x3F80}))
+                            : hn::Gt(magnitude, hn::Set(d16, int16_t{0x7C00}));
+  const auto quiet_nan =
+      hn::Or(hn::AndNot(magnitude, bits), hn::Set(d16, int16_t{0x7E00}));  // sign | 0x7E00
+  const auto half = hn::IfThenElse(is_nan, quiet_nan, bits);
+  const auto value = hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, DF>(), half));
+  return kE4M3 ? hn::Mul(value, hn::Set(df, 256.0f)) : value;
+#else
   const hn::RebindToSigned<DF> di;
   constexpr bool kE4M3 = kElem == CacheElem::kF8E4M3;
   constexpr int kMant = kE4M3 ? 3 : 2;
@@ -289,6 +321,7 @@ HWY_INLINE hn::Vec<DF> Fp8Lanes(const uint8_t* src) {
         hn::IfThenElse(hn::RebindMask(df, hn::Eq(magnitude, hn::Set(di, 0x7C))), infinity, value);
   }
   return hn::BitCast(df, hn::Or(hn::BitCast(di, value), sign));
+#endif
 }
 
 /// A bf16 or fp8 row -> fp32 values as T1 sees them (internal::DecodeElement bit for bit).
@@ -305,10 +338,11 @@ HWY_INLINE void DecodeRowWidened(const RowCodec& c, const void* row, float tenso
     } else {
       v = hn::Mul(Fp8Lanes<kElem>(static_cast<const uint8_t*>(row) + d), hn::Set(df, tensor_scale));
     }
-    hn::StoreU(RoundChain(v, false, c.io_is_f16), df, dst + d);
+    hn::StoreU(RoundChain(v, false, c.RoundsWidened()), df, dst + d);
   }
   for (; d < c.head_dim; ++d) {
-    dst[d] = internal::DecodeElement(row, nullptr, d, kElem, 1, false, c.io_is_f16, tensor_scale);
+    dst[d] =
+        internal::DecodeElement(row, nullptr, d, kElem, 1, false, c.RoundsWidened(), tensor_scale);
   }
 }
 
@@ -379,13 +413,20 @@ HWY_INLINE void DecodeRow(const CacheDesc& cache, const RowCodec& c, const Cache
 constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
 constexpr int kVectorsPerRow = internal::kVirtualLanes / kLanes;
 
-/// True when decoded values of this cache need a rounding to fp16 (the scale type or T1).
+/// True when attention's decoded keys of this cache need a rounding to fp16 (the scale type or
+/// T1): RowCodec::For(cache, io).RoundsScaled() or RoundsWidened() say the same.
 template <CacheElem kElem>
-HWY_INLINE bool DecodeRounds(const internal::AttentionProblem& p) {
+HWY_INLINE bool KeysRound(const internal::AttentionProblem& p) {
   if (kElem == CacheElem::kF16) return false;  // already fp16 values
   const bool io_f16 = p.io_type == DType::kF16;
   if (kElem == CacheElem::kF32 || IsWidenedElem<kElem>()) return io_f16;
   return io_f16 || p.kv.cache.scale_type == ScaleType::kF16;
+}
+
+/// The same for values, which ReadsExactValues may read unrounded.
+template <CacheElem kElem>
+HWY_INLINE bool ValuesRound(const internal::AttentionProblem& p) {
+  return KeysRound<kElem>(p) && !internal::ReadsExactValues(kElem, p.io_type);
 }
 
 /// How the group scales of a row are kept per row and spread over the lanes of a vector.

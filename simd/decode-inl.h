@@ -252,7 +252,7 @@ HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w
 /// One fused work item with kBlock >= its query vectors. While a tile is scored, the rows of the
 /// next one are prefetched: rows of a KV head are strided (often a page apart) in the common
 /// layouts, where the hardware prefetchers do not follow.
-template <CacheElem kElem, bool kRound, int kBlock>
+template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, int kBlock>
 void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                       internal::Scratch* scratch) {
   const int rows = w.row_end - w.row_begin;
@@ -298,30 +298,38 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
     for (; j + kKeys <= tile.count; j += kKeys) {
       PrefetchTileRows(next.keys, j, kKeys, next.count, bytes);
       PrefetchTileRows(next.values, j, kKeys, next.count, bytes);
-      FusedDots<kElem, kRound, kBlock, kKeys>(queries, dp, tile.keys, j, lanes, p.head_dim, scores);
+      FusedDots<kElem, kRoundKeys, kBlock, kKeys>(queries, dp, tile.keys, j, lanes, p.head_dim,
+                                                  scores);
     }
     PrefetchTileRows(next.keys, j, kKeyTile, next.count, bytes);
     PrefetchTileRows(next.values, j, kKeyTile, next.count, bytes);
     for (; j < tile.count; ++j) {
-      FusedDots<kElem, kRound, kBlock, 1>(queries, dp, tile.keys, j, lanes, p.head_dim, scores);
+      FusedDots<kElem, kRoundKeys, kBlock, 1>(queries, dp, tile.keys, j, lanes, p.head_dim, scores);
     }
     SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
     MarkActiveKeys<kBlock>(scores, tile.count, active);
-    FusedAccumulate<kElem, kRound, kBlock>(scores, active, tile.values, tile.count, lanes,
-                                           p.head_dim, dp, s.acc);
+    FusedAccumulate<kElem, kRoundValues, kBlock>(scores, active, tile.values, tile.count, lanes,
+                                                 p.head_dim, dp, s.acc);
   }
   FinishItem(p, w, query_rows, s, states);
 }
 
-/// A work item through the fused decode kernel (UseFusedDecode holds).
-template <CacheElem kElem, bool kRound>
+/// A work item through the fused decode kernel (UseFusedDecode holds), with keys and values
+/// rounded to fp16 or not (KeysRound, ValuesRound).
+template <CacheElem kElem, bool kRoundKeys, bool kRoundValues>
 void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                  internal::Scratch* scratch) {
   const int vectors = p.group_size * (w.row_end - w.row_begin);
-  if (vectors <= 1) return AttendFusedBlock<kElem, kRound, 1>(p, w, states, scratch);
-  if (vectors <= 2) return AttendFusedBlock<kElem, kRound, 2>(p, w, states, scratch);
-  if (vectors <= 4) return AttendFusedBlock<kElem, kRound, 4>(p, w, states, scratch);
-  return AttendFusedBlock<kElem, kRound, 8>(p, w, states, scratch);
+  if (vectors <= 1) {
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, 1>(p, w, states, scratch);
+  }
+  if (vectors <= 2) {
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, 2>(p, w, states, scratch);
+  }
+  if (vectors <= 4) {
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, 4>(p, w, states, scratch);
+  }
+  AttendFusedBlock<kElem, kRoundKeys, kRoundValues, 8>(p, w, states, scratch);
 }
 
 }  // namespace HWY_NAMESPACE

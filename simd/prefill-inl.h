@@ -154,22 +154,32 @@ HWY_INLINE void DecodeTileLanes(const AttentionProblem& p, const CachePlane& pla
   }
 }
 
-/// Decodes the key and value rows of `count` slots.
+/// Decodes the rows of `count` slots of one plane, rounded (kRound) or not as the plane needs.
 template <CacheElem kElem>
-HWY_INLINE void DecodeTiles(const AttentionProblem& p, const RowCodec& codec,
-                            const ScaleLanes& lanes, const int64_t* slots, int kv_head, int count,
-                            float* keys, float* values, float* scales_tmp) {
-  const CacheDesc& cache = p.kv.cache;
+HWY_INLINE void DecodePlaneTile(const AttentionProblem& p, const CachePlane& plane,
+                                const RowCodec& codec, const ScaleLanes& lanes,
+                                const int64_t* slots, int kv_head, int count, bool round,
+                                float* rows, float* scales_tmp) {
   if (p.head_dim % kLanes != 0) {
-    DecodeTile<kElem>(p, cache.key, codec, slots, kv_head, count, keys, scales_tmp);
-    DecodeTile<kElem>(p, cache.value, codec, slots, kv_head, count, values, scales_tmp);
-  } else if (kElem != CacheElem::kF16 && DecodeRounds<kElem>(p)) {
-    DecodeTileLanes<kElem, true>(p, cache.key, lanes, slots, kv_head, count, keys, scales_tmp);
-    DecodeTileLanes<kElem, true>(p, cache.value, lanes, slots, kv_head, count, values, scales_tmp);
+    DecodeTile<kElem>(p, plane, codec, slots, kv_head, count, rows, scales_tmp);
+  } else if (kElem != CacheElem::kF16 && round) {
+    DecodeTileLanes<kElem, true>(p, plane, lanes, slots, kv_head, count, rows, scales_tmp);
   } else {
-    DecodeTileLanes<kElem, false>(p, cache.key, lanes, slots, kv_head, count, keys, scales_tmp);
-    DecodeTileLanes<kElem, false>(p, cache.value, lanes, slots, kv_head, count, values, scales_tmp);
+    DecodeTileLanes<kElem, false>(p, plane, lanes, slots, kv_head, count, rows, scales_tmp);
   }
+}
+
+/// Decodes the key and value rows of `count` slots: keys by the cache rule, values as
+/// ReadsExactValues says.
+template <CacheElem kElem>
+HWY_INLINE void DecodeTiles(const AttentionProblem& p, const ScaleLanes& lanes,
+                            const int64_t* slots, int kv_head, int count, float* keys,
+                            float* values, float* scales_tmp) {
+  const CacheDesc& cache = p.kv.cache;
+  DecodePlaneTile<kElem>(p, cache.key, RowCodec::For(cache, p.io_type), lanes, slots, kv_head,
+                         count, KeysRound<kElem>(p), keys, scales_tmp);
+  DecodePlaneTile<kElem>(p, cache.value, RowCodec::ForValues(cache, p.io_type), lanes, slots,
+                         kv_head, count, ValuesRound<kElem>(p), values, scales_tmp);
 }
 
 /// keys_t[d * kKeyTile + j] = keys[j][d] for j < count (zeros up to a multiple of kScoreKeys).
@@ -265,7 +275,6 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
                      const ItemScratch& s) {
   constexpr int kSmallBlock = kQueryBlock / 2;
   const int padded_vectors = (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
-  const RowCodec codec = RowCodec::For(p.kv.cache, p.io_type);
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
   const internal::RowBytes bytes = internal::RowBytesOf(p.kv.cache);
   LoadQueries(p, s.rows, vectors, padded_vectors, s.queries);
@@ -284,7 +293,7 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
     if (key0 + kKeyTile < k.key_end) {
       FetchTileSlots<kElem>(p, k, key0 + kKeyTile, tile_count(key0 + kKeyTile), bytes, next_slots);
     }
-    DecodeTiles<kElem>(p, codec, lanes, slots, k.kv_head, count, s.keys, s.values, s.scales);
+    DecodeTiles<kElem>(p, lanes, slots, k.kv_head, count, s.keys, s.values, s.scales);
     TransposeTile(s.keys, count, p.head_dim, p.padded_dim, s.keys_t);
     int first = 0;
     for (; first + kQueryBlock <= vectors; first += kQueryBlock) {
