@@ -7,8 +7,9 @@
 // Why it looks like this:
 // * Decode does 2R flops per cached element (R query vectors share a KV head), so it is bound by
 //   bytes and by the work spent per element. Nothing is decoded into a buffer: each vector of
-//   codes is widened, scaled and rounded exactly as the spec defines (codec-inl.h) in registers,
-//   and used at once by every query vector of the item.
+//   codes is widened, scaled and rounded as attention reads it (codec-inl.h: keys as the spec
+//   rounds them, values of quantized caches under fp16 activations unrounded) in registers, and
+//   used at once by every query vector of the item.
 // * Dimensions across lanes: key rows need no transposed tile. Each dot product keeps
 //   kVirtualLanes partial sums (lane l sums d = l, l + 16, ...: one fused multiply-add chain
 //   each), folded by the fixed tree of SumOfTile. Eight dot products are folded together with
