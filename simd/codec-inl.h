@@ -182,8 +182,9 @@ HWY_INLINE void ApplyScales(const RowCodec& c, const float* scales, float* dst) 
     const auto product = hn::Mul(hn::LoadU(df, dst + d), hn::LoadU(df, scales + d));
     hn::StoreU(RoundChain(product, c.RoundsScaled(), false), df, dst + d);
   }
-  for (; d < c.head_dim; ++d)
+  for (; d < c.head_dim; ++d) {
     dst[d] = RoundChainScalar(dst[d] * scales[d], c.RoundsScaled(), false);
+  }
 }
 
 /// The kN int8 codes at `src` as floats.

@@ -154,7 +154,8 @@ HWY_INLINE void DecodeTileLanes(const AttentionProblem& p, const CachePlane& pla
   }
 }
 
-/// Decodes the rows of `count` slots of one plane, rounded (kRound) or not as the plane needs.
+/// Decodes the rows of `count` slots of one plane, rounded to fp16 or not (`round`, which the
+/// plane's `codec` says too).
 template <CacheElem kElem>
 HWY_INLINE void DecodePlaneTile(const AttentionProblem& p, const CachePlane& plane,
                                 const RowCodec& codec, const ScaleLanes& lanes,
