@@ -136,6 +136,13 @@ struct RowCodec {
 
   bool RoundsScaled() const { return !exact_products && (scale_is_f16 || io_is_f16); }
   bool RoundsWidened() const { return !exact_products && io_is_f16; }
+
+  /// True when values of a cache of `elem` decode with a rounding to fp16.
+  bool Rounds(CacheElem elem) const {
+    if (elem == CacheElem::kF16) return false;  // already fp16 values
+    const bool scaled = elem == CacheElem::kInt8 || elem == CacheElem::kInt4;
+    return scaled ? RoundsScaled() : RoundsWidened();
+  }
 };
 
 /// Writes the scale of every element of the row (scale of group d / quant_group) as a float
@@ -414,20 +421,16 @@ HWY_INLINE void DecodeRow(const CacheDesc& cache, const RowCodec& c, const Cache
 constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
 constexpr int kVectorsPerRow = internal::kVirtualLanes / kLanes;
 
-/// True when attention's decoded keys of this cache need a rounding to fp16 (the scale type or
-/// T1): RowCodec::For(cache, io).RoundsScaled() or RoundsWidened() say the same.
+/// True when attention's decoded keys of this cache need a rounding to fp16 (the cache rule).
 template <CacheElem kElem>
 HWY_INLINE bool KeysRound(const internal::AttentionProblem& p) {
-  if (kElem == CacheElem::kF16) return false;  // already fp16 values
-  const bool io_f16 = p.io_type == DType::kF16;
-  if (kElem == CacheElem::kF32 || IsWidenedElem<kElem>()) return io_f16;
-  return io_f16 || p.kv.cache.scale_type == ScaleType::kF16;
+  return RowCodec::For(p.kv.cache, p.io_type).Rounds(kElem);
 }
 
 /// The same for values, which ReadsExactValues may read unrounded.
 template <CacheElem kElem>
 HWY_INLINE bool ValuesRound(const internal::AttentionProblem& p) {
-  return KeysRound<kElem>(p) && !internal::ReadsExactValues(kElem, p.io_type);
+  return RowCodec::ForValues(p.kv.cache, p.io_type).Rounds(kElem);
 }
 
 /// How the group scales of a row are kept per row and spread over the lanes of a vector.
