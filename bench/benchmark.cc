@@ -320,6 +320,27 @@ SharedPrefixResult SummarizeSharedPrefix(const Plan& plan, const SharedPrefixBen
   return out;
 }
 
+/// The rows whose step name contains one of the comma-separated substrings of `filter` (all when
+/// it is empty).
+std::vector<BenchRow> SelectRows(std::vector<BenchRow> rows, const std::string& filter) {
+  if (filter.empty()) return rows;
+  std::vector<std::string> wanted;
+  for (size_t start = 0; start <= filter.size();) {
+    const size_t comma = std::min(filter.find(',', start), filter.size());
+    if (comma > start) wanted.push_back(filter.substr(start, comma - start));
+    start = comma + 1;
+  }
+  std::vector<BenchRow> kept;
+  for (BenchRow& row : rows) {
+    for (const std::string& w : wanted) {
+      if (row.step.find(w) == std::string::npos) continue;
+      kept.push_back(std::move(row));
+      break;
+    }
+  }
+  return kept;
+}
+
 MachineLimits MeasureMachine(int threads) {
   std::fprintf(stderr, "measuring the machine (read bandwidth, FMA peak) ...\n");
   MachineLimits machine;
@@ -383,15 +404,20 @@ bool RunBenchmark(const BenchOptions& options) {
     return false;
   }
   if (!options.target.empty()) machine.target = std::string(CpuTargetName()) + " (forced)";
-  if (options.only != "unified") plan.rows = StepMatrix(options.quick);
+  if (options.only != "unified") plan.rows = SelectRows(StepMatrix(options.quick), options.rows);
+  if (options.only != "unified" && plan.rows.empty()) {
+    plan.report_error("--rows " + options.rows + " matches no step of the matrix");
+    return false;
+  }
   BuildSteps(&plan);
   BuildBaselines(options.threads, &plan);
-  const bool shared_prefix = options.only == "unified" || (options.only.empty() && !options.quick);
+  const bool shared_prefix =
+      options.only == "unified" || (options.only.empty() && !options.quick && options.rows.empty());
   if (shared_prefix && !BuildSharedPrefix(&plan)) return false;
   ListTimedCalls(options.threads, options.pin, &plan);
   if (!RunRounds(options.repetitions, &plan, &machine.foreign_load)) return false;
   const bool ok = Report(options, machine, plan);
-  if (ok && options.only.empty() && !options.quick) RunOverhead(options);
+  if (ok && options.only.empty() && !options.quick && options.rows.empty()) RunOverhead(options);
   return ok;
 }
 

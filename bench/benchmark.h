@@ -22,8 +22,11 @@ using ErrorReporter = std::function<void(const std::string& message)>;
 
 /// What to run (the `bench` command line fills it).
 struct BenchOptions {
-  bool quick = false;   ///< Only decode 8x4096, prefill 512 and the mixed step; no shared prefix.
-  std::string only;     ///< "steps" or "unified" (the shared-prefix steps): that part alone.
+  bool quick = false;  ///< Only decode 8x4096, prefill 512 and the mixed step; no shared prefix.
+  std::string only;    ///< "steps" or "unified" (the shared-prefix steps): that part alone.
+  /// Comma-separated substrings: only step-matrix rows whose name contains one of them (and no
+  /// shared-prefix steps); empty: every row.
+  std::string rows;
   int threads = 2;      ///< Threads of libdynattn, of both baselines and of the machine figures.
   int repetitions = 7;  ///< Timed calls per step and per baseline shape (the median is reported).
   /// libdynattn's step calls with threads unpinned ("off"), pinned to CPUs ("on"), or both,

@@ -84,18 +84,19 @@ HWY_INLINE V RoundChain(V v, bool round_scale_type, bool round_io_type) {
   return (round_scale_type || round_io_type) ? RoundToF16(v) : v;
 }
 
-/// The kN fp16 values at `src` as floats, bit for bit internal::F16ToF32 (infinities and NaN
-/// included). AVX2 and AVX-512 convert with F16C; on the other targets Highway 1.0.3's software
-/// promotion turns infinities and NaN into finite values, so the fields are rebased with integer
-/// operations instead (subnormals: mantissa times 2^-24, exact).
-HWY_INLINE hn::Vec<DF> F16Lanes(const uint16_t* src) {
-  const DF df;
+/// The kN fp16 values at `src` as floats, bit for bit internal::F16ToF32 (infinities included;
+/// a NaN stays NaN, though F16C returns a signaling one quiet). AVX2 and AVX-512 convert with F16C;
+/// on the other targets Highway 1.0.3's software promotion turns infinities and NaN into finite
+/// values, so the fields are rebased with integer operations instead (subnormals: mantissa times
+/// 2^-24, exact). F16LanesOf takes any float tag (D's lanes), F16Lanes the kernels' DF.
+template <class D>
+HWY_INLINE hn::Vec<D> F16LanesOf(D df, const uint16_t* src) {
 #if HWY_TARGET < HWY_SSE4
-  const hn::Rebind<hwy::float16_t, DF> df16;
+  const hn::Rebind<hwy::float16_t, D> df16;
   return hn::PromoteTo(df, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(src)));
 #else
-  const hn::RebindToSigned<DF> di;
-  const auto half = hn::PromoteTo(di, hn::LoadU(hn::Rebind<uint16_t, DF>(), src));
+  const hn::RebindToSigned<D> di;
+  const auto half = hn::PromoteTo(di, hn::LoadU(hn::Rebind<uint16_t, D>(), src));
   const auto sign = hn::ShiftLeft<16>(hn::And(half, hn::Set(di, 0x8000)));
   const auto magnitude = hn::And(half, hn::Set(di, 0x7FFF));
   const auto shifted = hn::ShiftLeft<13>(magnitude);
@@ -108,6 +109,8 @@ HWY_INLINE hn::Vec<DF> F16Lanes(const uint16_t* src) {
   return hn::BitCast(df, hn::Or(bits, sign));
 #endif
 }
+
+HWY_INLINE hn::Vec<DF> F16Lanes(const uint16_t* src) { return F16LanesOf(DF(), src); }
 
 /// How to decode one row of a cache plane into fp32.
 struct RowCodec {
@@ -145,13 +148,38 @@ struct RowCodec {
   }
 };
 
+/// Widens `count` group scales (fp16 when `f16`, else fp32, at `src`) into out[0, count): whole
+/// vectors, then one vector of 8 and one of 4 lanes (a D = 64 row has 8 groups of 8), then at
+/// most 3 scalar conversions.
+HWY_INLINE void WidenScales(const void* src, bool f16, int count, float* out) {
+  if (!f16) {
+    std::copy(static_cast<const float*>(src), static_cast<const float*>(src) + count, out);
+    return;
+  }
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto* half = static_cast<const uint16_t*>(src);
+  int g = 0;
+  for (; g + n <= count; g += n) hn::StoreU(F16Lanes(half + g), df, out + g);
+  if constexpr (hn::MaxLanes(DF()) > 8) {
+    const hn::CappedTag<float, 8> d8;
+    if (g + 8 <= count) hn::StoreU(F16LanesOf(d8, half + g), d8, out + g), g += 8;
+  }
+  if constexpr (hn::MaxLanes(DF()) > 4) {
+    const hn::CappedTag<float, 4> d4;
+    if (g + 4 <= count) hn::StoreU(F16LanesOf(d4, half + g), d4, out + g), g += 4;
+  }
+  for (; g < count; ++g) out[g] = internal::F16ToF32(half[g]);
+}
+
 /// Writes the scale of every element of the row (scale of group d / quant_group) as a float
-/// into `out` (head_dim values): one conversion per group, no division per element.
+/// into `out` (head_dim values): the group scales are widened in place, then spread from the
+/// last group down (group g's scale sits at out[g] <= g * quant_group until it is read).
 HWY_INLINE void ExpandScales(const RowCodec& c, const void* scale, float* out) {
   const int groups = c.head_dim / c.quant_group;
-  for (int g = 0; g < groups; ++g) {
-    const float s = c.scale_is_f16 ? internal::F16ToF32(static_cast<const uint16_t*>(scale)[g])
-                                   : static_cast<const float*>(scale)[g];
+  WidenScales(scale, c.scale_is_f16, groups, out);
+  for (int g = groups - 1; g >= 0; --g) {
+    const float s = out[g];
     std::fill(out + g * c.quant_group, out + (g + 1) * c.quant_group, s);
   }
 }
@@ -483,16 +511,7 @@ HWY_INLINE void LoadRowScales(const CacheDesc& cache, const void* src, const Sca
     ExpandScales(codec, src, out);
     return;
   }
-  const int groups = lanes.groups;
-  if (!f16) {
-    std::copy(static_cast<const float*>(src), static_cast<const float*>(src) + groups, out);
-    return;
-  }
-  const DF df;
-  const auto* half = static_cast<const uint16_t*>(src);
-  int g = 0;
-  for (; g + kLanes <= groups; g += kLanes) hn::StoreU(F16Lanes(half + g), df, out + g);
-  for (; g < groups; ++g) out[g] = internal::F16ToF32(half[g]);
+  WidenScales(src, f16, lanes.groups, out);
 }
 
 /// Elements [e, e + kLanes) of a cached row as T1 sees them: T1(T3(code * scale)). For an fp8
@@ -613,17 +632,56 @@ HWY_INLINE void LoadActivations(const void* src, DType io, int count, float* dst
   }
 }
 
+/// The kN floats of `v` as binary16 bits at `dst`, bit for bit internal::F32ToF16. F16C's
+/// vcvtps2ph rounds to nearest even as F32ToF16 does; it keeps a NaN's payload, so NaN lanes are
+/// first made the quiet NaN with an empty payload, which converts to F32ToF16's sign | 0x7E00.
+HWY_INLINE void StoreF16Lanes(hn::Vec<DF> v, uint16_t* dst) {
+#if HWY_TARGET < HWY_SSE4
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const auto quiet =
+      hn::Or(hn::And(hn::BitCast(du, v), hn::Set(du, 0x80000000u)), hn::Set(du, 0x7FC00000u));
+  v = hn::IfThenElse(hn::IsNaN(v), hn::BitCast(df, quiet), v);
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  hn::StoreU(hn::DemoteTo(df16, v), df16, reinterpret_cast<hwy::float16_t*>(dst));
+#else
+  HWY_ALIGN float lanes[hn::MaxLanes(DF())];
+  hn::Store(v, DF(), lanes);
+  for (size_t i = 0; i < hn::Lanes(DF()); ++i) dst[i] = internal::F32ToF16(lanes[i]);
+#endif
+}
+
+/// The kN floats of `v` as bfloat16 bits at `dst`, bit for bit internal::F32ToBf16: adding
+/// 0x7FFF plus the kept part's lowest bit rounds to nearest even; NaN keeps its top half, made
+/// quiet.
+HWY_INLINE void StoreBf16Lanes(hn::Vec<DF> v, uint16_t* dst) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const auto bits = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb)));
+  const auto nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x0040u));
+  const auto top = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), nan, rounded);
+  const hn::Rebind<uint16_t, DF> du16;  // every lane is below 2^16: the demotion is exact
+  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, top)), du16, dst);
+}
+
 /// Stores `count` floats as activations of type `io`, rounding to nearest even for fp16 and bf16.
 HWY_INLINE void StoreActivations(const float* src, DType io, int count, void* dst) {
   if (io == DType::kF32) {
     std::copy(src, src + count, static_cast<float*>(dst));
-  } else if (io == DType::kBF16) {
-    uint16_t* bits = static_cast<uint16_t*>(dst);
-    for (int i = 0; i < count; ++i) bits[i] = internal::F32ToBf16(src[i]);
-  } else {
-    uint16_t* half = static_cast<uint16_t*>(dst);
-    for (int i = 0; i < count; ++i) half[i] = internal::F32ToF16(src[i]);
+    return;
   }
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  uint16_t* half = static_cast<uint16_t*>(dst);
+  const bool bf16 = io == DType::kBF16;
+  int i = 0;
+  for (; i + n <= count; i += n) {
+    const auto v = hn::LoadU(df, src + i);
+    bf16 ? StoreBf16Lanes(v, half + i) : StoreF16Lanes(v, half + i);
+  }
+  for (; i < count; ++i) half[i] = bf16 ? internal::F32ToBf16(src[i]) : internal::F32ToF16(src[i]);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -112,6 +112,28 @@ void StoreBf16OnTarget(const float* in, int count, uint16_t* out) {
   StoreActivations(in, DType::kBF16, count, out);
 }
 
+/// Float bit patterns in [begin, end) with `step` (stored through fp16 activations, with a
+/// scalar tail) whose fp16 bits differ from internal::F32ToF16.
+int64_t CountF16StoreMismatches(uint64_t begin, uint64_t end, uint64_t step) {
+  constexpr int kCount = 4096 + 5;
+  std::vector<float> in(kCount);
+  std::vector<uint16_t> out(kCount);
+  int64_t mismatches = 0;
+  for (uint64_t u = begin; u < end; u += step * kCount) {
+    for (int i = 0; i < kCount; ++i)
+      in[i] = internal::BitsFloat(static_cast<uint32_t>(u + i * step));
+    std::fill(out.begin(), out.end(), uint16_t{0x5555});  // poison
+    StoreActivations(in.data(), DType::kF16, kCount, out.data());
+    for (int i = 0; i < kCount; ++i) mismatches += out[i] != internal::F32ToF16(in[i]);
+  }
+  return mismatches;
+}
+
+/// `count` fp16 group scales widened as the attention kernels widen them.
+void WidenScalesOnTarget(const uint16_t* scales, int count, float* out) {
+  WidenScales(scales, true, count, out);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace dynattn
 HWY_AFTER_NAMESPACE();
@@ -125,6 +147,8 @@ HWY_EXPORT(DecodeWidenedOnTarget);
 HWY_EXPORT(EncodeWidenedOnTarget);
 HWY_EXPORT(Bf16ActivationsOnTarget);
 HWY_EXPORT(StoreBf16OnTarget);
+HWY_EXPORT(CountF16StoreMismatches);
+HWY_EXPORT(WidenScalesOnTarget);
 
 namespace {
 
@@ -330,6 +354,48 @@ TEST_SUITE("simd") {
         round_mismatches += rounded[i] != internal::F32ToBf16(wide[i]);
       }
       CHECK(round_mismatches == 0);
+    });
+  }
+
+  TEST_CASE("fp16 activations store as the scalar F32ToF16 on every target, NaN payloads too") {
+    ForEachTarget([](const std::string& target) {
+      INFO("target " << target);
+      // Every 65537th pattern over all 2^32 (NaNs with payloads included), and every pattern
+      // around the subnormal/normal boundary, the overflow threshold and the NaN range's start.
+      CHECK(HWY_DYNAMIC_DISPATCH(CountF16StoreMismatches)(0, 1ull << 32, 65537) == 0);
+      for (uint64_t sign : {0ull, 0x80000000ull}) {
+        for (uint64_t begin : {0x33000000ull, 0x38700000ull, 0x477F0000ull, 0x7F7F0000ull}) {
+          CHECK(HWY_DYNAMIC_DISPATCH(CountF16StoreMismatches)(sign + begin, sign + begin + 0x40000,
+                                                              1) == 0);
+        }
+      }
+    });
+  }
+
+  TEST_CASE("group scales widen exactly on every target, for every count of groups") {
+    const uint64_t seed = dynattn_test::BaseSeed() + 29;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    std::vector<uint16_t> scales(72);
+    for (uint16_t& h : scales) h = static_cast<uint16_t>(rng());
+    scales[0] = 0x7C00;  // inf, a NaN and a subnormal among the random ones
+    scales[3] = 0xFE01;
+    scales[5] = 0x0003;
+    ForEachTarget([&](const std::string& target) {
+      INFO("target " << target);
+      for (int count = 1; count <= 64; ++count) {
+        INFO("groups " << count);
+        std::vector<float> out(count + 8, 1234.5f);  // poison: the floats past count stay
+        HWY_DYNAMIC_DISPATCH(WidenScalesOnTarget)(scales.data(), count, out.data());
+        int mismatches = 0;
+        for (int g = 0; g < count; ++g) {  // F16C quiets a signaling NaN: NaN is NaN
+          const float want = internal::F16ToF32(scales[g]);
+          mismatches += !(std::isnan(want) && std::isnan(out[g])) &&
+                        internal::FloatBits(out[g]) != internal::FloatBits(want);
+        }
+        CHECK(mismatches == 0);
+        for (int g = count; g < count + 8; ++g) CHECK(out[g] == 1234.5f);
+      }
     });
   }
 

@@ -23,6 +23,9 @@ CLI::App* AddBenchCommand(CLI::App* app, bench::BenchOptions* options) {
                    "(the shared-prefix steps, unified vs independent decodes) or overhead "
                    "(a tiny step's per-call cost, unified planning per step vs per layer)")
       ->check(CLI::IsMember({"steps", "unified", "overhead"}));
+  bench->add_option("--rows", options->rows,
+                    "Only the step-matrix rows whose name contains one of these comma-separated "
+                    "substrings, e.g. decode_8x4096_int8,prefill_512 (no shared-prefix steps)");
   bench->add_option("--threads", options->threads, "Threads of every measurement (default 2)")
       ->check(CLI::Range(1, 1024));
   bench->add_option("--repetitions", options->repetitions, "Timed calls per step (default 7)")
