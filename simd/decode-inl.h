@@ -14,7 +14,9 @@
 //   kVirtualLanes partial sums (lane l sums d = l, l + 16, ...: one fused multiply-add chain
 //   each), folded by the fixed tree of SumOfTile. Eight dot products are folded together with
 //   in-register shuffles. AVX2 (two vectors per virtual row) and AVX-512 (one) run the same
-//   chains and the same tree, so their bits agree; narrower targets fold through memory.
+//   chains and the same tree, so their bits agree; narrower targets fold through memory. AVX2
+//   scores a virtual row half by half (its own shape: half the accumulators live at a time, so
+//   it keeps as many keys in flight as its 16 registers allow).
 // * Values: each output element is one chain over the keys in order, as in the tiled path.
 // * Addressing: the slots of a tile are computed once (one division per page), and the group
 //   scales of a row are widened once and spread over lanes with a table lookup. fp8 rows take
@@ -109,13 +111,23 @@ HWY_INLINE void FoldVirtualLanes(const hn::Vec<DF>* acc, float* out) {
 #endif
 }
 
-/// Keys scored per step for blocks of kBlock query vectors: as many accumulators as registers
-/// allow (32 vector registers on AVX-512, 16 elsewhere).
+/// Accumulator registers a fused step may hold: 16 of AVX-512's 32, 8 of the 16 elsewhere.
+constexpr int kAccumulatorBudget = kVectorsPerRow == 1 ? 16 : 8;
+
+/// Keys scored per step for blocks of kBlock query vectors: one accumulator per (query vector,
+/// key) within the budget. Virtual rows of two vectors (AVX2) are scored half by half, so a
+/// half's accumulators, not a whole row's, count against the budget: 8-vector blocks no longer
+/// spill there.
 template <int kBlock>
 constexpr int FusedKeys() {
-  constexpr int kBudget = kVectorsPerRow == 1 ? 16 : 8;
-  constexpr int kKeys = kBudget / (kBlock * kVectorsPerRow);
+  constexpr int kKeys = kAccumulatorBudget / kBlock;
   return kKeys < 1 ? 1 : (kKeys > 8 ? 8 : kKeys);
+}
+
+/// Value lanes accumulated per pass for blocks of kBlock query vectors (the same budget).
+template <int kBlock>
+constexpr int FusedValueParts() {
+  return 2 * kBlock <= kAccumulatorBudget ? 2 : 1;
 }
 
 /// The rows of one tile of one plane: row pointers, scale pointers and widened group scales.
@@ -133,9 +145,10 @@ HWY_INLINE void FusedDots(const float* queries, int padded_dim, const TileRows& 
                           const ScaleLanes& lanes, int head_dim, float* dots) {
   const DF df;
   hn::Vec<DF> acc[kBlock * kKeys * kVectorsPerRow];
-  for (auto& v : acc) v = hn::Zero(df);
-  for (int chunk = 0; chunk < head_dim; chunk += kVirtualLanes) {
-    for (int a = 0; a < kVectorsPerRow; ++a) {
+  for (int a = 0; a < kVectorsPerRow; ++a) {  // each half of a virtual row: its own chains
+    hn::Vec<DF> part[kBlock * kKeys];
+    for (auto& v : part) v = hn::Zero(df);
+    for (int chunk = 0; chunk < head_dim; chunk += kVirtualLanes) {
       const int e = chunk + a * kLanes;
       hn::Vec<DF> q[kBlock];
       for (int v = 0; v < kBlock; ++v) q[v] = hn::LoadU(df, queries + v * padded_dim + e);
@@ -143,11 +156,11 @@ HWY_INLINE void FusedDots(const float* queries, int padded_dim, const TileRows& 
         const auto key = DecodeLanes<kElem, kRound>(
             keys.rows[j + k], keys.scales + (j + k) * keys.row_floats, lanes, e);
         for (int v = 0; v < kBlock; ++v) {
-          hn::Vec<DF>& sum = acc[(v * kKeys + k) * kVectorsPerRow + a];
-          sum = hn::MulAdd(q[v], key, sum);
+          part[v * kKeys + k] = hn::MulAdd(q[v], key, part[v * kKeys + k]);
         }
       }
     }
+    for (int x = 0; x < kBlock * kKeys; ++x) acc[x * kVectorsPerRow + a] = part[x];
   }
   float folded[kBlock * kKeys];
   FoldVirtualLanes<kBlock * kKeys>(acc, folded);
@@ -189,10 +202,11 @@ template <CacheElem kElem, bool kRound, int kBlock>
 HWY_INLINE void FusedAccumulate(const float* probs, const uint8_t* active, const TileRows& values,
                                 int count, const ScaleLanes& lanes, int head_dim, int padded_dim,
                                 float* acc) {
+  constexpr int kParts = FusedValueParts<kBlock>();
   int e = 0;
-  for (; e + 2 * kLanes <= head_dim; e += 2 * kLanes) {
-    FusedAccumulateLanes<kElem, kRound, kBlock, 2>(probs, active, values, count, lanes, e,
-                                                   padded_dim, acc);
+  for (; e + kParts * kLanes <= head_dim; e += kParts * kLanes) {
+    FusedAccumulateLanes<kElem, kRound, kBlock, kParts>(probs, active, values, count, lanes, e,
+                                                        padded_dim, acc);
   }
   for (; e < head_dim; e += kLanes) {
     FusedAccumulateLanes<kElem, kRound, kBlock, 1>(probs, active, values, count, lanes, e,
