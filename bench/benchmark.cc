@@ -320,27 +320,6 @@ SharedPrefixResult SummarizeSharedPrefix(const Plan& plan, const SharedPrefixBen
   return out;
 }
 
-/// The rows whose step name contains one of the comma-separated substrings of `filter` (all when
-/// it is empty).
-std::vector<BenchRow> SelectRows(std::vector<BenchRow> rows, const std::string& filter) {
-  if (filter.empty()) return rows;
-  std::vector<std::string> wanted;
-  for (size_t start = 0; start <= filter.size();) {
-    const size_t comma = std::min(filter.find(',', start), filter.size());
-    if (comma > start) wanted.push_back(filter.substr(start, comma - start));
-    start = comma + 1;
-  }
-  std::vector<BenchRow> kept;
-  for (BenchRow& row : rows) {
-    for (const std::string& w : wanted) {
-      if (row.step.find(w) == std::string::npos) continue;
-      kept.push_back(std::move(row));
-      break;
-    }
-  }
-  return kept;
-}
-
 MachineLimits MeasureMachine(int threads) {
   std::fprintf(stderr, "measuring the machine (read bandwidth, FMA peak) ...\n");
   MachineLimits machine;

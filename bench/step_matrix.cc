@@ -153,6 +153,25 @@ std::vector<BenchRow> StepMatrix(bool quick) {
   return rows;
 }
 
+std::vector<BenchRow> SelectRows(std::vector<BenchRow> rows, const std::string& filter) {
+  if (filter.empty()) return rows;
+  std::vector<std::string> wanted;
+  for (size_t start = 0; start <= filter.size();) {
+    const size_t comma = std::min(filter.find(',', start), filter.size());
+    if (comma > start) wanted.push_back(filter.substr(start, comma - start));
+    start = comma + 1;
+  }
+  std::vector<BenchRow> kept;
+  for (BenchRow& row : rows) {
+    for (const std::string& w : wanted) {
+      if (row.step.find(w) == std::string::npos) continue;
+      kept.push_back(std::move(row));
+      break;
+    }
+  }
+  return kept;
+}
+
 std::vector<Fp32Request> BaselineRequests(const StepShape& shape) {
   std::vector<Fp32Request> requests;
   for (const StepRequest& r : shape.requests) {

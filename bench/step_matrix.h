@@ -29,6 +29,10 @@ struct BenchRow {
 /// the mixed step.
 std::vector<BenchRow> StepMatrix(bool quick);
 
+/// The rows whose step name contains one of the comma-separated substrings of `filter`, in
+/// their order (all of them when `filter` is empty): `dynattn bench --rows`.
+std::vector<BenchRow> SelectRows(std::vector<BenchRow> rows, const std::string& filter);
+
 /// "f16", "int8" or "int4".
 const char* CacheName(int quant_bit);
 

@@ -209,6 +209,19 @@ TEST_SUITE("bench") {
     CHECK(names.count("decode_8x4096_int8_paged_page16") == 1);
   }
 
+  TEST_CASE("--rows keeps the rows that contain one of its names, in matrix order") {
+    using dynattn::bench::SelectRows;
+    const std::vector<dynattn::bench::BenchRow> full = dynattn::bench::StepMatrix(false);
+    CHECK(SelectRows(full, "").size() == full.size());
+    CHECK(SelectRows(full, "no_such_row").empty());
+    const auto picked = SelectRows(full, "prefill_2048,decode_8x4096_int8_paged_d");
+    REQUIRE(picked.size() == 3);
+    CHECK(picked[0].step == "prefill_2048_causal_int8");
+    CHECK(picked[1].step == "decode_8x4096_int8_paged_d64");
+    CHECK(picked[2].step == "decode_8x4096_int8_paged_d256");
+    CHECK(SelectRows(full, ",prefill_512_causal_f16,").size() == 1);  // empty names match nothing
+  }
+
   TEST_CASE("the shared-prefix step: unified and independent decodes agree, fp16 cache") {
     CheckSharedPrefix(0);
   }
