@@ -566,6 +566,58 @@ HWY_INLINE void QuantizeCodes(const float* x, const float* scales, int count, in
   for (; i < count; ++i) q[i] = internal::QuantizeCode(x[i], scales[i], qmax, io_is_f16);
 }
 
+/// The kN floats of `v` as binary16 bits at `dst`, bit for bit internal::F32ToF16. F16C's
+/// vcvtps2ph rounds to nearest even as F32ToF16 does; it keeps a NaN's payload, so NaN lanes are
+/// first made the quiet NaN with an empty payload, which converts to F32ToF16's sign | 0x7E00.
+HWY_INLINE void StoreF16Lanes(hn::Vec<DF> v, uint16_t* dst) {
+#if HWY_TARGET < HWY_SSE4
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const auto quiet =
+      hn::Or(hn::And(hn::BitCast(du, v), hn::Set(du, 0x80000000u)), hn::Set(du, 0x7FC00000u));
+  v = hn::IfThenElse(hn::IsNaN(v), hn::BitCast(df, quiet), v);
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  hn::StoreU(hn::DemoteTo(df16, v), df16, reinterpret_cast<hwy::float16_t*>(dst));
+#else
+  HWY_ALIGN float lanes[hn::MaxLanes(DF())];
+  hn::Store(v, DF(), lanes);
+  for (size_t i = 0; i < hn::Lanes(DF()); ++i) dst[i] = internal::F32ToF16(lanes[i]);
+#endif
+}
+
+/// The kN floats of `v` as bfloat16 bits at `dst`, bit for bit internal::F32ToBf16: adding
+/// 0x7FFF plus the kept part's lowest bit rounds to nearest even; NaN keeps its top half, made
+/// quiet.
+HWY_INLINE void StoreBf16Lanes(hn::Vec<DF> v, uint16_t* dst) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const auto bits = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb)));
+  const auto nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x0040u));
+  const auto top = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), nan, rounded);
+  const hn::Rebind<uint16_t, DF> du16;  // every lane is below 2^16: the demotion is exact
+  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, top)), du16, dst);
+}
+
+/// Stores `count` floats as activations of type `io`, rounding to nearest even for fp16 and bf16.
+HWY_INLINE void StoreActivations(const float* src, DType io, int count, void* dst) {
+  if (io == DType::kF32) {
+    std::copy(src, src + count, static_cast<float*>(dst));
+    return;
+  }
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  uint16_t* half = static_cast<uint16_t*>(dst);
+  const bool bf16 = io == DType::kBF16;
+  int i = 0;
+  for (; i + n <= count; i += n) {
+    const auto v = hn::LoadU(df, src + i);
+    bf16 ? StoreBf16Lanes(v, half + i) : StoreF16Lanes(v, half + i);
+  }
+  for (; i < count; ++i) half[i] = bf16 ? internal::F32ToBf16(src[i]) : internal::F32ToF16(src[i]);
+}
+
 /// Stores one new row (D values in T1, held as floats) into (slot, head) of `plane`.
 /// `codes_tmp` holds D codes and `scales_tmp` D floats.
 template <CacheElem kElem>
@@ -577,8 +629,7 @@ HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePla
   if constexpr (kElem == CacheElem::kF32) {
     std::copy(x, x + dim, static_cast<float*>(row));
   } else if constexpr (kElem == CacheElem::kF16) {
-    uint16_t* out = static_cast<uint16_t*>(row);
-    for (int d = 0; d < dim; ++d) out[d] = internal::F32ToF16(x[d]);
+    StoreActivations(x, DType::kF16, dim, row);  // internal::F32ToF16, a vector at a time
   } else if constexpr (IsWidenedElem<kElem>()) {
     // bf16 and fp8 rows: core's scalar codec, element by element (one row per new token; the
     // fp8 division and rounding are not worth vectorising), so the bytes have one definition.
@@ -630,58 +681,6 @@ HWY_INLINE void LoadActivations(const void* src, DType io, int count, float* dst
     for (; i + n <= count; i += n) hn::StoreU(F16Lanes(half + i), df, dst + i);
     for (; i < count; ++i) dst[i] = internal::F16ToF32(half[i]);
   }
-}
-
-/// The kN floats of `v` as binary16 bits at `dst`, bit for bit internal::F32ToF16. F16C's
-/// vcvtps2ph rounds to nearest even as F32ToF16 does; it keeps a NaN's payload, so NaN lanes are
-/// first made the quiet NaN with an empty payload, which converts to F32ToF16's sign | 0x7E00.
-HWY_INLINE void StoreF16Lanes(hn::Vec<DF> v, uint16_t* dst) {
-#if HWY_TARGET < HWY_SSE4
-  const DF df;
-  const hn::RebindToUnsigned<DF> du;
-  const auto quiet =
-      hn::Or(hn::And(hn::BitCast(du, v), hn::Set(du, 0x80000000u)), hn::Set(du, 0x7FC00000u));
-  v = hn::IfThenElse(hn::IsNaN(v), hn::BitCast(df, quiet), v);
-  const hn::Rebind<hwy::float16_t, DF> df16;
-  hn::StoreU(hn::DemoteTo(df16, v), df16, reinterpret_cast<hwy::float16_t*>(dst));
-#else
-  HWY_ALIGN float lanes[hn::MaxLanes(DF())];
-  hn::Store(v, DF(), lanes);
-  for (size_t i = 0; i < hn::Lanes(DF()); ++i) dst[i] = internal::F32ToF16(lanes[i]);
-#endif
-}
-
-/// The kN floats of `v` as bfloat16 bits at `dst`, bit for bit internal::F32ToBf16: adding
-/// 0x7FFF plus the kept part's lowest bit rounds to nearest even; NaN keeps its top half, made
-/// quiet.
-HWY_INLINE void StoreBf16Lanes(hn::Vec<DF> v, uint16_t* dst) {
-  const hn::RebindToUnsigned<DF> du;
-  const hn::RebindToSigned<DF> di;
-  const auto bits = hn::BitCast(du, v);
-  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1));
-  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb)));
-  const auto nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x0040u));
-  const auto top = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), nan, rounded);
-  const hn::Rebind<uint16_t, DF> du16;  // every lane is below 2^16: the demotion is exact
-  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, top)), du16, dst);
-}
-
-/// Stores `count` floats as activations of type `io`, rounding to nearest even for fp16 and bf16.
-HWY_INLINE void StoreActivations(const float* src, DType io, int count, void* dst) {
-  if (io == DType::kF32) {
-    std::copy(src, src + count, static_cast<float*>(dst));
-    return;
-  }
-  const DF df;
-  const int n = static_cast<int>(hn::Lanes(df));
-  uint16_t* half = static_cast<uint16_t*>(dst);
-  const bool bf16 = io == DType::kBF16;
-  int i = 0;
-  for (; i + n <= count; i += n) {
-    const auto v = hn::LoadU(df, src + i);
-    bf16 ? StoreBf16Lanes(v, half + i) : StoreF16Lanes(v, half + i);
-  }
-  for (; i < count; ++i) half[i] = bf16 ? internal::F32ToBf16(src[i]) : internal::F32ToF16(src[i]);
 }
 
 }  // namespace HWY_NAMESPACE
