@@ -163,11 +163,17 @@ HWY_INLINE void WidenScales(const void* src, bool f16, int count, float* out) {
   for (; g + n <= count; g += n) hn::StoreU(F16Lanes(half + g), df, out + g);
   if constexpr (hn::MaxLanes(DF()) > 8) {
     const hn::CappedTag<float, 8> d8;
-    if (g + 8 <= count) hn::StoreU(F16LanesOf(d8, half + g), d8, out + g), g += 8;
+    if (g + 8 <= count) {
+      hn::StoreU(F16LanesOf(d8, half + g), d8, out + g);
+      g += 8;
+    }
   }
   if constexpr (hn::MaxLanes(DF()) > 4) {
     const hn::CappedTag<float, 4> d4;
-    if (g + 4 <= count) hn::StoreU(F16LanesOf(d4, half + g), d4, out + g), g += 4;
+    if (g + 4 <= count) {
+      hn::StoreU(F16LanesOf(d4, half + g), d4, out + g);
+      g += 4;
+    }
   }
   for (; g < count; ++g) out[g] = internal::F16ToF32(half[g]);
 }
