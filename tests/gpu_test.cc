@@ -357,6 +357,21 @@ struct HostCache {
                              di::ScaleAddress(p, scale_f16(), slot, head), d, desc.elem,
                              desc.quant_group, scale_f16(), io == DType::kF16, p.tensor_scale);
   }
+  /// The same element as the fp32 product code x scale with no rounding: how CPU attention reads
+  /// the values of a cache for which internal::ReadsExactValues holds.
+  float DecodeUnrounded(int plane, int64_t slot, int head, int d) const {
+    const dynattn::CachePlane& p = Plane(plane);
+    const void* row = di::RowAddress(p, desc.elem, slot, head);
+    if (!Quantized(desc.elem)) {  // fp8: fp8(b) x tensor_scale, kept in fp32
+      return di::DecodeElement(row, nullptr, d, desc.elem, 1, false, false, p.tensor_scale);
+    }
+    const float scale = di::LoadScale(di::ScaleAddress(p, scale_f16(), slot, head),
+                                      d / desc.quant_group, scale_f16());
+    const int code = desc.elem == CacheElem::kInt8
+                         ? static_cast<const int8_t*>(row)[d]
+                         : di::Int4At(static_cast<const uint8_t*>(row), d);
+    return static_cast<float>(code) * scale;
+  }
 
   /// The descriptor pointed at `planes` and `scales` (host or device).
   template <typename PlaneAt, typename ScaleAt>
@@ -772,14 +787,19 @@ void CheckRow(const Features& f, const std::vector<uint8_t>& out, const std::vec
 /// The host decode of every slot of a cache: keys[(slot * heads + head) * dim + d].
 struct DecodedCache {
   std::vector<float> planes[2];
-  DecodedCache(const HostCache& cache, DType io) {
+  /// With `cpu_values`, values are read as CPU attention reads them (unrounded products where
+  /// internal::ReadsExactValues holds); otherwise as the cache rule (and the CUDA rows) round them.
+  DecodedCache(const HostCache& cache, DType io, bool cpu_values = false) {
     const int heads = cache.desc.num_kv_heads, dim = cache.desc.head_dim;
+    const bool exact = cpu_values && di::ReadsExactValues(cache.desc.elem, io);
     for (int plane = 0; plane < 2; ++plane) {
       planes[plane].resize(static_cast<size_t>(cache.desc.num_slots) * heads * dim);
       for (int64_t slot = 0; slot < cache.desc.num_slots; ++slot) {
         for (int h = 0; h < heads; ++h) {
           for (int d = 0; d < dim; ++d) {
-            planes[plane][(slot * heads + h) * dim + d] = cache.Decode(plane, slot, h, d, io);
+            planes[plane][(slot * heads + h) * dim + d] =
+                plane == 1 && exact ? cache.DecodeUnrounded(plane, slot, h, d)
+                                    : cache.Decode(plane, slot, h, d, io);
           }
         }
       }
@@ -1197,10 +1217,11 @@ void CheckPublicCacheAttention(std::mt19937_64& rng) {
   CHECK(planes[1] == expected.planes[1]);
 
   // The float64 attention over the cache as written (its scales: the call's k_scale/v_scale).
-  const DecodedCache decoded(expected, f.io);
+  const DecodedCache rounded(expected, f.io), cpu_read(expected, f.io, true);
   const std::vector<float> slopes = di::AlibiSlopes(f.heads());
   const std::vector<uint8_t> no_lse;
-  const auto check_output = [&](const std::vector<uint8_t>& got, const char* backend) {
+  const auto check_output = [&](const std::vector<uint8_t>& got, const DecodedCache& decoded,
+                                const char* backend) {
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t seqlen = seqstarts[b + 1] - seqstarts[b];
       const int64_t kvlen = kvstarts[b + 1] - kvstarts[b];
@@ -1236,7 +1257,7 @@ void CheckPublicCacheAttention(std::mt19937_64& rng) {
       }
     }
   };
-  check_output(out, "CUDA");
+  check_output(out, rounded, "CUDA");
   if (di::KernelsFor(dynattn::Device::kCpu, CacheElem::kBF16) == nullptr) {
     static bool said = false;
     if (!said) MESSAGE("the CPU backend has no bf16/fp8 rows: no CPU comparison");
@@ -1247,7 +1268,7 @@ void CheckPublicCacheAttention(std::mt19937_64& rng) {
   run(dynattn::Device::kCpu, cpu_planes, &cpu_out);
   CHECK(cpu_planes[0] == planes[0]);
   CHECK(cpu_planes[1] == planes[1]);
-  check_output(cpu_out, "CPU");
+  check_output(cpu_out, cpu_read, "CPU");
 }
 
 /// MultiHeadAttention through the public API on the device: packed bf16/fp16/fp32 keys and values
