@@ -100,12 +100,16 @@ HWY_INLINE void FoldVirtualLanes(const hn::Vec<DF>* acc, float* out) {
       c[m] = hn::Add(hn::BitCast(d8, hn::InterleaveLower(d64, lo, hi)),
                      hn::BitCast(d8, hn::InterleaveUpper(d64, lo, hi)));
     }
-    // fold by 1: even + odd lanes.
+    // fold by 1: even + odd lanes, then each sum to the lane of its accumulator (kOrder is its
+    // own inverse). One vector store: scalar stores read back by a vector load would stall.
     const auto sums = hn::Add(hn::ConcatEven(d8, c[1], c[0]), hn::ConcatOdd(d8, c[1], c[0]));
-    HWY_ALIGN float lanes[8];
-    hn::Store(sums, d8, lanes);
-    for (int i = 0; i < 8; ++i) {
-      if (first + kOrder[i] < kCount) out[first + kOrder[i]] = lanes[i];
+    const auto ordered = hn::TableLookupLanes(sums, hn::SetTableIndices(d8, kOrder));
+    if (first + 8 <= kCount) {
+      hn::StoreU(ordered, d8, out + first);
+    } else {
+      HWY_ALIGN float lanes[8];
+      hn::Store(ordered, d8, lanes);
+      for (int i = 0; first + i < kCount; ++i) out[first + i] = lanes[i];
     }
   }
 #endif
@@ -124,10 +128,13 @@ constexpr int FusedKeys() {
   return kKeys < 1 ? 1 : (kKeys > 8 ? 8 : kKeys);
 }
 
-/// Value lanes accumulated per pass for blocks of kBlock query vectors (the same budget).
+/// Value vectors accumulated per pass for blocks of kBlock query vectors: one accumulator per
+/// (query vector, part) within the same budget, at most 4 parts (a 128-dimension row takes two
+/// passes on AVX-512). Fewer passes reload the probabilities and row pointers fewer times.
 template <int kBlock>
 constexpr int FusedValueParts() {
-  return 2 * kBlock <= kAccumulatorBudget ? 2 : 1;
+  constexpr int kParts = kAccumulatorBudget / kBlock;
+  return kParts < 1 ? 1 : (kParts > 4 ? 4 : kParts);
 }
 
 /// The rows of one tile of one plane: row pointers, scale pointers and widened group scales.

@@ -45,21 +45,37 @@ HWY_INLINE float ExpScalar(float x) {
 }
 
 /// Sum of p[0, kKeyTile): kVirtualLanes partial sums (p[i], p[i + 16], ... in order) folded in a
-/// fixed tree, so every vector width gives the same bits.
-HWY_INLINE float SumOfTile(const float* p) {
+/// fixed tree, so every vector width gives the same bits. With `span` (a multiple of
+/// kVirtualLanes) only p[0, span) is read: the rest must be +0, whose terms change no sum.
+HWY_INLINE float SumOfTile(const float* p, int span = kKeyTile) {
   const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
-  HWY_ALIGN float lanes[kVirtualLanes];
-  for (int a = 0; a < kVirtualLanes; a += kN) {
+  const auto column_sum = [&](int a) {  // partial sums a .. a + kN - 1
     auto acc = hn::LoadU(df, p + a);
-    for (int j = kVirtualLanes; j < kKeyTile; j += kVirtualLanes)
+    for (int j = kVirtualLanes; j < span; j += kVirtualLanes)
       acc = hn::Add(acc, hn::LoadU(df, p + j + a));
-    hn::Store(acc, df, lanes + a);
-  }
+    return acc;
+  };
+#if HWY_TARGET <= HWY_AVX2  // the tree in registers: lane i + lane i + width, width 8, 4, 2, 1
+  const hn::FixedTag<float, 8> d8;
+  const hn::FixedTag<float, 4> d4;
+#if HWY_TARGET <= HWY_AVX3
+  const auto sums = column_sum(0);
+  const auto by8 = hn::Add(hn::LowerHalf(d8, sums), hn::UpperHalf(d8, sums));
+#else
+  const auto by8 = hn::Add(column_sum(0), column_sum(8));
+#endif
+  const auto by4 = hn::Add(hn::LowerHalf(d4, by8), hn::UpperHalf(d4, by8));
+  const auto by2 = hn::Add(by4, hn::Shuffle1032(by4));
+  return hn::GetLane(hn::Add(by2, hn::Shuffle2301(by2)));
+#else
+  HWY_ALIGN float lanes[kVirtualLanes];
+  for (int a = 0; a < kVirtualLanes; a += kN) hn::Store(column_sum(a), df, lanes + a);
   for (int width = kVirtualLanes / 2; width >= 1; width /= 2) {
     for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
   }
   return lanes[0];
+#endif
 }
 
 /// dots[v][j] = q_v . k_j for kBlock query vectors (rows of `queries`, padded_dim apart) and
@@ -111,30 +127,43 @@ struct RowState {
   float* acc = nullptr;  ///< padded_dim floats.
 };
 
-/// Turns one row of scores (kKeyTile floats, -inf where masked or past the tile) into
-/// probabilities relative to the updated running max, rescaling the running sum and accumulator.
-/// Afterwards `scores` holds p_j (0 where masked); the caller adds sum_j p_j v_j.
-HWY_INLINE void OnlineSoftmaxStep(float* scores, int padded_dim, RowState* state) {
+/// The scores of a tile of `count` keys that the softmax reads: count rounded up to whole virtual
+/// rows. A partly filled tile (a short context, a request's last tile) skips the rest.
+HWY_INLINE int LiveSpan(int count) {
+  return std::min(kKeyTile, (count + kVirtualLanes - 1) / kVirtualLanes * kVirtualLanes);
+}
+
+/// Turns one row of scores (the first `span` of kKeyTile floats, -inf where masked or past the
+/// tile; span from LiveSpan) into probabilities relative to the updated running max, rescaling
+/// the running sum and accumulator. Afterwards `scores` holds p_j (0 where masked and from span
+/// on); the caller adds sum_j p_j v_j. Skipping the -inf scores past the span changes no bit:
+/// they would give p_j = +0.
+HWY_INLINE void OnlineSoftmaxStep(float* scores, int span, int padded_dim, RowState* state) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
+  std::fill(scores + span, scores + kKeyTile, 0.0f);
   auto tile_max = hn::Set(df, kNegInf);
-  for (int j = 0; j < kKeyTile; j += n) tile_max = hn::Max(tile_max, hn::LoadU(df, scores + j));
+  for (int j = 0; j < span; j += n) tile_max = hn::Max(tile_max, hn::LoadU(df, scores + j));
   const float new_max = std::max(state->max, hn::GetLane(hn::MaxOfLanes(df, tile_max)));
   if (new_max == kNegInf) {  // nothing visible yet: every p_j is 0
     std::fill(scores, scores + kKeyTile, 0.0f);
     return;
   }
   const auto shift = hn::Set(df, new_max);
-  for (int j = 0; j < kKeyTile; j += n) {
+  for (int j = 0; j < span; j += n) {
     hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, scores + j), shift)), df, scores + j);
   }
   if (state->max != new_max) {
-    const float alpha = ExpScalar(state->max - new_max);  // 0 when the old max is -inf
-    state->sum *= alpha;
-    ScaleRow(alpha, padded_dim, state->acc);
+    // An empty state (old max -inf: sum and accumulator +0) would be scaled by alpha = 0, which
+    // leaves it as it is: only a state that saw keys is rescaled.
+    if (state->max != kNegInf) {
+      const float alpha = ExpScalar(state->max - new_max);
+      state->sum *= alpha;
+      ScaleRow(alpha, padded_dim, state->acc);
+    }
     state->max = new_max;
   }
-  state->sum += SumOfTile(scores);
+  state->sum += SumOfTile(scores, span);
 }
 
 /// One query vector of a work item: where it is read from and written to, and which of the item's
@@ -158,10 +187,11 @@ HWY_INLINE float MaskValue(const AttentionProblem& p, const QueryRow& r, int64_t
 
 /// Turns the dots of one query vector against the tile at context key `key0` into scores:
 /// s0 = min(dot * scale, FLT_MAX), soft-capped (cap * tanh(s0 / cap)), + ALiBi, + mask, and -inf
-/// for keys past the tile, past the row's causal limit or before its sliding window.
+/// for keys past the tile, past the row's causal limit or before its sliding window. Only the
+/// first `span` scores (LiveSpan(num_keys)) are written.
 /// tanh is Highway's (built on the same lane-wise Expm1 polynomial on every target).
 HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64_t key0,
-                             int num_keys, float* scores) {
+                             int num_keys, int span, float* scores) {
   const DF df;
   const hn::RebindToSigned<DF> di;
   const int n = static_cast<int>(hn::Lanes(df));
@@ -178,7 +208,7 @@ HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64
   // Scores saturate at FLT_MAX: a dot product that overflows fp32 (keys near 1e38) then wins the
   // softmax outright, which is the limit, instead of turning into inf - inf = NaN.
   const auto largest = hn::Set(df, std::numeric_limits<float>::max());
-  for (int j = 0; j < kKeyTile; j += n) {
+  for (int j = 0; j < span; j += n) {
     auto s = hn::Min(hn::Mul(hn::LoadU(df, scores + j), scale), largest);
     if (capped) s = hn::Mul(cap, hn::Tanh(df, hn::Div(s, cap)));
     const auto index = hn::Iota(di, j);
@@ -326,6 +356,7 @@ HWY_INLINE void WriteStates(const AttentionProblem& p, int64_t state_index, int 
 HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const QueryRow* rows, int vectors,
                              int first, int block, int64_t key0, int count, float* scores,
                              const VectorStates& s) {
+  const int span = LiveSpan(count);
   for (int v = 0; v < block; ++v) {
     float* row = scores + v * kKeyTile;
     const int index = first + v;
@@ -333,10 +364,10 @@ HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const QueryRow* rows, in
       std::fill(row, row + kKeyTile, 0.0f);
       continue;
     }
-    FinishScores(p, rows[index], key0, count, row);
+    FinishScores(p, rows[index], key0, count, span, row);
     RowState state{s.maxes[index], s.sums[index],
                    s.acc + static_cast<int64_t>(index) * p.padded_dim};
-    OnlineSoftmaxStep(row, p.padded_dim, &state);
+    OnlineSoftmaxStep(row, span, p.padded_dim, &state);
     s.maxes[index] = state.max;
     s.sums[index] = state.sum;
   }

@@ -784,6 +784,21 @@ void CheckRow(const Features& f, const std::vector<uint8_t>& out, const std::vec
   }
 }
 
+/// Checks output row `index` of one query vector against the float64 attention over keys
+/// [first, last], the bound scaled by the largest |value| of those keys.
+template <typename KeyOf, typename ValueOf, typename BiasOf>
+void CheckAttendedRow(const Features& f, const float* q, int64_t first, int64_t last,
+                      const KeyOf& key, const ValueOf& value, const BiasOf& bias, const float* sink,
+                      const std::vector<uint8_t>& out, const std::vector<uint8_t>& lse,
+                      int64_t index, const std::string& where) {
+  const Expected e = Attend(f, q, first, last, key, value, bias, sink);
+  double vmax = 0.0;
+  for (int64_t j = first; j <= last; ++j) {
+    for (int d = 0; d < f.dim; ++d) vmax = std::max(vmax, std::fabs(double{value(j)[d]}));
+  }
+  CheckRow(f, out, lse, index, e, vmax, where);
+}
+
 /// The host decode of every slot of a cache: keys[(slot * heads + head) * dim + d].
 struct DecodedCache {
   std::vector<float> planes[2];
@@ -944,15 +959,11 @@ void CheckAttention(std::mt19937_64& rng) {
           return x;
         };
         const float* q = query.values.data() + (token * f.heads() + h) * f.dim;
-        const Expected e =
-            Attend(f, q, first, last, key, value, bias, f.sinks.empty() ? nullptr : &f.sinks[h]);
-        double vmax = 0.0;
-        for (int64_t j = first; j <= last; ++j) {
-          for (int d = 0; d < f.dim; ++d) vmax = std::max(vmax, std::fabs(double{value(j)[d]}));
-        }
-        CheckRow(f, got, got_lse, token * f.heads() + h, e, vmax,
-                 "request " + std::to_string(b) + " row " + std::to_string(r) + " head " +
-                     std::to_string(h));
+        CheckAttendedRow(f, q, first, last, key, value, bias,
+                         f.sinks.empty() ? nullptr : &f.sinks[h], got, got_lse,
+                         token * f.heads() + h,
+                         "request " + std::to_string(b) + " row " + std::to_string(r) + " head " +
+                             std::to_string(h));
       }
     }
   }
@@ -1074,15 +1085,11 @@ void CheckUnified(std::mt19937_64& rng) {
           return f.alibi ? static_cast<double>(slopes[h]) * static_cast<double>(j - position) : 0.0;
         };
         const float* q = query.values.data() + (token * f.heads() + h) * f.dim;
-        const Expected e = Attend(f, q, first, position, key, value, bias,
-                                  f.sinks.empty() ? nullptr : &f.sinks[h]);
-        double vmax = 0.0;
-        for (int64_t j = first; j <= position; ++j) {
-          for (int d = 0; d < f.dim; ++d) vmax = std::max(vmax, std::fabs(double{value(j)[d]}));
-        }
-        CheckRow(f, got, got_lse, token * f.heads() + h, e, vmax,
-                 "request " + std::to_string(b) + " row " + std::to_string(r) + " head " +
-                     std::to_string(h));
+        CheckAttendedRow(f, q, first, position, key, value, bias,
+                         f.sinks.empty() ? nullptr : &f.sinks[h], got, got_lse,
+                         token * f.heads() + h,
+                         "request " + std::to_string(b) + " row " + std::to_string(r) + " head " +
+                             std::to_string(h));
       }
     }
   }
@@ -1244,15 +1251,11 @@ void CheckPublicCacheAttention(std::mt19937_64& rng) {
             return x;
           };
           const float* q = query.values.data() + (token * f.heads() + h) * f.dim;
-          const Expected e =
-              Attend(f, q, first, last, key, value, bias, f.sinks.empty() ? nullptr : &f.sinks[h]);
-          double vmax = 0.0;
-          for (int64_t j = first; j <= last; ++j) {
-            for (int d = 0; d < f.dim; ++d) vmax = std::max(vmax, std::fabs(double{value(j)[d]}));
-          }
-          CheckRow(f, got, no_lse, token * f.heads() + h, e, vmax,
-                   std::string(backend) + " request " + std::to_string(b) + " row " +
-                       std::to_string(r) + " head " + std::to_string(h));
+          CheckAttendedRow(f, q, first, last, key, value, bias,
+                           f.sinks.empty() ? nullptr : &f.sinks[h], got, no_lse,
+                           token * f.heads() + h,
+                           std::string(backend) + " request " + std::to_string(b) + " row " +
+                               std::to_string(r) + " head " + std::to_string(h));
         }
       }
     }
@@ -1354,15 +1357,10 @@ void CheckPublicAttention(std::mt19937_64& rng) {
           return x;
         };
         const float* q = query.values.data() + (token * hq + h) * dim;
-        const Expected e = Attend(f, q, first, last, key_of, value_of, bias,
-                                  f.sinks.empty() ? nullptr : &f.sinks[h]);
-        double vmax = 0.0;
-        for (int64_t j = first; j <= last; ++j) {
-          for (int d = 0; d < f.dim; ++d) vmax = std::max(vmax, std::fabs(double{value_of(j)[d]}));
-        }
-        CheckRow(f, got, no_lse, token * hq + h, e, vmax,
-                 "request " + std::to_string(b) + " row " + std::to_string(r) + " head " +
-                     std::to_string(h));
+        CheckAttendedRow(f, q, first, last, key_of, value_of, bias,
+                         f.sinks.empty() ? nullptr : &f.sinks[h], got, no_lse, token * hq + h,
+                         "request " + std::to_string(b) + " row " + std::to_string(r) + " head " +
+                             std::to_string(h));
       }
     }
   }

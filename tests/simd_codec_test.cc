@@ -50,7 +50,7 @@ void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_
   ScoreBlock<4>(queries, padded_dim, keys_t, head_dim, num_keys, dots);
 }
 
-float SumOfTileOnTarget(const float* p) { return SumOfTile(p); }
+float SumOfTileOnTarget(const float* p, int span) { return SumOfTile(p, span); }
 
 /// Decodes a row of `dim` elements of `elem` (bf16 or fp8) twice: through the row decoder of the
 /// tiled path (`rows`) and through the in-register lanes of the fused path (`lanes`, whole
@@ -155,6 +155,7 @@ namespace {
 using dynattn_test::ForEachTarget;
 
 using dynattn::internal::kKeyTile;
+using dynattn::internal::kVirtualLanes;
 constexpr int kBlock = 4;  // kQueryBlock
 
 /// One block of queries against one key tile, padded as the kernel reads them.
@@ -435,17 +436,24 @@ TEST_SUITE("simd") {
         }
       });
     });
+    // A tile's sum: the same bits on every target (the register tree of AVX2/AVX-512 against the
+    // memory tree of narrower targets), and with a live span, the bits of the whole tile when the
+    // rest holds the +0 probabilities of keys past the tile.
     std::normal_distribution<float> normal;
-    std::vector<float> p(kKeyTile);
-    for (float& x : p) x = std::fabs(normal(rng));
-    double exact = 0;
-    for (float x : p) exact += x;
-    std::map<std::string, float> sums;
-    ForEachTarget([&](const std::string& target) {
-      sums[target] = HWY_DYNAMIC_DISPATCH(SumOfTileOnTarget)(p.data());
-      CHECK(std::fabs(sums[target] - exact) <= 1e-6 * exact);
-    });
-    for (const auto& [target, sum] : sums) CHECK(sum == sums.begin()->second);  // no FMA in sums
+    for (int span = kVirtualLanes; span <= kKeyTile; span += kVirtualLanes) {
+      std::vector<float> p(kKeyTile, 0.0f);
+      for (int j = 0; j < span; ++j) p[j] = std::fabs(normal(rng));
+      double exact = 0;
+      for (float x : p) exact += x;
+      std::map<std::string, float> sums;
+      ForEachTarget([&](const std::string& target) {
+        INFO("target " << target << ", span " << span);
+        sums[target] = HWY_DYNAMIC_DISPATCH(SumOfTileOnTarget)(p.data(), span);
+        CHECK(sums[target] == HWY_DYNAMIC_DISPATCH(SumOfTileOnTarget)(p.data(), kKeyTile));
+        CHECK(std::fabs(sums[target] - exact) <= 1e-6 * exact);
+      });
+      for (const auto& [target, sum] : sums) CHECK(sum == sums.begin()->second);  // no FMA
+    }
   }
 }
 
