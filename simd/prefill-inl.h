@@ -183,14 +183,54 @@ HWY_INLINE void DecodeTiles(const AttentionProblem& p, const ScaleLanes& lanes,
                          kv_head, count, ValuesRound<kElem>(p), values, scales_tmp);
 }
 
+#if HWY_TARGET <= HWY_AVX2
+/// Transposes the 8 x 8 block of keys [j0, j0 + 8) x [d0, d0 + 8) in registers: interleaves of
+/// 32-bit, then 64-bit lanes within each 128-bit half, then the halves exchanged.
+HWY_INLINE void Transpose8x8(const float* keys, int padded_dim, int j0, int d0, float* keys_t) {
+  const hn::FixedTag<float, 8> d8;
+  const hn::Repartition<double, decltype(d8)> d64;
+  hn::Vec<decltype(d8)> pairs[8];  // rows 2i, 2i + 1 interleaved: lanes 0,1,4,5 then 2,3,6,7
+  for (int i = 0; i < 4; ++i) {
+    const auto a = hn::LoadU(d8, keys + (j0 + 2 * i) * padded_dim + d0);
+    const auto b = hn::LoadU(d8, keys + (j0 + 2 * i + 1) * padded_dim + d0);
+    pairs[2 * i] = hn::InterleaveLower(d8, a, b);
+    pairs[2 * i + 1] = hn::InterleaveUpper(d8, a, b);
+  }
+  hn::Vec<decltype(d8)> quads[8];  // quads[4h + c]: rows 4h..4h+3 of columns c and c + 4
+  for (int h = 0; h < 2; ++h) {
+    for (int u = 0; u < 2; ++u) {
+      const auto lo = hn::BitCast(d64, pairs[4 * h + u]),
+                 hi = hn::BitCast(d64, pairs[4 * h + 2 + u]);
+      quads[4 * h + 2 * u] = hn::BitCast(d8, hn::InterleaveLower(d64, lo, hi));
+      quads[4 * h + 2 * u + 1] = hn::BitCast(d8, hn::InterleaveUpper(d64, lo, hi));
+    }
+  }
+  for (int c = 0; c < 4; ++c) {
+    hn::StoreU(hn::ConcatLowerLower(d8, quads[4 + c], quads[c]), d8,
+               keys_t + (d0 + c) * kKeyTile + j0);
+    hn::StoreU(hn::ConcatUpperUpper(d8, quads[4 + c], quads[c]), d8,
+               keys_t + (d0 + c + 4) * kKeyTile + j0);
+  }
+}
+#endif
+
 /// keys_t[d * kKeyTile + j] = keys[j][d] for j < count (zeros up to a multiple of kScoreKeys).
+/// AVX2 and AVX-512 move whole 8 x 8 blocks through registers; the rest goes element by element.
 HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int padded_dim,
                               float* keys_t) {
   const int padded_count =
       std::min<int>(kKeyTile, (count + kScoreKeys - 1) / kScoreKeys * kScoreKeys);
+  int block_keys = 0, block_dims = 0;  // the part moved by 8 x 8 blocks
+#if HWY_TARGET <= HWY_AVX2
+  block_keys = count / 8 * 8;
+  block_dims = head_dim / 8 * 8;
+  for (int j0 = 0; j0 < block_keys; j0 += 8) {
+    for (int d0 = 0; d0 < block_dims; d0 += 8) Transpose8x8(keys, padded_dim, j0, d0, keys_t);
+  }
+#endif
   for (int d = 0; d < head_dim; ++d) {
     float* out = keys_t + d * kKeyTile;
-    for (int j = 0; j < count; ++j) out[j] = keys[j * padded_dim + d];
+    for (int j = d < block_dims ? block_keys : 0; j < count; ++j) out[j] = keys[j * padded_dim + d];
     for (int j = count; j < padded_count; ++j) out[j] = 0.0f;
   }
 }

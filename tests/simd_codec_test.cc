@@ -3,10 +3,11 @@
 // Kernel-level checks on every compiled target: the vector round-to-fp16 (used to dequantize)
 // against the scalar one over a dense sweep of all float bit patterns, the virtual-lane dot
 // product against a float64 sum, and the bf16 / fp8 row codecs (vector decode, encode and bf16
-// activations) against core's scalar codec, bit for bit.
+// activations) against core's scalar codec, bit for bit, and the key-tile transpose.
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -51,6 +52,11 @@ void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_
 }
 
 float SumOfTileOnTarget(const float* p, int span) { return SumOfTile(p, span); }
+
+void TransposeTileOnTarget(const float* keys, int count, int head_dim, int padded_dim,
+                           float* keys_t) {
+  TransposeTile(keys, count, head_dim, padded_dim, keys_t);
+}
 
 /// Decodes a row of `dim` elements of `elem` (bf16 or fp8) twice: through the row decoder of the
 /// tiled path (`rows`) and through the in-register lanes of the fused path (`lanes`, whole
@@ -143,6 +149,7 @@ namespace dynattn {
 HWY_EXPORT(CountRoundingMismatches);
 HWY_EXPORT(ScoreBlockOnTarget);
 HWY_EXPORT(SumOfTileOnTarget);
+HWY_EXPORT(TransposeTileOnTarget);
 HWY_EXPORT(DecodeWidenedOnTarget);
 HWY_EXPORT(EncodeWidenedOnTarget);
 HWY_EXPORT(Bf16ActivationsOnTarget);
@@ -398,6 +405,37 @@ TEST_SUITE("simd") {
         for (int g = count; g < count + 8; ++g) CHECK(out[g] == 1234.5f);
       }
     });
+  }
+
+  TEST_CASE("key tiles transpose exactly on every target, whole 8 x 8 blocks or not") {
+    const uint64_t seed = dynattn_test::BaseSeed() + 31;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal;
+    for (const int dim : {5, 8, 13, 64, 72, 128}) {
+      const int padded = (dim + kVirtualLanes - 1) / kVirtualLanes * kVirtualLanes;
+      std::vector<float> keys(static_cast<size_t>(kKeyTile) * padded);
+      for (float& x : keys) x = normal(rng);
+      ForEachTarget([&](const std::string& target) {
+        for (int count = 1; count <= kKeyTile; ++count) {
+          INFO("target " << target << ", dim " << dim << ", keys " << count);
+          std::vector<float> keys_t(static_cast<size_t>(dim) * kKeyTile, NAN);  // poison
+          HWY_DYNAMIC_DISPATCH(TransposeTileOnTarget)
+          (keys.data(), count, dim, padded, keys_t.data());
+          // Keys past `count` read as zeros up to the next 16 keys at least (the score blocks'
+          // padding, 16 or 32 keys by target).
+          const int zeros_to = std::min(kKeyTile, (count + 15) / 16 * 16);
+          int wrong = 0;
+          for (int d = 0; d < dim; ++d) {
+            for (int j = 0; j < zeros_to; ++j) {
+              const float want = j < count ? keys[j * padded + d] : 0.0f;
+              wrong += internal::FloatBits(keys_t[d * kKeyTile + j]) != internal::FloatBits(want);
+            }
+          }
+          CHECK(wrong == 0);
+        }
+      });
+    }
   }
 
   TEST_CASE("vector round-to-fp16 equals the scalar one on every target") {
