@@ -363,25 +363,29 @@ void RunOverhead(const BenchOptions& options) {
     if (!tiny.empty() && tiny.back().threads == threads) continue;
     tiny.push_back(MeasureTinyStep(threads, 2000));
   }
+  std::printf("\nkernels: %s%s\n", CpuTargetName(), options.target.empty() ? "" : " (forced)");
   PrintOverhead(tiny, MeasureUnifiedPlanning(options.threads, options.repetitions), stdout);
 }
 
 bool RunBenchmark(const BenchOptions& options) {
-  if (options.only == "overhead") {
-    RunOverhead(options);
-    return true;
-  }
-  RerunWithPassiveOpenMp();
   Plan plan;
   plan.report_error = options.report_error ? options.report_error : [](const std::string& message) {
     std::fprintf(stderr, "bench: %s\n", message.c_str());
   };
+  const auto force_target = [&] {
+    const Status forced = ForceCpuTarget(options.target.c_str());
+    if (!forced.ok()) plan.report_error(forced.message());
+    return forced.ok();
+  };
+  if (options.only == "overhead") {
+    if (!force_target()) return false;
+    RunOverhead(options);
+    return true;
+  }
+  RerunWithPassiveOpenMp();
   // The limits are the machine's (its best target); the kernels may then be held to another.
   MachineLimits machine = MeasureMachine(options.threads);
-  if (const Status forced = ForceCpuTarget(options.target.c_str()); !forced.ok()) {
-    plan.report_error(forced.message());
-    return false;
-  }
+  if (!force_target()) return false;
   if (!options.target.empty()) machine.target = std::string(CpuTargetName()) + " (forced)";
   if (options.only != "unified") plan.rows = SelectRows(StepMatrix(options.quick), options.rows);
   if (options.only != "unified" && plan.rows.empty()) {
