@@ -44,33 +44,29 @@ HWY_INLINE float ExpScalar(float x) {
   return hn::GetLane(hn::Exp(df, hn::Set(df, x)));
 }
 
-/// Sum of p[0, kKeyTile): kVirtualLanes partial sums (p[i], p[i + 16], ... in order) folded in a
-/// fixed tree, so every vector width gives the same bits. With `span` (a multiple of
-/// kVirtualLanes) only p[0, span) is read: the rest must be +0, whose terms change no sum.
-HWY_INLINE float SumOfTile(const float* p, int span = kKeyTile) {
-  const DF df;
-  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
-  const auto column_sum = [&](int a) {  // partial sums a .. a + kN - 1
-    auto acc = hn::LoadU(df, p + a);
-    for (int j = kVirtualLanes; j < span; j += kVirtualLanes)
-      acc = hn::Add(acc, hn::LoadU(df, p + j + a));
-    return acc;
-  };
-#if HWY_TARGET <= HWY_AVX2  // the tree in registers: lane i + lane i + width, width 8, 4, 2, 1
+/// Vectors that hold the kVirtualLanes partial sums of a tile (partial sum a in lane a % lanes).
+constexpr int kSumVectors = kVirtualLanes / static_cast<int>(hn::MaxLanes(DF()));
+
+/// Folds the kVirtualLanes partial sums in a fixed tree (lane i + lane i + width, width 8, 4, 2,
+/// 1), so that every vector width gives the same bits. AVX2 and AVX-512 fold in registers;
+/// narrower targets through memory.
+HWY_INLINE float FoldPartialSums(const hn::Vec<DF>* sums) {
+#if HWY_TARGET <= HWY_AVX2
   const hn::FixedTag<float, 8> d8;
   const hn::FixedTag<float, 4> d4;
 #if HWY_TARGET <= HWY_AVX3
-  const auto sums = column_sum(0);
-  const auto by8 = hn::Add(hn::LowerHalf(d8, sums), hn::UpperHalf(d8, sums));
+  const auto by8 = hn::Add(hn::LowerHalf(d8, sums[0]), hn::UpperHalf(d8, sums[0]));
 #else
-  const auto by8 = hn::Add(column_sum(0), column_sum(8));
+  const auto by8 = hn::Add(sums[0], sums[1]);
 #endif
   const auto by4 = hn::Add(hn::LowerHalf(d4, by8), hn::UpperHalf(d4, by8));
   const auto by2 = hn::Add(by4, hn::Shuffle1032(by4));
   return hn::GetLane(hn::Add(by2, hn::Shuffle2301(by2)));
 #else
+  const DF df;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
   HWY_ALIGN float lanes[kVirtualLanes];
-  for (int a = 0; a < kVirtualLanes; a += kN) hn::Store(column_sum(a), df, lanes + a);
+  for (int c = 0; c < kSumVectors; ++c) hn::Store(sums[c], df, lanes + c * kN);
   for (int width = kVirtualLanes / 2; width >= 1; width /= 2) {
     for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
   }
@@ -78,8 +74,39 @@ HWY_INLINE float SumOfTile(const float* p, int span = kKeyTile) {
 #endif
 }
 
-/// dots[v][j] = q_v . k_j for kBlock query vectors (rows of `queries`, padded_dim apart) and
-/// the first `num_keys` keys of a transposed tile (keys_t[d * kKeyTile + j]). Each dot is one
+/// Sum of p[0, kKeyTile): kVirtualLanes partial sums (p[i], p[i + 16], ... in order) folded by
+/// FoldPartialSums. With `span` (a multiple of kVirtualLanes) only p[0, span) is read: the rest
+/// must be +0, whose terms change no sum.
+HWY_INLINE float SumOfTile(const float* p, int span = kKeyTile) {
+  const DF df;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  hn::Vec<DF> sums[kSumVectors];
+  for (int c = 0; c < kSumVectors; ++c) sums[c] = hn::LoadU(df, p + c * kN);
+  for (int j = kVirtualLanes; j < span; j += kVirtualLanes) {
+    for (int c = 0; c < kSumVectors; ++c) sums[c] = hn::Add(sums[c], hn::LoadU(df, p + j + c * kN));
+  }
+  return FoldPartialSums(sums);
+}
+
+/// scores[j] = exp(scores[j] - max) over the first `span` scores (a multiple of kVirtualLanes),
+/// and their sum in the order of SumOfTile (same bits), added up as the exponentials are made
+/// instead of in a second pass.
+HWY_INLINE float ExpAndSumOfTile(float max, int span, float* scores) {
+  const DF df;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  const auto shift = hn::Set(df, max);
+  hn::Vec<DF> sums[kSumVectors];  // from +0: +0 + e is e for every exponential (never -0)
+  for (int c = 0; c < kSumVectors; ++c) sums[c] = hn::Zero(df);
+  for (int j = 0; j < span; j += kVirtualLanes) {
+    for (int c = 0; c < kSumVectors; ++c) {
+      float* at = scores + j + c * kN;
+      const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, at), shift));
+      hn::StoreU(e, df, at);
+      sums[c] = hn::Add(sums[c], e);
+    }
+  }
+  return FoldPartialSums(sums);
+}
 
 /// acc[0, n) *= factor.
 HWY_INLINE void ScaleRow(float factor, int n, float* acc) {
@@ -134,25 +161,19 @@ HWY_INLINE int LiveSpan(int count) {
 }
 
 /// Turns one row of scores (the first `span` of kKeyTile floats, -inf where masked or past the
-/// tile; span from LiveSpan) into probabilities relative to the updated running max, rescaling
-/// the running sum and accumulator. Afterwards `scores` holds p_j (0 where masked and from span
-/// on); the caller adds sum_j p_j v_j. Skipping the -inf scores past the span changes no bit:
-/// they would give p_j = +0.
-HWY_INLINE void OnlineSoftmaxStep(float* scores, int span, int padded_dim, RowState* state) {
-  const DF df;
-  const int n = static_cast<int>(hn::Lanes(df));
+/// tile; span from LiveSpan; `tile_max` their maximum) into probabilities relative to the updated
+/// running max, rescaling the running sum and accumulator. Afterwards `scores` holds p_j (0 where
+/// masked and from span on); the caller adds sum_j p_j v_j. Skipping the -inf scores past the
+/// span changes no bit: they would give p_j = +0.
+HWY_INLINE void OnlineSoftmaxStep(float* scores, int span, float tile_max, int padded_dim,
+                                  RowState* state) {
   std::fill(scores + span, scores + kKeyTile, 0.0f);
-  auto tile_max = hn::Set(df, kNegInf);
-  for (int j = 0; j < span; j += n) tile_max = hn::Max(tile_max, hn::LoadU(df, scores + j));
-  const float new_max = std::max(state->max, hn::GetLane(hn::MaxOfLanes(df, tile_max)));
+  const float new_max = std::max(state->max, tile_max);
   if (new_max == kNegInf) {  // nothing visible yet: every p_j is 0
-    std::fill(scores, scores + kKeyTile, 0.0f);
+    std::fill(scores, scores + span, 0.0f);
     return;
   }
-  const auto shift = hn::Set(df, new_max);
-  for (int j = 0; j < span; j += n) {
-    hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, scores + j), shift)), df, scores + j);
-  }
+  const float tile_sum = ExpAndSumOfTile(new_max, span, scores);
   if (state->max != new_max) {
     // An empty state (old max -inf: sum and accumulator +0) would be scaled by alpha = 0, which
     // leaves it as it is: only a state that saw keys is rescaled.
@@ -163,7 +184,7 @@ HWY_INLINE void OnlineSoftmaxStep(float* scores, int span, int padded_dim, RowSt
     }
     state->max = new_max;
   }
-  state->sum += SumOfTile(scores, span);
+  state->sum += tile_sum;
 }
 
 /// One query vector of a work item: where it is read from and written to, and which of the item's
@@ -188,10 +209,11 @@ HWY_INLINE float MaskValue(const AttentionProblem& p, const QueryRow& r, int64_t
 /// Turns the dots of one query vector against the tile at context key `key0` into scores:
 /// s0 = min(dot * scale, FLT_MAX), soft-capped (cap * tanh(s0 / cap)), + ALiBi, + mask, and -inf
 /// for keys past the tile, past the row's causal limit or before its sliding window. Only the
-/// first `span` scores (LiveSpan(num_keys)) are written.
+/// first `span` scores (LiveSpan(num_keys)) are written. Returns their maximum (-inf when none
+/// is visible), taken as they are written.
 /// tanh is Highway's (built on the same lane-wise Expm1 polynomial on every target).
-HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64_t key0,
-                             int num_keys, int span, float* scores) {
+HWY_INLINE float FinishScores(const AttentionProblem& p, const QueryRow& r, int64_t key0,
+                              int num_keys, int span, float* scores) {
   const DF df;
   const hn::RebindToSigned<DF> di;
   const int n = static_cast<int>(hn::Lanes(df));
@@ -208,23 +230,32 @@ HWY_INLINE void FinishScores(const AttentionProblem& p, const QueryRow& r, int64
   // Scores saturate at FLT_MAX: a dot product that overflows fp32 (keys near 1e38) then wins the
   // softmax outright, which is the limit, instead of turning into inf - inf = NaN.
   const auto largest = hn::Set(df, std::numeric_limits<float>::max());
+  // Lane l of the vector at j is key j + l. The lane numbers are a constant; Iota(di, j) with a
+  // variable j is built through the stack (16 scalar stores, then a wide load that stalls).
+  const auto lanes = hn::Iota(di, 0);
+  auto row_max = neg_inf;
   for (int j = 0; j < span; j += n) {
     auto s = hn::Min(hn::Mul(hn::LoadU(df, scores + j), scale), largest);
     if (capped) s = hn::Mul(cap, hn::Tanh(df, hn::Div(s, cap)));
-    const auto index = hn::Iota(di, j);
     if (p.alibi_slopes != nullptr) {
       // slope * (key - a), with key - a = (key0 - a) + j exact in float for any real context.
-      s = hn::Add(s, hn::Mul(hn::Set(df, slope), hn::Add(base, hn::ConvertTo(df, index))));
+      const auto index = hn::ConvertTo(df, hn::Add(lanes, hn::Set(di, j)));
+      s = hn::Add(s, hn::Mul(hn::Set(df, slope), hn::Add(base, index)));
     }
-    const auto visible = hn::RebindMask(
-        df, hn::And(hn::Lt(index, hn::Set(di, last + 1)), hn::Gt(index, hn::Set(di, first - 1))));
-    hn::StoreU(hn::IfThenElse(visible, s, neg_inf), df, scores + j);
+    // first <= j + l <= last, compared as l against bounds moved by j.
+    const auto visible = hn::RebindMask(df, hn::And(hn::Lt(lanes, hn::Set(di, last + 1 - j)),
+                                                    hn::Gt(lanes, hn::Set(di, first - 1 - j))));
+    s = hn::IfThenElse(visible, s, neg_inf);
+    hn::StoreU(s, df, scores + j);
+    row_max = hn::Max(row_max, s);
   }
-  if (p.mask == nullptr) return;
-  for (int j = first; j <= last; ++j) scores[j] += MaskValue(p, r, key0 + j);
+  if (p.mask != nullptr) {
+    for (int j = first; j <= last; ++j) scores[j] += MaskValue(p, r, key0 + j);
+    row_max = neg_inf;
+    for (int j = 0; j < span; j += n) row_max = hn::Max(row_max, hn::LoadU(df, scores + j));
+  }
+  return hn::GetLane(hn::MaxOfLanes(df, row_max));
 }
-
-/// Decodes context keys [key0, key0 + count) of one plane into rows of padded_dim floats.
 
 /// Element offset of (packed row, head) in the query or the output.
 HWY_INLINE int64_t TokenOffset(const AttentionProblem& p, int64_t token, int head) {
@@ -350,24 +381,27 @@ HWY_INLINE void WriteStates(const AttentionProblem& p, int64_t state_index, int 
   }
 }
 
-/// Finishes the dots of query vectors [first, first + block) against one tile (`scores`, rows of
-/// kKeyTile) and folds them into the vectors' running states. Afterwards `scores` holds the
+/// Finishes the dots of query vectors [first, first + kBlock) against one tile (`scores`, rows
+/// of kKeyTile) and folds them into the vectors' running states. Afterwards `scores` holds the
 /// probabilities relative to the updated maxima; padding vectors (index >= vectors) get zeros.
+/// All rows are finished (with their maxima) before any is exponentiated: the rows' chains of
+/// max, exp and sum are independent, and staged this way they overlap.
+template <int kBlock>
 HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const QueryRow* rows, int vectors,
-                             int first, int block, int64_t key0, int count, float* scores,
+                             int first, int64_t key0, int count, float* scores,
                              const VectorStates& s) {
   const int span = LiveSpan(count);
-  for (int v = 0; v < block; ++v) {
-    float* row = scores + v * kKeyTile;
+  const int live = std::clamp(vectors - first, 0, kBlock);  // the rest are padding vectors
+  std::fill(scores + live * kKeyTile, scores + kBlock * kKeyTile, 0.0f);
+  float tile_max[kBlock];
+  for (int v = 0; v < live; ++v) {
+    tile_max[v] = FinishScores(p, rows[first + v], key0, count, span, scores + v * kKeyTile);
+  }
+  for (int v = 0; v < live; ++v) {
     const int index = first + v;
-    if (index >= vectors) {  // padding vector: attends to nothing
-      std::fill(row, row + kKeyTile, 0.0f);
-      continue;
-    }
-    FinishScores(p, rows[index], key0, count, span, row);
     RowState state{s.maxes[index], s.sums[index],
                    s.acc + static_cast<int64_t>(index) * p.padded_dim};
-    OnlineSoftmaxStep(row, span, p.padded_dim, &state);
+    OnlineSoftmaxStep(scores + v * kKeyTile, span, tile_max[v], p.padded_dim, &state);
     s.maxes[index] = state.max;
     s.sums[index] = state.sum;
   }

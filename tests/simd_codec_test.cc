@@ -53,6 +53,10 @@ void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_
 
 float SumOfTileOnTarget(const float* p, int span) { return SumOfTile(p, span); }
 
+float ExpAndSumOfTileOnTarget(float max, int span, float* scores) {
+  return ExpAndSumOfTile(max, span, scores);
+}
+
 void TransposeTileOnTarget(const float* keys, int count, int head_dim, int padded_dim,
                            float* keys_t) {
   TransposeTile(keys, count, head_dim, padded_dim, keys_t);
@@ -149,6 +153,7 @@ namespace dynattn {
 HWY_EXPORT(CountRoundingMismatches);
 HWY_EXPORT(ScoreBlockOnTarget);
 HWY_EXPORT(SumOfTileOnTarget);
+HWY_EXPORT(ExpAndSumOfTileOnTarget);
 HWY_EXPORT(TransposeTileOnTarget);
 HWY_EXPORT(DecodeWidenedOnTarget);
 HWY_EXPORT(EncodeWidenedOnTarget);
@@ -491,6 +496,38 @@ TEST_SUITE("simd") {
         CHECK(std::fabs(sums[target] - exact) <= 1e-6 * exact);
       });
       for (const auto& [target, sum] : sums) CHECK(sum == sums.begin()->second);  // no FMA
+    }
+    // The softmax's fused pass: exp(s - max) in place and the sum of what it wrote, made as the
+    // exponentials are, with the bits of SumOfTile over them; the same bits on the FMA targets
+    // (AVX2, AVX-512). Highway's exp polynomial uses MulAdd, which SSE4 and the scalar fallback
+    // round twice: there the last bit of some exponentials differs.
+    for (int span = kVirtualLanes; span <= kKeyTile; span += kVirtualLanes) {
+      std::vector<float> scores(kKeyTile);
+      for (float& x : scores) x = 4.0f * normal(rng);
+      const float max = *std::max_element(scores.begin(), scores.begin() + span);
+      std::map<std::string, std::vector<float>> exps;
+      std::map<std::string, float> sums;
+      ForEachTarget([&](const std::string& target) {
+        INFO("target " << target << ", span " << span);
+        std::vector<float> p = scores;
+        const float sum = HWY_DYNAMIC_DISPATCH(ExpAndSumOfTileOnTarget)(max, span, p.data());
+        CHECK(std::equal(p.begin() + span, p.end(), scores.begin() + span));  // past the span
+        for (int j = 0; j < span; ++j) {
+          const float shifted = scores[j] - max;  // the kernel's fp32 difference
+          const double want = std::exp(static_cast<double>(shifted));
+          CHECK(std::fabs(p[j] - want) <= 4e-7 * want);
+        }
+        std::fill(p.begin() + span, p.end(), 0.0f);
+        CHECK(sum == HWY_DYNAMIC_DISPATCH(SumOfTileOnTarget)(p.data(), kKeyTile));
+        if (target == "AVX2" || target.rfind("AVX3", 0) == 0) {
+          sums[target] = sum;
+          exps[target] = p;
+        }
+      });
+      for (const auto& [target, sum] : sums) {
+        CHECK(sum == sums.begin()->second);
+        CHECK(exps[target] == exps.begin()->second);
+      }
     }
   }
 }
