@@ -48,73 +48,105 @@ constexpr int kQueryBlock = 8;
 /// element feeds two fused multiply-adds (one otherwise: AVX2 already holds two vectors per row).
 constexpr int kScoreKeys = hn::MaxLanes(DF()) >= kVirtualLanes ? 2 * kVirtualLanes : kVirtualLanes;
 
-/// dots[v][j] = q_v . k_j for kBlock query vectors (rows of `queries`, padded_dim apart) and
-/// the first `num_keys` keys of a transposed tile (keys_t[d * kKeyTile + j], zero-padded to a
-/// multiple of kScoreKeys). Each dot is one sequential fused multiply-add chain over d.
+/// Vector registers of the target: AVX-512 has 32, AVX2 and SSE4 16.
+constexpr int kVectorRegisters = HWY_TARGET <= HWY_AVX3 ? 32 : 16;
+
+/// Query vectors one pass of a kBlock block holds in registers when each keeps `per_vector`
+/// accumulators beside `shared` other registers: kBlock where they fit (AVX-512), else a half or
+/// a quarter of it (the block's 16 accumulators would spill on AVX2's 16 registers). The passes
+/// share the block's tile loads through L1; no bit depends on them.
 template <int kBlock>
-HWY_INLINE void ScoreBlock(const float* queries, int padded_dim, const float* keys_t, int head_dim,
-                           int num_keys, float* dots) {
+constexpr int PassVectors(int per_vector, int shared) {
+  int vectors = kBlock;
+  while (vectors > 1 && vectors * per_vector + shared > kVectorRegisters) vectors /= 2;
+  return vectors;
+}
+
+/// dots[v][j] = q_v . k_j for kPass query vectors (rows of `queries`, padded_dim apart) and the
+/// first `num_keys` keys of a transposed tile (keys_t[d * kKeyTile + j], zero-padded to a
+/// multiple of kScoreKeys). Each dot is one sequential fused multiply-add chain over d.
+template <int kPass>
+HWY_INLINE void ScorePass(const float* queries, int padded_dim, const float* keys_t, int head_dim,
+                          int num_keys, float* dots) {
   const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
   constexpr int kVectors = kScoreKeys / kN;
   for (int j0 = 0; j0 < num_keys; j0 += kScoreKeys) {
-    hn::Vec<DF> acc[kBlock][kVectors];
-    for (int v = 0; v < kBlock; ++v) {
+    hn::Vec<DF> acc[kPass][kVectors];
+    for (int v = 0; v < kPass; ++v) {
       for (int a = 0; a < kVectors; ++a) acc[v][a] = hn::Zero(df);
     }
     for (int d = 0; d < head_dim; ++d) {
       const float* k = keys_t + d * kKeyTile + j0;
       hn::Vec<DF> kv[kVectors];
       for (int a = 0; a < kVectors; ++a) kv[a] = hn::LoadU(df, k + a * kN);
-      for (int v = 0; v < kBlock; ++v) {
+      for (int v = 0; v < kPass; ++v) {
         const auto q = hn::Set(df, queries[v * padded_dim + d]);
         for (int a = 0; a < kVectors; ++a) acc[v][a] = hn::MulAdd(q, kv[a], acc[v][a]);
       }
     }
-    for (int v = 0; v < kBlock; ++v) {
+    for (int v = 0; v < kPass; ++v) {
       for (int a = 0; a < kVectors; ++a)
         hn::StoreU(acc[v][a], df, dots + v * kKeyTile + j0 + a * kN);
     }
   }
 }
 
-/// acc_v[d, d + kParts * lanes) += sum_j p_v[j] * values[j][...], one fused multiply-add chain per
-/// element in key order. Keys no vector attends to are skipped (adding 0 * v changes no bit of a
-/// finite accumulator).
-template <int kBlock, int kParts>
+/// ScorePass over kBlock query vectors, in passes that fit the registers (PassVectors).
+template <int kBlock>
+HWY_INLINE void ScoreBlock(const float* queries, int padded_dim, const float* keys_t, int head_dim,
+                           int num_keys, float* dots) {
+  constexpr int kVectors = kScoreKeys / static_cast<int>(hn::MaxLanes(DF()));
+  constexpr int kPass = PassVectors<kBlock>(kVectors, kVectors + 1);
+  for (int v = 0; v < kBlock; v += kPass) {
+    ScorePass<kPass>(queries + v * padded_dim, padded_dim, keys_t, head_dim, num_keys,
+                     dots + v * kKeyTile);
+  }
+}
+
+/// acc_v[d, d + kParts * lanes) += sum_j p_v[j] * values[j][...] for kPass query vectors, one
+/// fused multiply-add chain per element in key order. Keys no vector of the block attends to are
+/// skipped (adding 0 * v changes no bit of a finite accumulator).
+template <int kPass, int kParts>
 HWY_INLINE void AccumulateLanes(const float* probs, const float* values, const uint8_t* active,
                                 int num_keys, int padded_dim, int d, float* acc) {
   const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
-  hn::Vec<DF> sums[kBlock][kParts];
-  for (int v = 0; v < kBlock; ++v) {
+  hn::Vec<DF> sums[kPass][kParts];
+  for (int v = 0; v < kPass; ++v) {
     for (int u = 0; u < kParts; ++u) sums[v][u] = hn::LoadU(df, acc + v * padded_dim + d + u * kN);
   }
   for (int j = 0; j < num_keys; ++j) {
     if (!active[j]) continue;
     hn::Vec<DF> value[kParts];
     for (int u = 0; u < kParts; ++u) value[u] = hn::LoadU(df, values + j * padded_dim + d + u * kN);
-    for (int v = 0; v < kBlock; ++v) {
+    for (int v = 0; v < kPass; ++v) {
       const auto p = hn::Set(df, probs[v * kKeyTile + j]);
       for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(p, value[u], sums[v][u]);
     }
   }
-  for (int v = 0; v < kBlock; ++v) {
+  for (int v = 0; v < kPass; ++v) {
     for (int u = 0; u < kParts; ++u) hn::StoreU(sums[v][u], df, acc + v * padded_dim + d + u * kN);
   }
 }
 
-/// acc_v += sum_j p_v[j] * values[j] over the whole padded row, two vectors per pass.
+/// acc_v += sum_j p_v[j] * values[j] over the whole padded row, two vectors per pass, in passes
+/// of query vectors that fit the registers (PassVectors).
 template <int kBlock>
 HWY_INLINE void AccumulateBlock(const float* probs, const float* values, const uint8_t* active,
                                 int num_keys, int padded_dim, float* acc) {
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
-  int d = 0;
-  for (; d + 2 * kN <= padded_dim; d += 2 * kN) {
-    AccumulateLanes<kBlock, 2>(probs, values, active, num_keys, padded_dim, d, acc);
-  }
-  for (; d < padded_dim; d += kN) {
-    AccumulateLanes<kBlock, 1>(probs, values, active, num_keys, padded_dim, d, acc);
+  constexpr int kPass = PassVectors<kBlock>(2, 3);
+  for (int v = 0; v < kBlock; v += kPass) {
+    const float* p = probs + v * kKeyTile;
+    float* a = acc + v * padded_dim;
+    int d = 0;
+    for (; d + 2 * kN <= padded_dim; d += 2 * kN) {
+      AccumulateLanes<kPass, 2>(p, values, active, num_keys, padded_dim, d, a);
+    }
+    for (; d < padded_dim; d += kN) {
+      AccumulateLanes<kPass, 1>(p, values, active, num_keys, padded_dim, d, a);
+    }
   }
 }
 

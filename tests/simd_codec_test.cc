@@ -45,10 +45,11 @@ int64_t CountRoundingMismatches(uint64_t begin, uint64_t end, uint64_t step) {
   return mismatches;
 }
 
-/// The kernel's block of dot products: kQueryBlock queries against a transposed key tile.
+/// The kernel's block of dot products: kQueryBlock queries against a transposed key tile (in
+/// passes of fewer where the target's registers hold fewer: AVX2, SSE4).
 void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_t, int head_dim,
                         int num_keys, float* dots) {
-  ScoreBlock<4>(queries, padded_dim, keys_t, head_dim, num_keys, dots);
+  ScoreBlock<kQueryBlock>(queries, padded_dim, keys_t, head_dim, num_keys, dots);
 }
 
 float SumOfTileOnTarget(const float* p, int span) { return SumOfTile(p, span); }
@@ -168,7 +169,7 @@ using dynattn_test::ForEachTarget;
 
 using dynattn::internal::kKeyTile;
 using dynattn::internal::kVirtualLanes;
-constexpr int kBlock = 4;  // kQueryBlock
+constexpr int kBlock = 8;  // kQueryBlock
 
 /// One block of queries against one key tile, padded as the kernel reads them.
 struct ScoreInputs {
