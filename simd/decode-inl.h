@@ -328,7 +328,7 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
     for (; j < tile.count; ++j) {
       FusedDots<kElem, kRoundKeys, kBlock, 1>(queries, dp, tile.keys, j, lanes, p.head_dim, scores);
     }
-    SoftmaxBlock<kBlock>(p, query_rows, vectors, 0, tile.key0, tile.count, scores, s);
+    SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
     MarkActiveKeys<kBlock>(scores, tile.count, active);
     FusedAccumulate<kElem, kRoundValues, kBlock>(scores, active, tile.values, tile.count, lanes,
                                                  p.head_dim, dp, s.acc);

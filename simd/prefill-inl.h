@@ -308,7 +308,7 @@ HWY_INLINE void AttendBlock(const AttentionProblem& p, int vectors, int first, i
   const int dp = p.padded_dim;
   ScoreBlock<kBlock>(s.queries + static_cast<int64_t>(first) * dp, dp, s.keys_t, p.head_dim, count,
                      s.scores);
-  SoftmaxBlock<kBlock>(p, s.rows, vectors, first, key0, count, s.scores, s.states);
+  SoftmaxBlock(p, s.rows, vectors, first, kBlock, key0, count, s.scores, s.states);
   MarkActiveKeys<kBlock>(s.scores, count, s.active);
   AccumulateBlock<kBlock>(s.scores, s.values, s.active, count, dp,
                           s.states.acc + static_cast<int64_t>(first) * dp);

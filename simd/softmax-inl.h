@@ -76,7 +76,8 @@ HWY_INLINE float FoldPartialSums(const hn::Vec<DF>* sums) {
 
 /// Sum of p[0, kKeyTile): kVirtualLanes partial sums (p[i], p[i + 16], ... in order) folded by
 /// FoldPartialSums. With `span` (a multiple of kVirtualLanes) only p[0, span) is read: the rest
-/// must be +0, whose terms change no sum.
+/// must be +0, whose terms change no sum. The softmax adds its tile sums in this order as it
+/// makes the exponentials (ExpAndSumOfTile); the simd suite holds the two to the same bits.
 HWY_INLINE float SumOfTile(const float* p, int span = kKeyTile) {
   const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
@@ -381,27 +382,22 @@ HWY_INLINE void WriteStates(const AttentionProblem& p, int64_t state_index, int 
   }
 }
 
-/// Finishes the dots of query vectors [first, first + kBlock) against one tile (`scores`, rows
-/// of kKeyTile) and folds them into the vectors' running states. Afterwards `scores` holds the
+/// Finishes the dots of query vectors [first, first + block) against one tile (`scores`, rows of
+/// kKeyTile) and folds them into the vectors' running states. Afterwards `scores` holds the
 /// probabilities relative to the updated maxima; padding vectors (index >= vectors) get zeros.
-/// All rows are finished (with their maxima) before any is exponentiated: the rows' chains of
-/// max, exp and sum are independent, and staged this way they overlap.
-template <int kBlock>
 HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const QueryRow* rows, int vectors,
-                             int first, int64_t key0, int count, float* scores,
+                             int first, int block, int64_t key0, int count, float* scores,
                              const VectorStates& s) {
   const int span = LiveSpan(count);
-  const int live = std::clamp(vectors - first, 0, kBlock);  // the rest are padding vectors
-  std::fill(scores + live * kKeyTile, scores + kBlock * kKeyTile, 0.0f);
-  float tile_max[kBlock];
-  for (int v = 0; v < live; ++v) {
-    tile_max[v] = FinishScores(p, rows[first + v], key0, count, span, scores + v * kKeyTile);
-  }
+  const int live = std::clamp(vectors - first, 0, block);  // the rest are padding vectors
+  std::fill(scores + live * kKeyTile, scores + block * kKeyTile, 0.0f);
   for (int v = 0; v < live; ++v) {
     const int index = first + v;
+    float* row = scores + v * kKeyTile;
+    const float tile_max = FinishScores(p, rows[index], key0, count, span, row);
     RowState state{s.maxes[index], s.sums[index],
                    s.acc + static_cast<int64_t>(index) * p.padded_dim};
-    OnlineSoftmaxStep(scores + v * kKeyTile, span, tile_max[v], p.padded_dim, &state);
+    OnlineSoftmaxStep(row, span, tile_max, p.padded_dim, &state);
     s.maxes[index] = state.max;
     s.sums[index] = state.sum;
   }
