@@ -72,6 +72,18 @@ HWY_INLINE V RoundToF16(V v) {
 #endif
 }
 
+/// RoundToF16 for lanes known to be +0 or of a magnitude in [2^-14, 65504], fp16's normal range:
+/// Veltkamp's split with the constant 2^13 + 1 keeps the top 11 significant bits, rounded to
+/// nearest even. One multiply and two additions, where vcvtps2ph + vcvtph2ps cost Zen 4 about 3
+/// cycles per 512-bit vector. Bit-identical to RoundToF16 on that range (the simd suite checks
+/// every float in it); outside it the result is not an fp16 value, so callers prove the range
+/// (NormalProducts). Needs -ffp-contract=off, as the whole library has.
+template <class V>
+HWY_INLINE V RoundNormalToF16(V v) {
+  const auto spread = hn::Mul(v, hn::Set(DF(), 8193.0f));
+  return hn::Add(spread, hn::Sub(v, spread));
+}
+
 /// The scalar twin of one dequantization rounding chain: to the scale type, then to the
 /// activation type. A value already rounded to fp16 is unchanged by a second rounding to fp16,
 /// so at most one rounding is ever done.
@@ -474,11 +486,13 @@ struct ScaleLanes {
     kBroadcast,  ///< Group size a power of two >= lanes: one scale per vector.
     kLookup,     ///< Group size a power of two < lanes: a table lookup of kLanes / G scales.
     kExpanded,   ///< Other group sizes: one scale per element, expanded per row.
+    kAny,        ///< As a template argument: the mode is read from `mode` at run time.
   };
   Mode mode = Mode::kNone;
   int shift = 0;       ///< log2(group size) in the power-of-two modes.
   int row_floats = 0;  ///< Floats per row in the scale buffer (with kLanes of slack).
   int groups = 0;      ///< Group scales per row.
+  int stored = 0;      ///< Floats a row's scales fill in the buffer (groups, or head_dim).
 
   static ScaleLanes For(const CacheDesc& cache) {
     ScaleLanes s;
@@ -488,16 +502,19 @@ struct ScaleLanes {
     const bool power_of_two = (group & (group - 1)) == 0;
     while (power_of_two && (1 << s.shift) < group) ++s.shift;
     s.mode = !power_of_two ? Mode::kExpanded : group >= kLanes ? Mode::kBroadcast : Mode::kLookup;
-    const int stored = s.mode == Mode::kExpanded ? cache.head_dim : cache.head_dim / group;
-    s.row_floats = (stored + 2 * kLanes - 1) / kLanes * kLanes;
+    s.stored = s.mode == Mode::kExpanded ? cache.head_dim : cache.head_dim / group;
+    s.row_floats = (s.stored + 2 * kLanes - 1) / kLanes * kLanes;
     return s;
   }
 
-  /// The scales of elements [e, e + kLanes) of a row whose buffer is `scales`.
+  /// The scales of elements [e, e + kLanes) of a row whose buffer is `scales`; kKnown is `mode`
+  /// when the caller knows it at compile time (the fused decode kernel's inner loops).
+  template <Mode kKnown = Mode::kAny>
   HWY_INLINE hn::Vec<DF> At(const float* scales, int e) const {
     const DF df;
-    if (mode == Mode::kBroadcast) return hn::Set(df, scales[e >> shift]);
-    if (mode == Mode::kExpanded) return hn::LoadU(df, scales + e);
+    const Mode m = kKnown == Mode::kAny ? mode : kKnown;
+    if (m == Mode::kBroadcast) return hn::Set(df, scales[e >> shift]);
+    if (m == Mode::kExpanded) return hn::LoadU(df, scales + e);
     const hn::RebindToSigned<DF> di;
     const auto index = hn::ShiftRightSame(hn::Iota(di, 0), shift);  // lane l -> l / G
     return hn::TableLookupLanes(hn::LoadU(df, scales + (e >> shift)),
@@ -520,9 +537,72 @@ HWY_INLINE void LoadRowScales(const CacheDesc& cache, const void* src, const Sca
   WidenScales(src, f16, lanes.groups, out);
 }
 
+/// Largest scale whose products with every code of kElem stay within fp16's normal range.
+template <CacheElem kElem>
+constexpr float LargestNormalScale() {
+  return kElem == CacheElem::kInt8 ? 65504.0f / 128 : 65504.0f / 8;
+}
+
+/// True when every product code x scale of `rows` rows of widened scales (rows `row_floats`
+/// apart, `lanes.stored` each) is +0 or lies in fp16's normal range, so that RoundNormalToF16
+/// rounds it: each scale in [2^-14, LargestNormalScale] (a code is 0 or at least 1 in
+/// magnitude; negative, zero, tiny, huge and NaN scales say no).
+template <CacheElem kElem>
+struct NormalScales {
+  HWY_INLINE NormalScales()
+      : low(hn::Set(DF(), 0x1p-14f)),
+        high(hn::Set(DF(), LargestNormalScale<kElem>())),
+        in_range(hn::Eq(low, low)) {}
+
+  hn::Vec<DF> low, high;
+  hn::Mask<DF> in_range;
+
+  HWY_INLINE void Check(hn::Vec<DF> scales) {
+    in_range = hn::And(in_range, hn::And(hn::Ge(scales, low), hn::Le(scales, high)));
+  }
+  HWY_INLINE bool Hold() const { return hn::AllTrue(DF(), in_range); }
+};
+
+template <CacheElem kElem>
+HWY_INLINE bool NormalProducts(const float* scales, int rows, const ScaleLanes& lanes) {
+  const DF df;
+  NormalScales<kElem> normal;
+  for (int j = 0; j < rows; ++j) {
+    const float* row = scales + j * lanes.row_floats;
+    for (int g = 0; g < lanes.stored; g += kLanes) {
+      normal.Check(
+          hn::IfThenElse(hn::FirstN(df, lanes.stored - g), hn::LoadU(df, row + g), normal.low));
+    }
+  }
+  return normal.Hold();
+}
+
+/// LoadRowScales of `count` rows (scale rows at `rows`, out rows lanes.row_floats apart) and
+/// NormalProducts in one pass, for rows whose group scales fill whole vectors (kBroadcast and
+/// kLookup modes, groups a multiple of kLanes: D = 128 in groups of 8 on AVX-512 and AVX2):
+/// each vector is widened, stored and checked in registers.
+template <CacheElem kElem, bool kF16Scales>
+HWY_INLINE bool WidenWholeScaleRows(const void* const* rows, int count, const ScaleLanes& lanes,
+                                    float* out) {
+  const DF df;
+  NormalScales<kElem> normal;
+  for (int j = 0; j < count; ++j) {
+    for (int g = 0; g < lanes.groups; g += kLanes) {
+      const auto s = kF16Scales ? F16Lanes(static_cast<const uint16_t*>(rows[j]) + g)
+                                : hn::LoadU(df, static_cast<const float*>(rows[j]) + g);
+      hn::StoreU(s, df, out + j * lanes.row_floats + g);
+      normal.Check(s);
+    }
+  }
+  return normal.Hold();
+}
+
 /// Elements [e, e + kLanes) of a cached row as T1 sees them: T1(T3(code * scale)). For an fp8
-/// row `scales` points to the plane's tensor scale (one float).
-template <CacheElem kElem, bool kRound>
+/// row `scales` points to the plane's tensor scale (one float). kNormal: the caller proved
+/// NormalProducts for the row, so a quantized row's rounding takes RoundNormalToF16. kMode:
+/// `lanes.mode` if known at compile time.
+template <CacheElem kElem, bool kRound, bool kNormal = false,
+          ScaleLanes::Mode kMode = ScaleLanes::Mode::kAny>
 HWY_INLINE hn::Vec<DF> DecodeLanes(const void* row, const float* scales, const ScaleLanes& lanes,
                                    int e) {
   const DF df;
@@ -541,8 +621,9 @@ HWY_INLINE hn::Vec<DF> DecodeLanes(const void* row, const float* scales, const S
   } else {
     const auto codes = kElem == CacheElem::kInt8 ? Int8Lanes(static_cast<const int8_t*>(row) + e)
                                                  : Int4Lanes(static_cast<const uint8_t*>(row), e);
-    const auto product = hn::Mul(codes, lanes.At(scales, e));
-    return kRound ? RoundToF16(product) : product;
+    const auto product = hn::Mul(codes, lanes.At<kMode>(scales, e));
+    if constexpr (!kRound) return product;
+    return kNormal ? RoundNormalToF16(product) : RoundToF16(product);
   }
 }
 

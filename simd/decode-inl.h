@@ -143,11 +143,12 @@ struct TileRows {
   const void* scale_rows[kKeyTile];
   float* scales;   ///< kKeyTile x row_floats; for fp8 one float, the plane's tensor scale.
   int row_floats;  ///< Scale buffer stride.
+  bool normal_products = false;  ///< NormalProducts holds for the tile's rows.
 };
 
 /// dots[v * kKeyTile + k] = q_v . k_k for kBlock query vectors (rows of `queries`, padded_dim
 /// apart) and kKeys key rows starting at row j of `keys`.
-template <CacheElem kElem, bool kRound, int kBlock, int kKeys>
+template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock, int kKeys>
 HWY_INLINE void FusedDots(const float* queries, int padded_dim, const TileRows& keys, int j,
                           const ScaleLanes& lanes, int head_dim, float* dots) {
   const DF df;
@@ -160,7 +161,7 @@ HWY_INLINE void FusedDots(const float* queries, int padded_dim, const TileRows& 
       hn::Vec<DF> q[kBlock];
       for (int v = 0; v < kBlock; ++v) q[v] = hn::LoadU(df, queries + v * padded_dim + e);
       for (int k = 0; k < kKeys; ++k) {
-        const auto key = DecodeLanes<kElem, kRound>(
+        const auto key = DecodeLanes<kElem, kRound, kNormal, kMode>(
             keys.rows[j + k], keys.scales + (j + k) * keys.row_floats, lanes, e);
         for (int v = 0; v < kBlock; ++v) {
           part[v * kKeys + k] = hn::MulAdd(q[v], key, part[v * kKeys + k]);
@@ -176,11 +177,28 @@ HWY_INLINE void FusedDots(const float* queries, int padded_dim, const TileRows& 
   }
 }
 
-/// acc_v[e, e + kParts * kLanes) += sum_j p_v[j] * value_j, one chain per element in key order.
-template <CacheElem kElem, bool kRound, int kBlock, int kParts>
+/// Rows [j, min(j + n, count)) of a tile, with their scales, fetched ahead into the caches.
+struct RowsAhead {
+  const TileRows* rows = nullptr;  ///< Nothing to fetch when null.
+  int count = 0;
+  internal::RowBytes bytes;
+
+  HWY_INLINE void Fetch(int j, int n) const {
+    if (rows == nullptr) return;
+    for (int k = j; k < std::min(j + n, count); ++k) {
+      PrefetchBytes(rows->rows[k], bytes.row);
+      if (bytes.scales != 0) PrefetchBytes(rows->scale_rows[k], bytes.scales);
+    }
+  }
+};
+
+/// acc_v[e, e + kParts * kLanes) += sum_j p_v[j] * value_j, one chain per element in key order,
+/// while the rows of `ahead` are fetched in step with the keys.
+template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock,
+          int kParts>
 HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
                                      const TileRows& values, int count, const ScaleLanes& lanes,
-                                     int e, int padded_dim, float* acc) {
+                                     int e, int padded_dim, const RowsAhead& ahead, float* acc) {
   const DF df;
   hn::Vec<DF> sums[kBlock][kParts];
   for (int v = 0; v < kBlock; ++v) {
@@ -188,11 +206,12 @@ HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
       sums[v][u] = hn::LoadU(df, acc + v * padded_dim + e + u * kLanes);
   }
   for (int j = 0; j < count; ++j) {
+    if (j % 4 == 0) ahead.Fetch(j, 4);
     if (!active[j]) continue;
     hn::Vec<DF> value[kParts];
     for (int u = 0; u < kParts; ++u) {
-      value[u] = DecodeLanes<kElem, kRound>(values.rows[j], values.scales + j * values.row_floats,
-                                            lanes, e + u * kLanes);
+      value[u] = DecodeLanes<kElem, kRound, kNormal, kMode>(
+          values.rows[j], values.scales + j * values.row_floats, lanes, e + u * kLanes);
     }
     for (int v = 0; v < kBlock; ++v) {
       const auto weight = hn::Set(df, probs[v * kKeyTile + j]);
@@ -205,20 +224,44 @@ HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
   }
 }
 
-template <CacheElem kElem, bool kRound, int kBlock>
-HWY_INLINE void FusedAccumulate(const float* probs, const uint8_t* active, const TileRows& values,
-                                int count, const ScaleLanes& lanes, int head_dim, int padded_dim,
-                                float* acc) {
+/// The whole P.V of a tile; its first pass over the keys fetches the rows of `ahead`.
+template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock>
+HWY_INLINE void FusedAccumulateRounded(const float* probs, const uint8_t* active,
+                                       const TileRows& values, int count, const ScaleLanes& lanes,
+                                       int head_dim, int padded_dim, RowsAhead ahead, float* acc) {
   constexpr int kParts = FusedValueParts<kBlock>();
   int e = 0;
   for (; e + kParts * kLanes <= head_dim; e += kParts * kLanes) {
-    FusedAccumulateLanes<kElem, kRound, kBlock, kParts>(probs, active, values, count, lanes, e,
-                                                        padded_dim, acc);
+    FusedAccumulateLanes<kElem, kRound, kNormal, kMode, kBlock, kParts>(
+        probs, active, values, count, lanes, e, padded_dim, ahead, acc);
+    ahead.rows = nullptr;
   }
   for (; e < head_dim; e += kLanes) {
-    FusedAccumulateLanes<kElem, kRound, kBlock, 1>(probs, active, values, count, lanes, e,
-                                                   padded_dim, acc);
+    FusedAccumulateLanes<kElem, kRound, kNormal, kMode, kBlock, 1>(
+        probs, active, values, count, lanes, e, padded_dim, ahead, acc);
+    ahead.rows = nullptr;
   }
+}
+
+/// True when rows of kElem rounded as kRound says may take RoundNormalToF16 (when their tile
+/// proves NormalProducts): quantized rows that round.
+template <CacheElem kElem, bool kRound>
+constexpr bool MayRoundNormal() {
+  return kRound && (kElem == CacheElem::kInt8 || kElem == CacheElem::kInt4);
+}
+
+template <CacheElem kElem, bool kRound, ScaleLanes::Mode kMode, int kBlock>
+HWY_INLINE void FusedAccumulate(const float* probs, const uint8_t* active, const TileRows& values,
+                                int count, const ScaleLanes& lanes, int head_dim, int padded_dim,
+                                const RowsAhead& ahead, float* acc) {
+  if constexpr (MayRoundNormal<kElem, kRound>()) {
+    if (values.normal_products) {
+      return FusedAccumulateRounded<kElem, kRound, true, kMode, kBlock>(
+          probs, active, values, count, lanes, head_dim, padded_dim, ahead, acc);
+    }
+  }
+  FusedAccumulateRounded<kElem, kRound, false, kMode, kBlock>(probs, active, values, count, lanes,
+                                                              head_dim, padded_dim, ahead, acc);
 }
 
 /// Points `tile` at the rows (and scale rows) of `slots` of one plane.
@@ -231,22 +274,23 @@ HWY_INLINE void PointTileRows(const CacheDesc& cache, const CachePlane& plane, c
   }
 }
 
-/// Widens the group scales of the tile's rows (nothing for unquantized caches).
+/// Widens the group scales of the tile's rows and sees whether they prove NormalProducts
+/// (nothing for unquantized caches).
+template <CacheElem kElem>
 HWY_INLINE void WidenTileScales(const CacheDesc& cache, const ScaleLanes& lanes, int count,
                                 TileRows* tile) {
   if (lanes.mode == ScaleLanes::Mode::kNone) return;
+  if (lanes.mode != ScaleLanes::Mode::kExpanded && lanes.groups % kLanes == 0) {
+    tile->normal_products =
+        cache.scale_type == ScaleType::kF16
+            ? WidenWholeScaleRows<kElem, true>(tile->scale_rows, count, lanes, tile->scales)
+            : WidenWholeScaleRows<kElem, false>(tile->scale_rows, count, lanes, tile->scales);
+    return;
+  }
   for (int j = 0; j < count; ++j) {
     LoadRowScales(cache, tile->scale_rows[j], lanes, tile->scales + j * tile->row_floats);
   }
-}
-
-/// Prefetches rows [j, min(j + n, count)) of a tile, with their scales.
-HWY_INLINE void PrefetchTileRows(const TileRows& tile, int j, int n, int count,
-                                 const internal::RowBytes& bytes) {
-  for (int k = j; k < std::min(j + n, count); ++k) {
-    PrefetchBytes(tile.rows[k], bytes.row);
-    if (bytes.scales != 0) PrefetchBytes(tile.scale_rows[k], bytes.scales);
-  }
+  tile->normal_products = NormalProducts<kElem>(tile->scales, count, lanes);
 }
 
 /// The key and value rows of one tile, and its key range.
@@ -255,6 +299,27 @@ struct FusedTile {
   int64_t key0 = 0;
   int count = 0;
 };
+
+/// scores[v * kKeyTile + j] = q_v . k_j for the keys of `tile`, kKeys at a time, while the rows
+/// of `ahead` are fetched in step.
+template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock>
+HWY_INLINE void ScoreFusedTile(const AttentionProblem& p, const float* queries,
+                               const FusedTile& tile, const RowsAhead& ahead,
+                               const ScaleLanes& lanes, float* scores) {
+  constexpr int kKeys = FusedKeys<kBlock>();
+  const int dp = p.padded_dim;
+  int j = 0;
+  for (; j + kKeys <= tile.count; j += kKeys) {
+    ahead.Fetch(j, kKeys);
+    FusedDots<kElem, kRound, kNormal, kMode, kBlock, kKeys>(queries, dp, tile.keys, j, lanes,
+                                                            p.head_dim, scores);
+  }
+  ahead.Fetch(j, kKeyTile);
+  for (; j < tile.count; ++j) {
+    FusedDots<kElem, kRound, kNormal, kMode, kBlock, 1>(queries, dp, tile.keys, j, lanes,
+                                                        p.head_dim, scores);
+  }
+}
 
 /// Computes the slots of keys [key0, key0 + count) and points `tile` at their rows.
 template <CacheElem kElem>
@@ -274,7 +339,7 @@ HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w
 /// One fused work item with kBlock >= its query vectors. While a tile is scored, the rows of the
 /// next one are prefetched: rows of a KV head are strided (often a page apart) in the common
 /// layouts, where the hardware prefetchers do not follow.
-template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, int kBlock>
+template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode kMode, int kBlock>
 void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                       internal::Scratch* scratch) {
   const int rows = w.row_end - w.row_begin;
@@ -308,50 +373,76 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   const int vectors = p.group_size * rows;
   LoadQueries(p, query_rows, vectors, kBlock, queries);
   s.Reset(kBlock, dp);
-  constexpr int kKeys = FusedKeys<kBlock>();
   PointTile<kElem>(p, w, FirstTileKey(query_rows, vectors, w.key_begin), slots, &tiles[0]);
+  RowsAhead{&tiles[0].keys, tiles[0].count, bytes}.Fetch(0, kKeyTile);
   for (int t = 0; tiles[t].count > 0; t ^= 1) {
     FusedTile& tile = tiles[t];
-    const FusedTile& next = tiles[t ^ 1];
-    PointTile<kElem>(p, w, tile.key0 + kKeyTile, slots, &tiles[t ^ 1]);
-    WidenTileScales(p.kv.cache, lanes, tile.count, &tile.keys);
-    WidenTileScales(p.kv.cache, lanes, tile.count, &tile.values);
-    int j = 0;
-    for (; j + kKeys <= tile.count; j += kKeys) {
-      PrefetchTileRows(next.keys, j, kKeys, next.count, bytes);
-      PrefetchTileRows(next.values, j, kKeys, next.count, bytes);
-      FusedDots<kElem, kRoundKeys, kBlock, kKeys>(queries, dp, tile.keys, j, lanes, p.head_dim,
-                                                  scores);
+    FusedTile& next = tiles[t ^ 1];
+    PointTile<kElem>(p, w, tile.key0 + kKeyTile, slots, &next);
+    // Each phase fetches the rows the next phase reads: the values of this tile while its keys
+    // are scored, the keys of the next tile while these values are accumulated. Every row is
+    // then fetched about half a tile ahead, at an even pace.
+    WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.keys);
+    const RowsAhead values_ahead{&tile.values, tile.count, bytes};
+    bool scored = false;
+    if constexpr (MayRoundNormal<kElem, kRoundKeys>()) {
+      if (tile.keys.normal_products) {
+        ScoreFusedTile<kElem, kRoundKeys, true, kMode, kBlock>(p, queries, tile, values_ahead,
+                                                               lanes, scores);
+        scored = true;
+      }
     }
-    PrefetchTileRows(next.keys, j, kKeyTile, next.count, bytes);
-    PrefetchTileRows(next.values, j, kKeyTile, next.count, bytes);
-    for (; j < tile.count; ++j) {
-      FusedDots<kElem, kRoundKeys, kBlock, 1>(queries, dp, tile.keys, j, lanes, p.head_dim, scores);
+    if (!scored) {
+      ScoreFusedTile<kElem, kRoundKeys, false, kMode, kBlock>(p, queries, tile, values_ahead, lanes,
+                                                              scores);
     }
     SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
     MarkActiveKeys<kBlock>(scores, tile.count, active);
-    FusedAccumulate<kElem, kRoundValues, kBlock>(scores, active, tile.values, tile.count, lanes,
-                                                 p.head_dim, dp, s.acc);
+    WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.values);
+    FusedAccumulate<kElem, kRoundValues, kMode, kBlock>(scores, active, tile.values, tile.count,
+                                                        lanes, p.head_dim, dp,
+                                                        {&next.keys, next.count, bytes}, s.acc);
   }
   FinishItem(p, w, query_rows, s, states);
 }
 
+/// AttendFusedBlock with the smallest block that holds the item's query vectors.
+template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode kMode>
+void AttendFusedBlocks(const AttentionProblem& p, const internal::WorkItem& w, float* states,
+                       internal::Scratch* scratch) {
+  const int vectors = p.group_size * (w.row_end - w.row_begin);
+  if (vectors <= 1) {
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 1>(p, w, states, scratch);
+  }
+  if (vectors <= 2) {
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 2>(p, w, states, scratch);
+  }
+  if (vectors <= 4) {
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 4>(p, w, states, scratch);
+  }
+  AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 8>(p, w, states, scratch);
+}
+
 /// A work item through the fused decode kernel (UseFusedDecode holds), with keys and values
-/// rounded to fp16 or not (KeysRound, ValuesRound).
+/// rounded to fp16 or not (KeysRound, ValuesRound). Quantized caches in the two power-of-two
+/// scale modes get their own inner loops (no mode test per vector of codes, fewer live
+/// registers); other group sizes read the mode at run time.
 template <CacheElem kElem, bool kRoundKeys, bool kRoundValues>
 void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                  internal::Scratch* scratch) {
-  const int vectors = p.group_size * (w.row_end - w.row_begin);
-  if (vectors <= 1) {
-    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, 1>(p, w, states, scratch);
+  using Mode = ScaleLanes::Mode;
+  if constexpr (kElem == CacheElem::kInt8 || kElem == CacheElem::kInt4) {
+    const Mode mode = ScaleLanes::For(p.kv.cache).mode;
+    if (mode == Mode::kLookup) {
+      return AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kLookup>(p, w, states,
+                                                                               scratch);
+    }
+    if (mode == Mode::kBroadcast) {
+      return AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kBroadcast>(p, w, states,
+                                                                                  scratch);
+    }
   }
-  if (vectors <= 2) {
-    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, 2>(p, w, states, scratch);
-  }
-  if (vectors <= 4) {
-    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, 4>(p, w, states, scratch);
-  }
-  AttendFusedBlock<kElem, kRoundKeys, kRoundValues, 8>(p, w, states, scratch);
+  AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kAny>(p, w, states, scratch);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -45,6 +45,50 @@ int64_t CountRoundingMismatches(uint64_t begin, uint64_t end, uint64_t step) {
   return mismatches;
 }
 
+/// Float bit patterns in [begin, end) with `step` whose RoundNormalToF16 differs from the scalar
+/// RoundToF16 (the range is the caller's: fp16's normal range, where both must agree).
+int64_t CountNormalRoundingMismatches(uint64_t begin, uint64_t end, uint64_t step) {
+  const DF df;
+  const size_t n = hn::Lanes(df);
+  std::vector<float> in(n), out(n);
+  int64_t mismatches = 0;
+  for (uint64_t u = begin; u < end; u += step * n) {
+    for (size_t i = 0; i < n; ++i) {
+      in[i] = internal::BitsFloat(static_cast<uint32_t>(std::min(u + i * step, end - 1)));
+    }
+    hn::StoreU(RoundNormalToF16(hn::LoadU(df, in.data())), df, out.data());
+    for (size_t i = 0; i < n; ++i) {
+      mismatches += internal::FloatBits(internal::RoundToF16(in[i])) != internal::FloatBits(out[i]);
+    }
+  }
+  return mismatches;
+}
+
+/// The fused kernel's tile check of group scales, both ways: rows of `groups` fp16 scales
+/// widened and checked in one pass (WidenWholeScaleRows, groups a multiple of the lanes), and
+/// NormalProducts over the widened rows. Each returns whether int8 (`bits` 8) or int4 products
+/// stay in fp16's normal range; `widened` receives the first way's floats.
+void NormalScalesOnTarget(const uint16_t* scales, int rows, int groups, int bits, bool* widen_says,
+                          bool* check_says, float* widened) {
+  ScaleLanes lanes;
+  lanes.mode = ScaleLanes::Mode::kLookup;
+  lanes.groups = lanes.stored = groups;
+  lanes.row_floats = groups + kLanes;
+  std::vector<const void*> row_pointers(rows);
+  for (int j = 0; j < rows; ++j) row_pointers[j] = scales + j * groups;
+  if (bits == 8) {
+    *widen_says =
+        WidenWholeScaleRows<CacheElem::kInt8, true>(row_pointers.data(), rows, lanes, widened);
+    *check_says = NormalProducts<CacheElem::kInt8>(widened, rows, lanes);
+  } else {
+    *widen_says =
+        WidenWholeScaleRows<CacheElem::kInt4, true>(row_pointers.data(), rows, lanes, widened);
+    *check_says = NormalProducts<CacheElem::kInt4>(widened, rows, lanes);
+  }
+}
+
+int LanesOnTarget() { return kLanes; }
+
 /// The kernel's block of dot products: kQueryBlock queries against a transposed key tile (in
 /// passes of fewer where the target's registers hold fewer: AVX2, SSE4).
 void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_t, int head_dim,
@@ -162,6 +206,9 @@ HWY_EXPORT(Bf16ActivationsOnTarget);
 HWY_EXPORT(StoreBf16OnTarget);
 HWY_EXPORT(CountF16StoreMismatches);
 HWY_EXPORT(WidenScalesOnTarget);
+HWY_EXPORT(CountNormalRoundingMismatches);
+HWY_EXPORT(NormalScalesOnTarget);
+HWY_EXPORT(LanesOnTarget);
 
 namespace {
 
@@ -455,6 +502,82 @@ TEST_SUITE("simd") {
                                                             1) == 0);
         CHECK(HWY_DYNAMIC_DISPATCH(CountRoundingMismatches)(sign + 0x477F0000, sign + 0x47810000,
                                                             1) == 0);
+      }
+    });
+  }
+
+  TEST_CASE("the split rounding equals round-to-fp16 on fp16's normal range on every target") {
+    // Exhaustive over every float of [2^-14, 65504] in both signs on this machine's AVX-512
+    // (checked when RoundNormalToF16 was written); here every 61st pattern, plus every pattern
+    // at the bottom and the top of the range and around 1.0 and 2^-8, where the rounding's carry
+    // bumps the exponent. +0 stays +0.
+    ForEachTarget([](const std::string& target) {
+      INFO("target " << target);
+      for (uint64_t sign : {0ull, 0x80000000ull}) {
+        const uint64_t low = sign + 0x38800000, high = sign + 0x477FE000;  // 2^-14, 65504
+        CHECK(HWY_DYNAMIC_DISPATCH(CountNormalRoundingMismatches)(low, high + 1, 61) == 0);
+        CHECK(HWY_DYNAMIC_DISPATCH(CountNormalRoundingMismatches)(low, low + 0x40000, 1) == 0);
+        CHECK(HWY_DYNAMIC_DISPATCH(CountNormalRoundingMismatches)(high - 0x40000, high + 1, 1) ==
+              0);
+        for (uint64_t middle : {0x3F800000ull, 0x3B800000ull}) {
+          CHECK(HWY_DYNAMIC_DISPATCH(CountNormalRoundingMismatches)(
+                    sign + middle - 0x20000, sign + middle + 0x20000, 1) == 0);
+        }
+      }
+      CHECK(HWY_DYNAMIC_DISPATCH(CountNormalRoundingMismatches)(0, 1, 1) == 0);
+    });
+  }
+
+  TEST_CASE("a tile's group scales prove fp16-normal products only inside the bounds") {
+    const uint64_t seed = dynattn_test::BaseSeed() + 31;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    constexpr int kRows = 5, kGroups = 16;
+    ForEachTarget([&](const std::string& target) {
+      INFO("target " << target);
+      const int lanes = HWY_DYNAMIC_DISPATCH(LanesOnTarget)();
+      for (int bits : {8, 4}) {
+        INFO("bits " << bits);
+        // Bounds: 2^-14 (0x0400) up to 65504 / 128 = 511.75 (0x5FFF) for int8, 65504 / 8 = 8188
+        // (0x6FFF) for int4; outside them a code times the scale leaves fp16's normal range.
+        const uint16_t top = bits == 8 ? 0x5FFF : 0x6FFF;
+        const std::vector<uint16_t> inside = {0x0400, top, 0x3C00, 0x2000};
+        const std::vector<uint16_t> outside = {0x03FF, 0x0000, 0x8000, 0xBC00, uint16_t(top + 1),
+                                               0x7C00, 0x7E00};
+        for (int trial = 0; trial < 40; ++trial) {
+          std::vector<uint16_t> scales(kRows * kGroups);
+          for (uint16_t& h : scales) {  // random scales in [2^-11, 2^3)
+            h = static_cast<uint16_t>(0x1000 + rng() % (0x4800 - 0x1000));
+          }
+          const bool plant_outside = trial % 2 == 1;
+          const size_t at = rng() % scales.size();
+          scales[at] = plant_outside ? outside[trial / 2 % outside.size()]
+                                     : inside[trial / 2 % inside.size()];
+          INFO("scale " << std::hex << scales[at] << " at " << std::dec << at);
+          for (int groups = lanes; groups <= kGroups; groups += lanes) {
+            if (kGroups % groups != 0) continue;
+            std::vector<float> widened(kRows * (groups + lanes), 0.0f);
+            std::vector<uint16_t> rows_of(kRows * groups);  // the first `groups` of each row
+            for (int j = 0; j < kRows; ++j) {
+              std::copy_n(scales.begin() + j * kGroups, groups, rows_of.begin() + j * groups);
+            }
+            const bool planted_seen = static_cast<int>(at % kGroups) < groups;
+            bool widen_says = false, check_says = false;
+            HWY_DYNAMIC_DISPATCH(NormalScalesOnTarget)
+            (rows_of.data(), kRows, groups, bits, &widen_says, &check_says, widened.data());
+            CHECK(widen_says == !(plant_outside && planted_seen));
+            CHECK(check_says == widen_says);
+            int wrong = 0;
+            for (int j = 0; j < kRows; ++j) {
+              for (int g = 0; g < groups; ++g) {
+                const float want = internal::F16ToF32(rows_of[j * groups + g]);
+                const float got = widened[j * (groups + lanes) + g];
+                wrong += !(std::isnan(want) && std::isnan(got)) && got != want;
+              }
+            }
+            CHECK(wrong == 0);
+          }
+        }
       }
     });
   }
