@@ -12,14 +12,21 @@
 //   used at once by every query vector of the item.
 // * Dimensions across lanes: key rows need no transposed tile. Each dot product keeps
 //   kVirtualLanes partial sums (lane l sums d = l, l + 16, ...: one fused multiply-add chain
-//   each), folded by the fixed tree of SumOfTile. Eight dot products are folded together with
+//   each), folded by the fixed tree of FoldPartialSums. Eight dot products are folded together with
 //   in-register shuffles. AVX2 (two vectors per virtual row) and AVX-512 (one) run the same
 //   chains and the same tree, so their bits agree; narrower targets fold through memory. AVX2
 //   scores a virtual row half by half (its own shape: half the accumulators live at a time, so
 //   it keeps as many keys in flight as its 16 registers allow).
 // * Values: each output element is one chain over the keys in order, as in the tiled path.
+// * Quantized rows that round to fp16 (keys; values too under fp32 activations) take the
+//   three-operation split rounding (RoundNormalToF16) instead of two conversions, on tiles whose
+//   group scales keep every code x scale product in fp16's normal range; where that rounding is
+//   exact, so the bits are those of the conversions. Other tiles keep the conversions.
+// * The inner loops are compiled per scale mode (broadcast, lookup, or read at run time), so
+//   the mode is not tested per vector of codes.
 // * Addressing: the slots of a tile are computed once (one division per page), and the group
-//   scales of a row are widened once and spread over lanes with a table lookup. fp8 rows take
+//   scales of a row are widened once (and checked against the normal-range bounds in the same
+//   pass) and spread over lanes with a table lookup. fp8 rows take
 //   their plane's tensor scale instead; a sliding window's decode starts at its first tile.
 
 #if defined(DYNATTN_SIMD_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -301,20 +308,23 @@ struct FusedTile {
 };
 
 /// scores[v * kKeyTile + j] = q_v . k_j for the keys of `tile`, kKeys at a time, while the rows
-/// of `ahead` are fetched in step.
+/// of `ahead` and `also_ahead` are fetched in step.
 template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock>
 HWY_INLINE void ScoreFusedTile(const AttentionProblem& p, const float* queries,
                                const FusedTile& tile, const RowsAhead& ahead,
-                               const ScaleLanes& lanes, float* scores) {
+                               const RowsAhead& also_ahead, const ScaleLanes& lanes,
+                               float* scores) {
   constexpr int kKeys = FusedKeys<kBlock>();
   const int dp = p.padded_dim;
   int j = 0;
   for (; j + kKeys <= tile.count; j += kKeys) {
     ahead.Fetch(j, kKeys);
+    also_ahead.Fetch(j, kKeys);
     FusedDots<kElem, kRound, kNormal, kMode, kBlock, kKeys>(queries, dp, tile.keys, j, lanes,
                                                             p.head_dim, scores);
   }
   ahead.Fetch(j, kKeyTile);
+  also_ahead.Fetch(j, kKeyTile);
   for (; j < tile.count; ++j) {
     FusedDots<kElem, kRound, kNormal, kMode, kBlock, 1>(queries, dp, tile.keys, j, lanes,
                                                         p.head_dim, scores);
@@ -374,34 +384,41 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   LoadQueries(p, query_rows, vectors, kBlock, queries);
   s.Reset(kBlock, dp);
   PointTile<kElem>(p, w, FirstTileKey(query_rows, vectors, w.key_begin), slots, &tiles[0]);
-  RowsAhead{&tiles[0].keys, tiles[0].count, bytes}.Fetch(0, kKeyTile);
+  // Prefetch schedule. Quantized caches: each phase fetches the rows the next phase reads (the
+  // values of this tile while its keys are scored, the keys of the next tile while these values
+  // are accumulated), so rows arrive about half a tile ahead at an even pace. Other caches fetch
+  // the whole next tile while the keys are scored. Each measured faster for its own caches
+  // (bench/README.md, issue 12, 2026-11-25).
+  constexpr bool kPhased = kElem == CacheElem::kInt8 || kElem == CacheElem::kInt4;
+  const RowsAhead none;
+  if (kPhased) RowsAhead{&tiles[0].keys, tiles[0].count, bytes}.Fetch(0, kKeyTile);
   for (int t = 0; tiles[t].count > 0; t ^= 1) {
     FusedTile& tile = tiles[t];
     FusedTile& next = tiles[t ^ 1];
     PointTile<kElem>(p, w, tile.key0 + kKeyTile, slots, &next);
-    // Each phase fetches the rows the next phase reads: the values of this tile while its keys
-    // are scored, the keys of the next tile while these values are accumulated. Every row is
-    // then fetched about half a tile ahead, at an even pace.
     WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.keys);
-    const RowsAhead values_ahead{&tile.values, tile.count, bytes};
+    if (!kPhased) WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.values);
+    const RowsAhead next_keys{&next.keys, next.count, bytes};
+    const RowsAhead key_phase = kPhased ? RowsAhead{&tile.values, tile.count, bytes} : next_keys;
+    const RowsAhead key_phase_too = kPhased ? none : RowsAhead{&next.values, next.count, bytes};
     bool scored = false;
     if constexpr (MayRoundNormal<kElem, kRoundKeys>()) {
       if (tile.keys.normal_products) {
-        ScoreFusedTile<kElem, kRoundKeys, true, kMode, kBlock>(p, queries, tile, values_ahead,
-                                                               lanes, scores);
+        ScoreFusedTile<kElem, kRoundKeys, true, kMode, kBlock>(p, queries, tile, key_phase,
+                                                               key_phase_too, lanes, scores);
         scored = true;
       }
     }
     if (!scored) {
-      ScoreFusedTile<kElem, kRoundKeys, false, kMode, kBlock>(p, queries, tile, values_ahead, lanes,
-                                                              scores);
+      ScoreFusedTile<kElem, kRoundKeys, false, kMode, kBlock>(p, queries, tile, key_phase,
+                                                              key_phase_too, lanes, scores);
     }
     SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
     MarkActiveKeys<kBlock>(scores, tile.count, active);
-    WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.values);
+    if (kPhased) WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.values);
     FusedAccumulate<kElem, kRoundValues, kMode, kBlock>(scores, active, tile.values, tile.count,
                                                         lanes, p.head_dim, dp,
-                                                        {&next.keys, next.count, bytes}, s.acc);
+                                                        kPhased ? next_keys : none, s.acc);
   }
   FinishItem(p, w, query_rows, s, states);
 }
