@@ -543,10 +543,7 @@ constexpr float LargestNormalScale() {
   return kElem == CacheElem::kInt8 ? 65504.0f / 128 : 65504.0f / 8;
 }
 
-/// True when every product code x scale of `rows` rows of widened scales (rows `row_floats`
-/// apart, `lanes.stored` each) is +0 or lies in fp16's normal range, so that RoundNormalToF16
-/// rounds it: each scale in [2^-14, LargestNormalScale] (a code is 0 or at least 1 in
-/// magnitude; negative, zero, tiny, huge and NaN scales say no).
+/// The bounds of NormalProducts, checked a vector of scales at a time.
 template <CacheElem kElem>
 struct NormalScales {
   HWY_INLINE NormalScales()
@@ -563,6 +560,10 @@ struct NormalScales {
   HWY_INLINE bool Hold() const { return hn::AllTrue(DF(), in_range); }
 };
 
+/// True when every product code x scale of `rows` rows of widened scales (rows `row_floats`
+/// apart, `lanes.stored` each) is +0 or lies in fp16's normal range, so that RoundNormalToF16
+/// rounds it: each scale in [2^-14, LargestNormalScale] (a code is 0 or at least 1 in
+/// magnitude; negative, zero, tiny, huge and NaN scales say no).
 template <CacheElem kElem>
 HWY_INLINE bool NormalProducts(const float* scales, int rows, const ScaleLanes& lanes) {
   const DF df;

@@ -12,22 +12,22 @@
 //   used at once by every query vector of the item.
 // * Dimensions across lanes: key rows need no transposed tile. Each dot product keeps
 //   kVirtualLanes partial sums (lane l sums d = l, l + 16, ...: one fused multiply-add chain
-//   each), folded by the fixed tree of FoldPartialSums. Eight dot products are folded together with
-//   in-register shuffles. AVX2 (two vectors per virtual row) and AVX-512 (one) run the same
+//   each), folded by the fixed tree of FoldPartialSums. Eight dot products are folded together
+//   with in-register shuffles. AVX2 (two vectors per virtual row) and AVX-512 (one) run the same
 //   chains and the same tree, so their bits agree; narrower targets fold through memory. AVX2
 //   scores a virtual row half by half (its own shape: half the accumulators live at a time, so
 //   it keeps as many keys in flight as its 16 registers allow).
 // * Values: each output element is one chain over the keys in order, as in the tiled path.
 // * Quantized rows that round to fp16 (keys; values too under fp32 activations) take the
 //   three-operation split rounding (RoundNormalToF16) instead of two conversions, on tiles whose
-//   group scales keep every code x scale product in fp16's normal range; where that rounding is
-//   exact, so the bits are those of the conversions. Other tiles keep the conversions.
+//   group scales keep every code x scale product in fp16's normal range. There the split is
+//   exact, so the bits are those of the conversions; other tiles keep the conversions.
 // * The inner loops are compiled per scale mode (broadcast, lookup, or read at run time), so
 //   the mode is not tested per vector of codes.
 // * Addressing: the slots of a tile are computed once (one division per page), and the group
 //   scales of a row are widened once (and checked against the normal-range bounds in the same
-//   pass) and spread over lanes with a table lookup. fp8 rows take
-//   their plane's tensor scale instead; a sliding window's decode starts at its first tile.
+//   pass) and spread over lanes with a table lookup. fp8 rows take their plane's tensor scale
+//   instead; a sliding window's decode starts at its first tile.
 
 #if defined(DYNATTN_SIMD_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DYNATTN_SIMD_DECODE_INL_H_
@@ -346,8 +346,8 @@ HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w
   PointTileRows<kElem>(cache, cache.value, slots, w.kv_head, tile->count, quantized, &tile->values);
 }
 
-/// One fused work item with kBlock >= its query vectors. While a tile is scored, the rows of the
-/// next one are prefetched: rows of a KV head are strided (often a page apart) in the common
+/// One fused work item with kBlock >= its query vectors. Rows are prefetched ahead of their use
+/// (the schedule is below): rows of a KV head are strided (often a page apart) in the common
 /// layouts, where the hardware prefetchers do not follow.
 template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode kMode, int kBlock>
 void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, float* states,
