@@ -413,6 +413,12 @@ constexpr bool IsFp8Elem() {
   return kElem == CacheElem::kF8E4M3 || kElem == CacheElem::kF8E5M2;
 }
 
+/// True for the two cache elements with group scales (int8, int4).
+template <CacheElem kElem>
+constexpr bool IsGroupScaledElem() {
+  return kElem == CacheElem::kInt8 || kElem == CacheElem::kInt4;
+}
+
 /// Element offset of (slot, head) in a plane -> pointer to the row's first byte.
 template <CacheElem kElem>
 HWY_INLINE const void* RowPointer(const CachePlane& plane, int64_t slot, int head) {

@@ -254,7 +254,7 @@ HWY_INLINE void FusedAccumulateRounded(const float* probs, const uint8_t* active
 /// proves NormalProducts): quantized rows that round.
 template <CacheElem kElem, bool kRound>
 constexpr bool MayRoundNormal() {
-  return kRound && (kElem == CacheElem::kInt8 || kElem == CacheElem::kInt4);
+  return kRound && IsGroupScaledElem<kElem>();
 }
 
 template <CacheElem kElem, bool kRound, ScaleLanes::Mode kMode, int kBlock>
@@ -266,6 +266,9 @@ HWY_INLINE void FusedAccumulate(const float* probs, const uint8_t* active, const
       return FusedAccumulateRounded<kElem, kRound, true, kMode, kBlock>(
           probs, active, values, count, lanes, head_dim, padded_dim, ahead, acc);
     }
+    // Tiles with scales outside NormalProducts' bounds are rare: the mode-generic loop.
+    return FusedAccumulateRounded<kElem, kRound, false, ScaleLanes::Mode::kAny, kBlock>(
+        probs, active, values, count, lanes, head_dim, padded_dim, ahead, acc);
   }
   FusedAccumulateRounded<kElem, kRound, false, kMode, kBlock>(probs, active, values, count, lanes,
                                                               head_dim, padded_dim, ahead, acc);
@@ -274,10 +277,11 @@ HWY_INLINE void FusedAccumulate(const float* probs, const uint8_t* active, const
 /// Points `tile` at the rows (and scale rows) of `slots` of one plane.
 template <CacheElem kElem>
 HWY_INLINE void PointTileRows(const CacheDesc& cache, const CachePlane& plane, const int64_t* slots,
-                              int kv_head, int count, bool quantized, TileRows* tile) {
+                              int kv_head, int count, TileRows* tile) {
   for (int j = 0; j < count; ++j) {
     tile->rows[j] = RowPointer<kElem>(plane, slots[j], kv_head);
-    if (quantized) tile->scale_rows[j] = ScalePointer(cache, plane, slots[j], kv_head);
+    if constexpr (IsGroupScaledElem<kElem>())
+      tile->scale_rows[j] = ScalePointer(cache, plane, slots[j], kv_head);
   }
 }
 
@@ -331,6 +335,24 @@ HWY_INLINE void ScoreFusedTile(const AttentionProblem& p, const float* queries,
   }
 }
 
+/// ScoreFusedTile with the split rounding where the tile's key scales allow it (as in
+/// FusedAccumulate, other tiles take the mode-generic loop).
+template <CacheElem kElem, bool kRound, ScaleLanes::Mode kMode, int kBlock>
+HWY_INLINE void ScoreTile(const AttentionProblem& p, const float* queries, const FusedTile& tile,
+                          const RowsAhead& ahead, const RowsAhead& also_ahead,
+                          const ScaleLanes& lanes, float* scores) {
+  if constexpr (MayRoundNormal<kElem, kRound>()) {
+    if (tile.keys.normal_products) {
+      return ScoreFusedTile<kElem, kRound, true, kMode, kBlock>(p, queries, tile, ahead, also_ahead,
+                                                                lanes, scores);
+    }
+    return ScoreFusedTile<kElem, kRound, false, ScaleLanes::Mode::kAny, kBlock>(
+        p, queries, tile, ahead, also_ahead, lanes, scores);
+  }
+  ScoreFusedTile<kElem, kRound, false, kMode, kBlock>(p, queries, tile, ahead, also_ahead, lanes,
+                                                      scores);
+}
+
 /// Computes the slots of keys [key0, key0 + count) and points `tile` at their rows.
 template <CacheElem kElem>
 HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w, int64_t key0,
@@ -340,10 +362,9 @@ HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w
       static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(kKeyTile, w.key_end - key0)));
   if (tile->count == 0) return;
   const CacheDesc& cache = p.kv.cache;
-  const bool quantized = cache.elem == CacheElem::kInt8 || cache.elem == CacheElem::kInt4;
   p.kv.slots.Slots(w.request, key0, tile->count, slots);
-  PointTileRows<kElem>(cache, cache.key, slots, w.kv_head, tile->count, quantized, &tile->keys);
-  PointTileRows<kElem>(cache, cache.value, slots, w.kv_head, tile->count, quantized, &tile->values);
+  PointTileRows<kElem>(cache, cache.key, slots, w.kv_head, tile->count, &tile->keys);
+  PointTileRows<kElem>(cache, cache.value, slots, w.kv_head, tile->count, &tile->values);
 }
 
 /// One fused work item with kBlock >= its query vectors. Rows are prefetched ahead of their use
@@ -389,7 +410,7 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   // are accumulated), so rows arrive about half a tile ahead at an even pace. Other caches fetch
   // the whole next tile while the keys are scored. Each measured faster for its own caches
   // (bench/README.md, issue 12, 2026-11-25).
-  constexpr bool kPhased = kElem == CacheElem::kInt8 || kElem == CacheElem::kInt4;
+  constexpr bool kPhased = IsGroupScaledElem<kElem>();
   const RowsAhead none;
   if (kPhased) RowsAhead{&tiles[0].keys, tiles[0].count, bytes}.Fetch(0, kKeyTile);
   for (int t = 0; tiles[t].count > 0; t ^= 1) {
@@ -401,18 +422,8 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
     const RowsAhead next_keys{&next.keys, next.count, bytes};
     const RowsAhead key_phase = kPhased ? RowsAhead{&tile.values, tile.count, bytes} : next_keys;
     const RowsAhead key_phase_too = kPhased ? none : RowsAhead{&next.values, next.count, bytes};
-    bool scored = false;
-    if constexpr (MayRoundNormal<kElem, kRoundKeys>()) {
-      if (tile.keys.normal_products) {
-        ScoreFusedTile<kElem, kRoundKeys, true, kMode, kBlock>(p, queries, tile, key_phase,
-                                                               key_phase_too, lanes, scores);
-        scored = true;
-      }
-    }
-    if (!scored) {
-      ScoreFusedTile<kElem, kRoundKeys, false, kMode, kBlock>(p, queries, tile, key_phase,
-                                                              key_phase_too, lanes, scores);
-    }
+    ScoreTile<kElem, kRoundKeys, kMode, kBlock>(p, queries, tile, key_phase, key_phase_too, lanes,
+                                                scores);
     SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
     MarkActiveKeys<kBlock>(scores, tile.count, active);
     if (kPhased) WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.values);
@@ -441,22 +452,19 @@ void AttendFusedBlocks(const AttentionProblem& p, const internal::WorkItem& w, f
 }
 
 /// A work item through the fused decode kernel (UseFusedDecode holds), with keys and values
-/// rounded to fp16 or not (KeysRound, ValuesRound). Quantized caches in the two power-of-two
-/// scale modes get their own inner loops (no mode test per vector of codes, fewer live
-/// registers); other group sizes read the mode at run time.
+/// rounded to fp16 or not (KeysRound, ValuesRound). Quantized caches whose groups are shorter
+/// than a vector (the lookup mode, e.g. groups of 8) get their own inner loops: no mode test per
+/// vector of codes, fewer live registers (int4 decode 7% faster). Other group sizes read the mode
+/// at run time: a broadcast-mode copy (groups of 16 or more) measured no faster and cost compile
+/// time in every build (bench/README.md, issue 12, 2026-11-25).
 template <CacheElem kElem, bool kRoundKeys, bool kRoundValues>
 void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                  internal::Scratch* scratch) {
   using Mode = ScaleLanes::Mode;
-  if constexpr (kElem == CacheElem::kInt8 || kElem == CacheElem::kInt4) {
-    const Mode mode = ScaleLanes::For(p.kv.cache).mode;
-    if (mode == Mode::kLookup) {
+  if constexpr (IsGroupScaledElem<kElem>()) {
+    if (ScaleLanes::For(p.kv.cache).mode == Mode::kLookup) {
       return AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kLookup>(p, w, states,
                                                                                scratch);
-    }
-    if (mode == Mode::kBroadcast) {
-      return AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kBroadcast>(p, w, states,
-                                                                                  scratch);
     }
   }
   AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kAny>(p, w, states, scratch);
