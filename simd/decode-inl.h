@@ -452,19 +452,24 @@ void AttendFusedBlocks(const AttentionProblem& p, const internal::WorkItem& w, f
 }
 
 /// A work item through the fused decode kernel (UseFusedDecode holds), with keys and values
-/// rounded to fp16 or not (KeysRound, ValuesRound). Quantized caches whose groups are shorter
-/// than a vector (the lookup mode, e.g. groups of 8) get their own inner loops: no mode test per
-/// vector of codes, fewer live registers (int4 decode 7% faster). Other group sizes read the mode
-/// at run time: a broadcast-mode copy (groups of 16 or more) measured no faster and cost compile
-/// time in every build (bench/README.md, issue 12, 2026-11-25).
+/// rounded to fp16 or not (KeysRound, ValuesRound). Quantized caches in the two power-of-two
+/// scale modes get their own inner loops (no mode test per vector of codes, fewer live
+/// registers): lookup (groups shorter than a vector, e.g. 8 on AVX-512) and broadcast (groups of
+/// a vector or more, e.g. 8 on AVX2). Other group sizes, and tiles whose scales keep the
+/// conversions (ScoreTile, FusedAccumulate), read the mode at run time.
 template <CacheElem kElem, bool kRoundKeys, bool kRoundValues>
 void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                  internal::Scratch* scratch) {
   using Mode = ScaleLanes::Mode;
   if constexpr (IsGroupScaledElem<kElem>()) {
-    if (ScaleLanes::For(p.kv.cache).mode == Mode::kLookup) {
+    const Mode mode = ScaleLanes::For(p.kv.cache).mode;
+    if (mode == Mode::kLookup) {
       return AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kLookup>(p, w, states,
                                                                                scratch);
+    }
+    if (mode == Mode::kBroadcast) {
+      return AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kBroadcast>(p, w, states,
+                                                                                  scratch);
     }
   }
   AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kAny>(p, w, states, scratch);
