@@ -266,7 +266,8 @@ HWY_INLINE void FusedAccumulate(const float* probs, const uint8_t* active, const
       return FusedAccumulateRounded<kElem, kRound, true, kMode, kBlock>(
           probs, active, values, count, lanes, head_dim, padded_dim, ahead, acc);
     }
-    // Tiles with scales outside NormalProducts' bounds are rare: the mode-generic loop.
+    // Tiles outside NormalProducts' bounds pay for the conversions anyway: they share the
+    // mode-generic loop, which saves a copy of the loops per scale mode.
     return FusedAccumulateRounded<kElem, kRound, false, ScaleLanes::Mode::kAny, kBlock>(
         probs, active, values, count, lanes, head_dim, padded_dim, ahead, acc);
   }
@@ -280,8 +281,9 @@ HWY_INLINE void PointTileRows(const CacheDesc& cache, const CachePlane& plane, c
                               int kv_head, int count, TileRows* tile) {
   for (int j = 0; j < count; ++j) {
     tile->rows[j] = RowPointer<kElem>(plane, slots[j], kv_head);
-    if constexpr (IsGroupScaledElem<kElem>())
+    if constexpr (IsGroupScaledElem<kElem>()) {
       tile->scale_rows[j] = ScalePointer(cache, plane, slots[j], kv_head);
+    }
   }
 }
 
