@@ -6,7 +6,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <functional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -54,12 +57,17 @@ void CheckCase(const Case& c, const LibResult& lib) {
   CheckAttentionOutput(ref, lib);
 }
 
+/// Changes a drawn case before it runs (given the case's seed).
+using AlterCase = std::function<void(uint64_t seed, Case* c)>;
+
 void RunRandomCases(const std::string& op, uint64_t salt,
-                    const dynattn_ref::GenOptions& options = {}, int cases = CasesPerTarget()) {
+                    const dynattn_ref::GenOptions& options = {}, int cases = CasesPerTarget(),
+                    const AlterCase& alter = nullptr) {
   ForEachTarget([&](const std::string& target) {
     for (int i = 0; i < cases; ++i) {
       const uint64_t seed = BaseSeed() + salt + static_cast<uint64_t>(i);
-      const Case c = dynattn_ref::RandomCase(op, seed, options);
+      Case c = dynattn_ref::RandomCase(op, seed, options);
+      if (alter) alter(seed, &c);
       INFO("target " << target << ", seed " << seed << " (DYNATTN_TEST_SEED=" << BaseSeed()
                      << "): " << c.description);
       const LibResult lib = RunLibrary(c);
@@ -67,6 +75,23 @@ void RunRandomCases(const std::string& op, uint64_t salt,
       CheckCase(c, lib);
     }
   });
+}
+
+/// Sets a random share (0.05%, 0.5% or 5%) of a quantized case's group scales to +0 or to values
+/// under 2^-14 (fp16 subnormals): the fused decode kernel must leave the tiles holding them to the
+/// fp16 conversions and its mode-generic loop (NormalProducts does not hold there).
+void PlantTinyScales(uint64_t seed, Case* c) {
+  const auto found = c->inputs.find("scale");
+  if (found == c->inputs.end()) return;
+  Array& scale = found->second;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  const double share = std::vector<double>{0.0005, 0.005, 0.05}[rng() % 3];
+  for (int64_t i = 0; i < scale.numel(); ++i) {
+    if (uniform(rng) >= share) continue;
+    const double tiny = std::ldexp(1.0 + uniform(rng), -16 - static_cast<int>(rng() % 8));
+    dynattn_ref::StoreRounded(&scale, i, rng() % 4 == 0 ? 0.0 : tiny);
+  }
 }
 
 TEST_SUITE("ops") {
@@ -137,6 +162,20 @@ TEST_SUITE("ops") {
     options.lane_head_dims = true;
     RunRandomCases("multi_head_cache_attention", 900000, options);
     RunRandomCases("multi_head_attention", 1000000, options, 10);
+  }
+  TEST_CASE(
+      "decode shapes over int8 and int4 caches with +0 and tiny group scales among the drawn ones "
+      "match the reference on every target") {
+    dynattn_ref::GenOptions options;
+    options.max_seqlen = 3;
+    options.max_context = 400;
+    options.lane_head_dims = true;
+    for (const int elem : {2, 3}) {  // int8, int4
+      INFO("cache_elem " << elem);
+      options.pins.cache_elem = elem;
+      RunRandomCases("multi_head_cache_attention", 1100000 + 1000 * elem, options, 20,
+                     PlantTinyScales);
+    }
   }
 }
 
