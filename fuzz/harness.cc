@@ -414,18 +414,26 @@ void CheckRefused(const Status& status, const std::vector<Buffer>& buffers) {
   }
 }
 
-/// False when an fp8 scale is so large that dequantized values may overflow fp32 in a row's sums,
-/// or (e5m2) so small that x / scale overflows to a stored infinity: then an output may rightly be
-/// infinite or NaN.
+/// False when an fp8 scale is so large that dequantized values may overflow fp32 in a row's sums
+/// (or, with fp16 outputs, fp16: a cached fp8 code times the scale may pass 65504), or (e5m2) so
+/// small that x / scale overflows to a stored infinity: then an output may rightly be infinite or
+/// NaN.
 bool OutputsMustBeFinite(const std::vector<Buffer>& buffers) {
-  bool e5m2 = false;
-  for (const Buffer& b : buffers) e5m2 |= b.role == Role::kCache && b.view.dtype == DType::kF8E5M2;
+  bool e5m2 = false, e4m3 = false, f16_outputs = false;
+  for (const Buffer& b : buffers) {
+    e5m2 |= b.role == Role::kCache && b.view.dtype == DType::kF8E5M2;
+    e4m3 |= b.role == Role::kCache && b.view.dtype == DType::kF8E4M3;
+    f16_outputs |= b.role == Role::kOutput && b.view.dtype == DType::kF16;
+  }
   const float smallest = e5m2 ? kMinFiniteSafeE5m2Scale : 0.0f;
+  const float largest_code = e5m2 ? 57344.0f : (e4m3 ? 448.0f : 0.0f);
+  const float largest =
+      f16_outputs && largest_code > 0 ? 65504.0f / largest_code : kMaxFiniteSafeScale;
   for (const Buffer& b : buffers) {
     if (b.role != Role::kTensorScale || b.storage.empty() || b.view.dtype != DType::kF32) continue;
     for (int64_t i = 0; i < b.view.NumElements(); ++i) {
       const float scale = std::fabs(b.view.As<const float>()[i]);
-      if (!(scale <= kMaxFiniteSafeScale && scale >= smallest)) return false;
+      if (!(scale <= largest && scale >= smallest)) return false;
     }
   }
   return true;
