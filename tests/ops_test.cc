@@ -94,6 +94,15 @@ void PlantTinyScales(uint64_t seed, Case* c) {
   }
 }
 
+/// Cases the fused decode kernel runs: few query rows, D a multiple of 16.
+dynattn_ref::GenOptions DecodeShapes() {
+  dynattn_ref::GenOptions options;
+  options.max_seqlen = 3;
+  options.max_context = 400;
+  options.lane_head_dims = true;
+  return options;
+}
+
 TEST_SUITE("ops") {
   TEST_CASE("ForEachTarget restores the target forced before it when a check throws") {
     const std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
@@ -156,20 +165,14 @@ TEST_SUITE("ops") {
   TEST_CASE(
       "decode shapes (the fused kernel: few query rows, D a multiple of 16) match the "
       "reference on every target") {
-    dynattn_ref::GenOptions options;
-    options.max_seqlen = 3;
-    options.max_context = 400;
-    options.lane_head_dims = true;
+    const dynattn_ref::GenOptions options = DecodeShapes();
     RunRandomCases("multi_head_cache_attention", 900000, options);
     RunRandomCases("multi_head_attention", 1000000, options, 10);
   }
   TEST_CASE(
       "decode shapes over int8 and int4 caches with +0 and tiny group scales among the drawn ones "
       "match the reference on every target") {
-    dynattn_ref::GenOptions options;
-    options.max_seqlen = 3;
-    options.max_context = 400;
-    options.lane_head_dims = true;
+    dynattn_ref::GenOptions options = DecodeShapes();
     for (const int elem : {2, 3}) {  // int8, int4
       INFO("cache_elem " << elem);
       options.pins.cache_elem = elem;
