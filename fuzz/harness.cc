@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/checked_math.h"
+#include "core/codec.h"
 #include "dynattn/dynattn.h"
 #include "dynattn/named_args.h"
 #include "dynattn/plan.h"
@@ -426,7 +427,10 @@ bool OutputsMustBeFinite(const std::vector<Buffer>& buffers) {
     f16_outputs |= b.role == Role::kOutput && b.view.dtype == DType::kF16;
   }
   const float smallest = e5m2 ? kMinFiniteSafeE5m2Scale : 0.0f;
-  const float largest_code = e5m2 ? 57344.0f : (e4m3 ? 448.0f : 0.0f);
+  using dynattn::internal::Fp8Format;
+  const float largest_code = e5m2   ? dynattn::internal::Fp8Max(Fp8Format::kE5M2)
+                             : e4m3 ? dynattn::internal::Fp8Max(Fp8Format::kE4M3)
+                                    : 0.0f;
   const float largest =
       f16_outputs && largest_code > 0 ? 65504.0f / largest_code : kMaxFiniteSafeScale;
   for (const Buffer& b : buffers) {
