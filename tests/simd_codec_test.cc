@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -170,6 +171,40 @@ int64_t CountF16StoreMismatches(uint64_t begin, uint64_t end, uint64_t step) {
   return mismatches;
 }
 
+/// Float bit patterns u = begin, begin + step, ... below `end` (x = BitsFloat(u), with -inf and a
+/// NaN added) for which the softmax's ExpOfNonPositive breaks its rule against Highway's `Exp`:
+/// the same bits where x > -87.6, and the same bits or +0 where `Exp` is under 2^-126 or x is -inf
+/// or NaN (+0 only).
+int64_t CountExpMismatches(uint64_t begin, uint64_t end, uint64_t step) {
+  const DF df;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  HWY_ALIGN float x[kN], mine[kN], highway[kN];
+  int64_t mismatches = 0;
+  bool specials = true;
+  for (uint64_t u = begin; u < end || specials;) {
+    for (int i = 0; i < kN; ++i, u += step) x[i] = internal::BitsFloat(static_cast<uint32_t>(u));
+    if (u >= end && specials) {
+      x[0] = -std::numeric_limits<float>::infinity();
+      x[kN - 1] = std::numeric_limits<float>::quiet_NaN();
+      specials = false;
+    }
+    hn::Store(ExpOfNonPositive(df, hn::Load(df, x)), df, mine);
+    hn::Store(hn::Exp(df, hn::Load(df, x)), df, highway);
+    for (int i = 0; i < kN; ++i) {
+      const bool same = internal::FloatBits(mine[i]) == internal::FloatBits(highway[i]);
+      const bool zero = internal::FloatBits(mine[i]) == 0;
+      if (std::isnan(x[i]) || std::isinf(x[i])) {
+        mismatches += !zero;
+      } else if (x[i] > -87.6f) {
+        mismatches += !same;
+      } else {
+        mismatches += !(same || (zero && highway[i] < std::numeric_limits<float>::min()));
+      }
+    }
+  }
+  return mismatches;
+}
+
 /// `count` fp16 group scales widened as the attention kernels widen them.
 void WidenScalesOnTarget(const uint16_t* scales, int count, float* out) {
   WidenScales(scales, true, count, out);
@@ -191,6 +226,7 @@ HWY_EXPORT(EncodeWidenedOnTarget);
 HWY_EXPORT(Bf16ActivationsOnTarget);
 HWY_EXPORT(StoreBf16OnTarget);
 HWY_EXPORT(CountF16StoreMismatches);
+HWY_EXPORT(CountExpMismatches);
 HWY_EXPORT(WidenScalesOnTarget);
 HWY_EXPORT(NormalScalesOnTarget);
 HWY_EXPORT(LanesOnTarget);
@@ -415,6 +451,15 @@ TEST_SUITE("simd") {
                                                               1) == 0);
         }
       }
+    });
+  }
+
+  TEST_CASE("the softmax's exp has the bits of Highway's Exp on x <= 0, every target") {
+    // Negative floats from -0 (0x80000000) to -inf (0xFF800000): every 11th bit pattern, with
+    // each target's vector width and lane order; the last one also sees -inf and a NaN.
+    ForEachTarget([](const std::string& target) {
+      INFO("target " << target);
+      CHECK(HWY_DYNAMIC_DISPATCH(CountExpMismatches)(0x80000000ull, 0xFF800000ull, 11) == 0);
     });
   }
 
