@@ -300,17 +300,33 @@ struct ItemScratch {
   }
 };
 
+/// Keys [0, n) of a tile of `count` keys from key0 that some query vector of the block [first,
+/// first + block) may see: past the last visible key of each (a causal diagonal), every vector of
+/// the block masks the tile's keys. The rest of the tile is then neither scored nor exponentiated,
+/// which changes no bit: those keys would get score -inf, weight +0 and no value.
+HWY_INLINE int BlockVisibleKeys(const QueryRow* rows, int vectors, int first, int block,
+                                int64_t key0, int count) {
+  int64_t last = key0 - 1;
+  for (int index = first; index < std::min(vectors, first + block); ++index) {
+    last = std::max(last, rows[index].last_key);
+  }
+  return static_cast<int>(std::min<int64_t>(count, last - key0 + 1));
+}
+
 /// Scores, softmax and value accumulation of query vectors [first, first + kBlock) against one
-/// decoded tile.
+/// decoded tile, up to the last key any of them sees. A block that sees none of the tile keeps
+/// its states as they are, which is what a pass of all -inf scores would leave.
 template <int kBlock>
 HWY_INLINE void AttendBlock(const AttentionProblem& p, int vectors, int first, int64_t key0,
                             int count, const ItemScratch& s) {
+  const int visible = BlockVisibleKeys(s.rows, vectors, first, kBlock, key0, count);
+  if (visible == 0) return;
   const int dp = p.padded_dim;
-  ScoreBlock<kBlock>(s.queries + static_cast<int64_t>(first) * dp, dp, s.keys_t, p.head_dim, count,
-                     s.scores);
-  SoftmaxBlock(p, s.rows, vectors, first, kBlock, key0, count, s.scores, s.states);
-  MarkActiveKeys<kBlock>(s.scores, count, s.active);
-  AccumulateBlock<kBlock>(s.scores, s.values, s.active, count, dp,
+  ScoreBlock<kBlock>(s.queries + static_cast<int64_t>(first) * dp, dp, s.keys_t, p.head_dim,
+                     visible, s.scores);
+  SoftmaxBlock(p, s.rows, vectors, first, kBlock, key0, visible, s.scores, s.states);
+  MarkActiveKeys<kBlock>(s.scores, visible, s.active);
+  AccumulateBlock<kBlock>(s.scores, s.values, s.active, visible, dp,
                           s.states.acc + static_cast<int64_t>(first) * dp);
 }
 
