@@ -62,32 +62,56 @@ constexpr int PassVectors(int per_vector, int shared) {
   return vectors;
 }
 
-/// dots[v][j] = q_v . k_j for kPass query vectors (rows of `queries`, padded_dim apart) and the
-/// first `num_keys` keys of a transposed tile (keys_t[d * kKeyTile + j], zero-padded to a
-/// multiple of kScoreKeys). Each dot is one sequential fused multiply-add chain over d.
+/// Where key j's element d lies in a transposed key tile: panels of kScoreKeys keys, each
+/// head_dim rows of kScoreKeys floats, so that a step of ScorePass streams one contiguous panel
+/// (rows a whole tile apart would be a stride the L1 prefetcher follows less well).
+HWY_INLINE int64_t PanelIndex(int head_dim, int d, int j) {
+  return static_cast<int64_t>(j / kScoreKeys) * head_dim * kScoreKeys + d * kScoreKeys +
+         j % kScoreKeys;
+}
+
+/// dots[v][j0, j0 + kVectors * lanes) = q_v . k_j for kPass query vectors (rows of `queries`,
+/// padded_dim apart) and keys from j0 (a multiple of kScoreKeys) of a transposed tile in panels
+/// (PanelIndex). Each dot is one sequential fused multiply-add chain over d.
+template <int kPass, int kVectors>
+HWY_INLINE void ScoreStep(const float* queries, int padded_dim, const float* keys_t, int head_dim,
+                          int j0, float* dots) {
+  const DF df;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  hn::Vec<DF> acc[kPass][kVectors];
+  for (int v = 0; v < kPass; ++v) {
+    for (int a = 0; a < kVectors; ++a) acc[v][a] = hn::Zero(df);
+  }
+  for (int d = 0; d < head_dim; ++d) {
+    const float* k = keys_t + PanelIndex(head_dim, d, j0);
+    hn::Vec<DF> kv[kVectors];
+    for (int a = 0; a < kVectors; ++a) kv[a] = hn::LoadU(df, k + a * kN);
+    for (int v = 0; v < kPass; ++v) {
+      const auto q = hn::Set(df, queries[v * padded_dim + d]);
+      for (int a = 0; a < kVectors; ++a) acc[v][a] = hn::MulAdd(q, kv[a], acc[v][a]);
+    }
+  }
+  for (int v = 0; v < kPass; ++v) {
+    for (int a = 0; a < kVectors; ++a) {
+      hn::StoreU(acc[v][a], df, dots + v * kKeyTile + j0 + a * kN);
+    }
+  }
+}
+
+/// dots[v][j] = q_v . k_j for kPass query vectors and at least the first `num_keys` keys of a
+/// transposed tile (zero-padded to a multiple of kScoreKeys), in steps of kScoreKeys keys. A last
+/// step with at most one vector of keys left (a causal diagonal, a short tile) scores that vector
+/// alone; the dots past it are left as they were. The step width changes no bit.
 template <int kPass>
 HWY_INLINE void ScorePass(const float* queries, int padded_dim, const float* keys_t, int head_dim,
                           int num_keys, float* dots) {
-  const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
   constexpr int kVectors = kScoreKeys / kN;
   for (int j0 = 0; j0 < num_keys; j0 += kScoreKeys) {
-    hn::Vec<DF> acc[kPass][kVectors];
-    for (int v = 0; v < kPass; ++v) {
-      for (int a = 0; a < kVectors; ++a) acc[v][a] = hn::Zero(df);
-    }
-    for (int d = 0; d < head_dim; ++d) {
-      const float* k = keys_t + d * kKeyTile + j0;
-      hn::Vec<DF> kv[kVectors];
-      for (int a = 0; a < kVectors; ++a) kv[a] = hn::LoadU(df, k + a * kN);
-      for (int v = 0; v < kPass; ++v) {
-        const auto q = hn::Set(df, queries[v * padded_dim + d]);
-        for (int a = 0; a < kVectors; ++a) acc[v][a] = hn::MulAdd(q, kv[a], acc[v][a]);
-      }
-    }
-    for (int v = 0; v < kPass; ++v) {
-      for (int a = 0; a < kVectors; ++a)
-        hn::StoreU(acc[v][a], df, dots + v * kKeyTile + j0 + a * kN);
+    if (kVectors > 1 && num_keys - j0 <= kN) {
+      ScoreStep<kPass, 1>(queries, padded_dim, keys_t, head_dim, j0, dots);
+    } else {
+      ScoreStep<kPass, kVectors>(queries, padded_dim, keys_t, head_dim, j0, dots);
     }
   }
 }
@@ -218,7 +242,8 @@ HWY_INLINE void DecodeTiles(const AttentionProblem& p, const ScaleLanes& lanes,
 #if HWY_TARGET <= HWY_AVX2
 /// Transposes the 8 x 8 block of keys [j0, j0 + 8) x [d0, d0 + 8) in registers: interleaves of
 /// 32-bit, then 64-bit lanes within each 128-bit half, then the halves exchanged.
-HWY_INLINE void Transpose8x8(const float* keys, int padded_dim, int j0, int d0, float* keys_t) {
+HWY_INLINE void Transpose8x8(const float* keys, int padded_dim, int head_dim, int j0, int d0,
+                             float* keys_t) {
   const hn::FixedTag<float, 8> d8;
   const hn::Repartition<double, decltype(d8)> d64;
   hn::Vec<decltype(d8)> pairs[8];  // rows 2i, 2i + 1 interleaved: lanes 0,1,4,5 then 2,3,6,7
@@ -239,9 +264,9 @@ HWY_INLINE void Transpose8x8(const float* keys, int padded_dim, int j0, int d0, 
   }
   for (int c = 0; c < 4; ++c) {
     hn::StoreU(hn::ConcatLowerLower(d8, quads[4 + c], quads[c]), d8,
-               keys_t + (d0 + c) * kKeyTile + j0);
+               keys_t + PanelIndex(head_dim, d0 + c, j0));
     hn::StoreU(hn::ConcatUpperUpper(d8, quads[4 + c], quads[c]), d8,
-               keys_t + (d0 + c + 4) * kKeyTile + j0);
+               keys_t + PanelIndex(head_dim, d0 + c + 4, j0));
   }
 }
 #endif
@@ -257,13 +282,15 @@ HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int pa
   block_keys = count / 8 * 8;
   block_dims = head_dim / 8 * 8;
   for (int j0 = 0; j0 < block_keys; j0 += 8) {
-    for (int d0 = 0; d0 < block_dims; d0 += 8) Transpose8x8(keys, padded_dim, j0, d0, keys_t);
+    for (int d0 = 0; d0 < block_dims; d0 += 8)
+      Transpose8x8(keys, padded_dim, head_dim, j0, d0, keys_t);
   }
 #endif
   for (int d = 0; d < head_dim; ++d) {
-    float* out = keys_t + d * kKeyTile;
-    for (int j = d < block_dims ? block_keys : 0; j < count; ++j) out[j] = keys[j * padded_dim + d];
-    for (int j = count; j < padded_count; ++j) out[j] = 0.0f;
+    for (int j = d < block_dims ? block_keys : 0; j < count; ++j) {
+      keys_t[PanelIndex(head_dim, d, j)] = keys[j * padded_dim + d];
+    }
+    for (int j = count; j < padded_count; ++j) keys_t[PanelIndex(head_dim, d, j)] = 0.0f;
   }
 }
 

@@ -78,9 +78,16 @@ int LanesOnTarget() { return kLanes; }
 
 /// The kernel's block of dot products: kQueryBlock queries against a transposed key tile (in
 /// passes of fewer where the target's registers hold fewer: AVX2, SSE4).
+/// `keys_t` is the plain transposed tile (keys_t[d * kKeyTile + j]), laid out here in the
+/// kernel's panels (PanelIndex).
 void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_t, int head_dim,
                         int num_keys, float* dots) {
-  ScoreBlock<kQueryBlock>(queries, padded_dim, keys_t, head_dim, num_keys, dots);
+  std::vector<float> panels(static_cast<size_t>(head_dim) * kKeyTile);
+  for (int d = 0; d < head_dim; ++d) {
+    for (int j = 0; j < kKeyTile; ++j)
+      panels[PanelIndex(head_dim, d, j)] = keys_t[d * kKeyTile + j];
+  }
+  ScoreBlock<kQueryBlock>(queries, padded_dim, panels.data(), head_dim, num_keys, dots);
 }
 
 float SumOfTileOnTarget(const float* p, int span) { return SumOfTile(p, span); }
@@ -89,9 +96,20 @@ float ExpAndSumOfTileOnTarget(float max, int span, float* scores) {
   return ExpAndSumOfTile(max, span, scores);
 }
 
+/// The kernel's transposed tile, read back from its panels (PanelIndex) into the plain layout
+/// keys_t[d * kKeyTile + j]; elements the kernel left unwritten keep what `keys_t` held.
 void TransposeTileOnTarget(const float* keys, int count, int head_dim, int padded_dim,
                            float* keys_t) {
-  TransposeTile(keys, count, head_dim, padded_dim, keys_t);
+  std::vector<float> panels(static_cast<size_t>(head_dim) * kKeyTile);
+  for (int d = 0; d < head_dim; ++d) {
+    for (int j = 0; j < kKeyTile; ++j)
+      panels[PanelIndex(head_dim, d, j)] = keys_t[d * kKeyTile + j];
+  }
+  TransposeTile(keys, count, head_dim, padded_dim, panels.data());
+  for (int d = 0; d < head_dim; ++d) {
+    for (int j = 0; j < kKeyTile; ++j)
+      keys_t[d * kKeyTile + j] = panels[PanelIndex(head_dim, d, j)];
+  }
 }
 
 /// Decodes a row of `dim` elements of `elem` (bf16 or fp8) twice: through the row decoder of the
@@ -250,7 +268,7 @@ template <typename Body>
 void ForEachScoreBlock(std::mt19937_64& rng, const Body& body) {
   std::normal_distribution<float> normal;
   for (int dim : {1, 15, 16, 17, 80, 128, 256}) {
-    for (int keys : {1, 16, 37, 64}) {
+    for (int keys : {1, 16, 24, 37, 48, 64}) {
       ScoreInputs in{dim, (dim + 15) / 16 * 16, keys, {}, {}};
       in.q.assign(kBlock * in.padded, 0.0f);
       in.kt.assign(dim * kKeyTile, 0.0f);
