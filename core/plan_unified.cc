@@ -15,38 +15,62 @@ namespace {
 
 using std::to_string;
 
-/// A cached block as one request reads it: physical id, request, logical block index.
+/// A cached block as one request reads it: physical id, request, logical block index, and its
+/// rank in request-then-logical order.
 struct BlockUse {
   int64_t id, request, logical;
+  size_t rank;
   bool operator<(const BlockUse& o) const {
     return std::tie(id, request, logical) < std::tie(o.id, o.request, o.logical);
   }
 };
 
-/// Every cached block read in the step, and how many query tokens read each id.
+/// Every cached block read in the step, and how many query tokens read each id. Flat sorted
+/// arrays, searched by bisection: a step reads thousands of blocks, and the planner looks each
+/// one up several times per call.
 struct BlockReads {
-  std::vector<BlockUse> uses;         ///< Sorted by (id, request, logical).
-  std::map<int64_t, int64_t> range;   ///< id -> index of its first use.
-  std::map<int64_t, int64_t> tokens;  ///< id -> query tokens reading it.
+  std::vector<BlockUse> uses;        ///< Sorted by (id, request, logical).
+  std::vector<int64_t> ids;          ///< The distinct ids, ascending.
+  std::vector<size_t> first;         ///< ids[k]'s uses are uses[first[k], first[k + 1]).
+  std::vector<int64_t> tokens;       ///< Query tokens reading ids[k].
+  std::vector<size_t> request_rank;  ///< Rank of request b's first use (FirstContextBlock).
+  std::vector<bool> shared_at;       ///< By rank: the block is read by more than one token.
 
   explicit BlockReads(const UnifiedStep& s) {
     for (int64_t b = 0; b < s.num_requests; ++b) {
+      request_rank.push_back(uses.size());
       for (int64_t j = s.FirstContextBlock(b); j < s.ContextBlocks(b); ++j) {
-        uses.push_back({s.Block(b, j), b, j});
+        uses.push_back({s.Block(b, j), b, j, uses.size()});
       }
     }
     std::sort(uses.begin(), uses.end());
     for (size_t i = 0; i < uses.size(); ++i) {
-      range.emplace(uses[i].id, static_cast<int64_t>(i));
-      tokens[uses[i].id] += s.QueryLen(uses[i].request);
+      if (i == 0 || uses[i].id != uses[i - 1].id) {
+        ids.push_back(uses[i].id);
+        first.push_back(i);
+        tokens.push_back(0);
+      }
+      tokens.back() += s.QueryLen(uses[i].request);
+    }
+    first.push_back(uses.size());
+    shared_at.resize(uses.size());
+    for (size_t k = 0; k + 1 < first.size(); ++k) {
+      for (size_t i = first[k]; i < first[k + 1]; ++i) shared_at[uses[i].rank] = tokens[k] > 1;
     }
   }
-  bool Shared(int64_t id) const { return tokens.at(id) > 1; }
+  /// Whether logical block j of request b (from its FirstContextBlock) is shared.
+  bool SharedAt(const UnifiedStep& s, int64_t b, int64_t j) const {
+    return shared_at[request_rank[b] + static_cast<size_t>(j - s.FirstContextBlock(b))];
+  }
+  /// The position of `id` in `ids`; `id` must be one the step reads.
+  size_t Index(int64_t id) const {
+    return static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), id) - ids.begin());
+  }
+  bool Shared(int64_t id) const { return tokens[Index(id)] > 1; }
   /// The uses of `id`: [first, last).
   std::pair<size_t, size_t> Uses(int64_t id) const {
-    size_t first = static_cast<size_t>(range.at(id)), last = first;
-    while (last < uses.size() && uses[last].id == id) ++last;
-    return {first, last};
+    const size_t k = Index(id);
+    return {first[k], first[k + 1]};
   }
 };
 
@@ -96,23 +120,24 @@ class Planner {
   }
 
   void PlanSharedSegments() {
-    std::map<int64_t, int64_t> successor;
-    std::map<int64_t, bool> has_predecessor;
-    for (const auto& [id, tokens] : reads_.tokens) {
-      if (tokens <= 1) {
+    const size_t num_ids = reads_.ids.size();
+    std::vector<int64_t> successor(num_ids, -1);  // by position in reads_.ids
+    std::vector<bool> has_predecessor(num_ids, false);
+    for (size_t k = 0; k < num_ids; ++k) {
+      if (reads_.tokens[k] <= 1) {
         ++plan_.num_unique_blocks;
         continue;
       }
       ++plan_.num_shared_blocks;
-      successor[id] = Successor(id);
-      if (successor[id] != -1) has_predecessor[successor[id]] = true;
+      successor[k] = Successor(reads_.ids[k]);
+      if (successor[k] != -1) has_predecessor[reads_.Index(successor[k])] = true;
     }
     // Segments and readers are stored first and pointed to afterwards (no reallocation then).
     std::vector<std::pair<size_t, size_t>> segments;  // [begin, end) in segment_blocks
-    for (const auto& [id, next] : successor) {
-      if (has_predecessor.count(id)) continue;
+    for (size_t k = 0; k < num_ids; ++k) {
+      if (reads_.tokens[k] <= 1 || has_predecessor[k]) continue;
       const size_t begin = plan_.segment_blocks.size();
-      for (int64_t block = id; block != -1; block = successor.at(block)) {
+      for (int64_t block = reads_.ids[k]; block != -1; block = successor[reads_.Index(block)]) {
         plan_.segment_blocks.push_back(block);
       }
       segments.emplace_back(begin, plan_.segment_blocks.size());
@@ -237,12 +262,12 @@ class Planner {
     const int64_t window_tile = s_.FirstKey(b, 0) / kKeyTile * kKeyTile;
     bool folded = false;
     for (int64_t j = first_block; j < blocks;) {
-      if (reads_.Shared(s_.Block(b, j))) {
+      if (reads_.SharedAt(s_, b, j)) {
         ++j;
         continue;
       }
       int64_t end = j;
-      while (end < blocks && !reads_.Shared(s_.Block(b, end))) ++end;
+      while (end < blocks && !reads_.SharedAt(s_, b, end)) ++end;
       folded = end == blocks;  // unique blocks are read by one token: QueryLen(b) == 1
       const int64_t key_begin = j == first_block ? window_tile : j * s_.block_size;
       const int64_t key_end = folded ? context + 1 : end * s_.block_size;
