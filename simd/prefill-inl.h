@@ -12,7 +12,8 @@
 // * Quantized K/V tiles are decoded once per tile into L1/L2-resident fp32 scratch (codec-inl.h)
 //   with the exact spec rounding; many query vectors then reuse them.
 // * Sliding windows: an item's tiles start at the first one a query vector of the item sees
-//   (FirstTileKey); skipped tiles are never decoded.
+//   (FirstTileKey); skipped tiles are never decoded. Causal diagonals: a block stops at the last
+//   key one of its vectors sees (BlockVisibleKeys).
 
 #if defined(DYNATTN_SIMD_PREFILL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DYNATTN_SIMD_PREFILL_INL_H_
@@ -271,7 +272,8 @@ HWY_INLINE void Transpose8x8(const float* keys, int padded_dim, int head_dim, in
 }
 #endif
 
-/// keys_t[d * kKeyTile + j] = keys[j][d] for j < count (zeros up to a multiple of kScoreKeys).
+/// keys_t[PanelIndex(head_dim, d, j)] = keys[j][d] for j < count (zeros up to a multiple of
+/// kScoreKeys).
 /// AVX2 and AVX-512 move whole 8 x 8 blocks through registers; the rest goes element by element.
 HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int padded_dim,
                               float* keys_t) {
@@ -301,7 +303,7 @@ struct ItemScratch {
   int64_t* slots;       ///< kKeyTile slots of the current tile, then kKeyTile of the next.
   float* queries;       ///< padded vectors x padded_dim
   float* keys;          ///< kKeyTile x padded_dim
-  float* keys_t;        ///< head_dim x kKeyTile: the key tile transposed
+  float* keys_t;        ///< head_dim x kKeyTile: the key tile transposed, in panels
   float* values;        ///< kKeyTile x padded_dim
   float* scores;        ///< kQueryBlock x kKeyTile
   float* scales;        ///< head_dim + 2 * 16 (group scales of one row, with lane slack)
