@@ -284,8 +284,9 @@ HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int pa
   block_keys = count / 8 * 8;
   block_dims = head_dim / 8 * 8;
   for (int j0 = 0; j0 < block_keys; j0 += 8) {
-    for (int d0 = 0; d0 < block_dims; d0 += 8)
+    for (int d0 = 0; d0 < block_dims; d0 += 8) {
       Transpose8x8(keys, padded_dim, head_dim, j0, d0, keys_t);
+    }
   }
 #endif
   for (int d = 0; d < head_dim; ++d) {

@@ -51,7 +51,7 @@ HWY_INLINE float ExpScalar(float x) {
 /// `Exp`'s work for positive and very negative x: 2^q is one exponent field instead of two
 /// halves multiplied in turn, and q stays a float (truncated in place, never converted to int32
 /// and back, so no overflow fix-up). The reduction and polynomial are `Exp`'s own, so each
-/// result is the same single rounding of the same value. About 19 operations instead of 31.
+/// result is the same single rounding of the same value. About 19 operations instead of about 30.
 HWY_INLINE hn::Vec<DF> ExpOfNonPositive(DF df, hn::Vec<DF> x) {
   const hn::RebindToSigned<DF> di;
   // q = round(x / ln 2), ties away from zero as `Exp` rounds them (x <= 0 here).

@@ -76,17 +76,23 @@ void NormalScalesOnTarget(const uint16_t* scales, int rows, int groups, int bits
 
 int LanesOnTarget() { return kLanes; }
 
-/// The kernel's block of dot products: kQueryBlock queries against a transposed key tile (in
-/// passes of fewer where the target's registers hold fewer: AVX2, SSE4).
-/// `keys_t` is the plain transposed tile (keys_t[d * kKeyTile + j]), laid out here in the
-/// kernel's panels (PanelIndex).
-void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_t, int head_dim,
-                        int num_keys, float* dots) {
+/// A plain transposed tile (keys_t[d * kKeyTile + j]) in the kernel's panels (PanelIndex).
+std::vector<float> ToPanels(const float* keys_t, int head_dim) {
   std::vector<float> panels(static_cast<size_t>(head_dim) * kKeyTile);
   for (int d = 0; d < head_dim; ++d) {
-    for (int j = 0; j < kKeyTile; ++j)
+    for (int j = 0; j < kKeyTile; ++j) {
       panels[PanelIndex(head_dim, d, j)] = keys_t[d * kKeyTile + j];
+    }
   }
+  return panels;
+}
+
+/// The kernel's block of dot products: kQueryBlock queries against a transposed key tile (in
+/// passes of fewer where the target's registers hold fewer: AVX2, SSE4). `keys_t` is the plain
+/// transposed tile, laid out here in the kernel's panels.
+void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_t, int head_dim,
+                        int num_keys, float* dots) {
+  const std::vector<float> panels = ToPanels(keys_t, head_dim);
   ScoreBlock<kQueryBlock>(queries, padded_dim, panels.data(), head_dim, num_keys, dots);
 }
 
@@ -100,15 +106,12 @@ float ExpAndSumOfTileOnTarget(float max, int span, float* scores) {
 /// keys_t[d * kKeyTile + j]; elements the kernel left unwritten keep what `keys_t` held.
 void TransposeTileOnTarget(const float* keys, int count, int head_dim, int padded_dim,
                            float* keys_t) {
-  std::vector<float> panels(static_cast<size_t>(head_dim) * kKeyTile);
-  for (int d = 0; d < head_dim; ++d) {
-    for (int j = 0; j < kKeyTile; ++j)
-      panels[PanelIndex(head_dim, d, j)] = keys_t[d * kKeyTile + j];
-  }
+  std::vector<float> panels = ToPanels(keys_t, head_dim);
   TransposeTile(keys, count, head_dim, padded_dim, panels.data());
   for (int d = 0; d < head_dim; ++d) {
-    for (int j = 0; j < kKeyTile; ++j)
+    for (int j = 0; j < kKeyTile; ++j) {
       keys_t[d * kKeyTile + j] = panels[PanelIndex(head_dim, d, j)];
+    }
   }
 }
 
