@@ -396,6 +396,7 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
   const int padded_vectors = (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
   const internal::RowBytes bytes = internal::RowBytesOf(p.kv.cache);
+  PrefetchQueries(p, s.rows, vectors);
   LoadQueries(p, s.rows, vectors, padded_vectors, s.queries);
   s.states.Reset(padded_vectors, p.padded_dim);
   const auto tile_count = [&](int64_t key0) {

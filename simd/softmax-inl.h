@@ -323,17 +323,27 @@ HWY_INLINE int64_t FirstTileKey(const QueryRow* rows, int vectors, int64_t key_b
   return key_begin + (first - key_begin) / kKeyTile * kKeyTile;
 }
 
+/// Where query vector `r` starts in p.query.
+HWY_INLINE const char* QuerySource(const AttentionProblem& p, const QueryRow& r) {
+  const size_t size = p.io_type == DType::kF32 ? 4 : 2;
+  return static_cast<const char*>(p.query) + TokenOffset(p, r.token, r.head) * size;
+}
+
+/// Fetches query vectors [0, vectors) into the caches. Their rows are strided (a token apart):
+/// fetched together, their misses overlap instead of each conversion waiting for its own.
+HWY_INLINE void PrefetchQueries(const AttentionProblem& p, const QueryRow* rows, int vectors) {
+  const size_t bytes = static_cast<size_t>(p.head_dim) * (p.io_type == DType::kF32 ? 4 : 2);
+  for (int index = 0; index < vectors; ++index) PrefetchBytes(QuerySource(p, rows[index]), bytes);
+}
+
 /// Loads query vectors [0, vectors) into rows of padded_dim floats, zero rows up to `padded`.
 HWY_INLINE void LoadQueries(const AttentionProblem& p, const QueryRow* rows, int vectors,
                             int padded, float* queries) {
-  const size_t size = p.io_type == DType::kF32 ? 4 : 2;
   std::fill(queries + static_cast<int64_t>(vectors) * p.padded_dim,
             queries + static_cast<int64_t>(padded) * p.padded_dim, 0.0f);
   for (int index = 0; index < vectors; ++index) {
-    const char* src = static_cast<const char*>(p.query) +
-                      TokenOffset(p, rows[index].token, rows[index].head) * size;
     float* dst = queries + static_cast<int64_t>(index) * p.padded_dim;
-    LoadActivations(src, p.io_type, p.head_dim, dst);
+    LoadActivations(QuerySource(p, rows[index]), p.io_type, p.head_dim, dst);
     ZeroPad(dst, p.head_dim, p.padded_dim);
   }
 }
