@@ -27,8 +27,9 @@ struct BlockUse {
 
 /// Sorts `uses`, which arrive in (request, logical) order, by (id, request, logical). Block ids
 /// index the cache's block pool, so they are dense: a stable counting sort by id alone orders
-/// them in O(uses + ids), about 0.4 ms less per call than std::sort at 9216 uses. Sparse or
-/// negative ids (only in hand-made steps; validated calls have neither) take std::sort.
+/// them in O(uses + ids), about 0.5 ms less per call than std::sort at 9216 uses. Ids spread
+/// far beyond the number of uses (a large pool read sparsely), or negative ones (hand-made steps
+/// only), take std::sort; the plan suite holds the two to the same plans.
 void SortByBlockId(std::vector<BlockUse>* uses) {
   int64_t min_id = 0, max_id = -1;
   for (const BlockUse& u : *uses) {

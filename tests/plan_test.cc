@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -449,6 +450,78 @@ TEST_SUITE("plan") {
         for (int64_t key = first; key < context[b]; ++key) read.insert(tables[b][key / block_size]);
       }
       CHECK(plan.num_shared_blocks + plan.num_unique_blocks == static_cast<int64_t>(read.size()));
+    }
+  }
+
+  TEST_CASE("unified plans are the same for dense block ids and for ids spread far apart") {
+    // Dense ids take the planner's counting sort, ids spread far apart its general sort; the
+    // plans must agree item for item (spreading the ids keeps their order).
+    const uint64_t seed = BaseSeed() + 33;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    constexpr int64_t kSpread = 1000003;
+    for (int trial = 0; trial < 100; ++trial) {
+      const int64_t block_size = int64_t{1} << (rng() % 5);
+      const int requests = 1 + static_cast<int>(rng() % 6);
+      const int64_t columns = 48;
+      std::vector<int64_t> qsl{0}, context, dense(static_cast<size_t>(requests * columns));
+      // Block ids shuffled over a pool; the first 24 of each row are shared when rng() % 2.
+      std::vector<int64_t> pool(static_cast<size_t>(columns * (requests + 1)));
+      for (size_t k = 0; k < pool.size(); ++k) pool[k] = static_cast<int64_t>(k);
+      std::shuffle(pool.begin(), pool.end(), rng);
+      for (int b = 0; b < requests; ++b) {
+        const int64_t q = rng() % 3 == 0 ? 1 + static_cast<int64_t>(rng() % 8) : 1;
+        qsl.push_back(qsl.back() + q);
+        context.push_back(static_cast<int64_t>(rng() % (block_size * (columns - 8))));
+        const bool shares = rng() % 2 == 0;
+        for (int64_t j = 0; j < columns; ++j) {
+          dense[b * columns + j] = pool[(shares && j < 24 ? 0 : (b + 1) * columns) + j];
+        }
+      }
+      std::vector<int64_t> spread(dense);
+      for (int64_t& id : spread) id = id * kSpread + 7;
+      dynattn::internal::UnifiedStep step;
+      step.num_requests = requests;
+      step.query_start_loc = qsl.data();
+      step.context_lens = context.data();
+      step.table_stride = columns;
+      step.block_size = block_size;
+      step.block_stride = block_size;
+      step.num_kv_heads = 2;
+      step.group_size = 2;
+      step.block_table = dense.data();
+      const auto a = dynattn::internal::PlanUnified(step);
+      step.block_table = spread.data();
+      const auto b = dynattn::internal::PlanUnified(step);
+      INFO("trial " << trial << ", block_size " << block_size);
+      CHECK(dynattn::internal::CheckCoverage(step, b) == "");
+      CHECK(a.num_states == b.num_states);
+      CHECK(a.num_shared_blocks == b.num_shared_blocks);
+      CHECK(a.num_unique_blocks == b.num_unique_blocks);
+      CHECK(a.part_begin == b.part_begin);
+      REQUIRE(a.segment_blocks.size() == b.segment_blocks.size());
+      for (size_t k = 0; k < a.segment_blocks.size(); ++k) {
+        CHECK(a.segment_blocks[k] * kSpread + 7 == b.segment_blocks[k]);
+      }
+      REQUIRE(a.request_items.size() == b.request_items.size());
+      for (size_t k = 0; k < a.request_items.size(); ++k) {
+        const auto& x = a.request_items[k];
+        const auto& y = b.request_items[k];
+        CHECK(std::tie(x.request, x.kv_head, x.row_begin, x.key_begin, x.key_end, x.state_index) ==
+              std::tie(y.request, y.kv_head, y.row_begin, y.key_begin, y.key_end, y.state_index));
+      }
+      REQUIRE(a.shared_items.size() == b.shared_items.size());
+      for (size_t k = 0; k < a.shared_items.size(); ++k) {
+        const auto& x = a.shared_items[k];
+        const auto& y = b.shared_items[k];
+        CHECK(std::tie(x.num_readers, x.kv_head, x.key_begin, x.key_end, x.state_index) ==
+              std::tie(y.num_readers, y.kv_head, y.key_begin, y.key_end, y.state_index));
+      }
+      REQUIRE(a.parts.size() == b.parts.size());
+      for (size_t k = 0; k < a.parts.size(); ++k) {
+        CHECK(a.parts[k].first == b.parts[k].first);
+        CHECK(a.parts[k].head_stride == b.parts[k].head_stride);
+      }
     }
   }
 
