@@ -287,9 +287,13 @@ HWY_INLINE int64_t TokenOffset(const AttentionProblem& p, int64_t token, int hea
   return (token * p.num_heads + head) * p.head_dim;
 }
 
+/// Bytes per element of the query and the output (fp32, or fp16 / bf16).
+HWY_INLINE size_t ActivationBytes(const AttentionProblem& p) {
+  return p.io_type == DType::kF32 ? 4 : 2;
+}
+
 HWY_INLINE void* OutputRow(const AttentionProblem& p, int64_t token, int head) {
-  const size_t size = p.io_type == DType::kF32 ? 4 : 2;
-  return static_cast<char*>(p.output) + TokenOffset(p, token, head) * size;
+  return static_cast<char*>(p.output) + TokenOffset(p, token, head) * ActivationBytes(p);
 }
 
 /// The query vectors of a request work item, in (head of the group, row) order: vector
@@ -325,14 +329,13 @@ HWY_INLINE int64_t FirstTileKey(const QueryRow* rows, int vectors, int64_t key_b
 
 /// Where query vector `r` starts in p.query.
 HWY_INLINE const char* QuerySource(const AttentionProblem& p, const QueryRow& r) {
-  const size_t size = p.io_type == DType::kF32 ? 4 : 2;
-  return static_cast<const char*>(p.query) + TokenOffset(p, r.token, r.head) * size;
+  return static_cast<const char*>(p.query) + TokenOffset(p, r.token, r.head) * ActivationBytes(p);
 }
 
 /// Fetches query vectors [0, vectors) into the caches. Their rows are strided (a token apart):
 /// fetched together, their misses overlap instead of each conversion waiting for its own.
 HWY_INLINE void PrefetchQueries(const AttentionProblem& p, const QueryRow* rows, int vectors) {
-  const size_t bytes = static_cast<size_t>(p.head_dim) * (p.io_type == DType::kF32 ? 4 : 2);
+  const size_t bytes = static_cast<size_t>(p.head_dim) * ActivationBytes(p);
   for (int index = 0; index < vectors; ++index) PrefetchBytes(QuerySource(p, rows[index]), bytes);
 }
 
