@@ -440,13 +440,21 @@ HWY_INLINE const void* ScalePointer(const CacheDesc& cache, const CachePlane& pl
   return internal::ScaleAddress(plane, cache.scale_type == ScaleType::kF16, slot, head);
 }
 
-/// Prefetches the bytes [p, p + bytes) into the cache.
+/// The cache level a prefetch fills (x86 hints; other architectures prefetch into L1).
+enum class PrefetchTo : uint8_t {
+  kL1,  ///< The fused decode kernel's unquantized rows, read within a tile (bench/README.md).
+  kL2,  ///< Everything else: tiled key tiles, query rows, quantized decode rows.
+};
+
+/// Prefetches the bytes [p, p + bytes) into the cache level kTo.
+template <PrefetchTo kTo = PrefetchTo::kL2>
 HWY_INLINE void PrefetchBytes(const void* p, size_t bytes) {
   const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
   const uintptr_t last = reinterpret_cast<uintptr_t>(p) + bytes - 1;
   for (uintptr_t line = first; line <= last; line += 64) {
 #if HWY_ARCH_X86
-    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(line),
+                 kTo == PrefetchTo::kL1 ? _MM_HINT_T0 : _MM_HINT_T1);
 #else
     hwy::Prefetch(reinterpret_cast<const char*>(line));
 #endif

@@ -13,10 +13,11 @@
 // * Dimensions across lanes: key rows need no transposed tile. Each dot product keeps
 //   kVirtualLanes partial sums (lane l sums d = l, l + 16, ...: one fused multiply-add chain
 //   each), folded by the fixed tree of FoldPartialSums. Eight dot products are folded together
-//   with in-register shuffles. AVX2 (two vectors per virtual row) and AVX-512 (one) run the same
-//   chains and the same tree, so their bits agree; narrower targets fold through memory. AVX2
-//   scores a virtual row half by half (its own shape: half the accumulators live at a time, so
-//   it keeps as many keys in flight as its 16 registers allow).
+//   with in-register shuffles (sixteen on AVX-512, in whole 512-bit vectors). AVX2 (two vectors per
+//   virtual row) and AVX-512 (one) run the same chains and the same tree, so their bits agree;
+//   narrower targets fold through memory. AVX2 scores a virtual row half by half (its own shape:
+//   half the accumulators live at a time, so it keeps as many keys in flight as its 16 registers
+//   allow).
 // * Values: each output element is one chain over the keys in order, as in the tiled path.
 // * Quantized rows that round to fp16 (keys; values too under fp32 activations) take the
 //   three-operation split rounding (RoundNormalToF16) instead of two conversions, on tiles whose
@@ -61,10 +62,48 @@ HWY_INLINE bool UseFusedDecode(const AttentionProblem& p, int vectors) {
   return vectors <= kFusedMaxVectors && p.head_dim % kVirtualLanes == 0;
 }
 
+#if HWY_TARGET <= HWY_AVX3
+/// FoldVirtualLanes of 16 one-vector accumulators x[0, 16) into out[0, 16), in whole 512-bit
+/// vectors: the same tree and pairs as the 8-lane fold below (so the same bits), in about 46
+/// operations where two 8-lane folds take about 76.
+HWY_INLINE void FoldSixteen(const hn::Vec<DF>* x, float* out) {
+  const DF df;
+  const hn::Repartition<double, DF> d64;
+  using V = hn::Vec<DF>;
+  V y[8];  // fold by 8: lanes [0, 8) of y[i] belong to x[2i], lanes [8, 16) to x[2i + 1]
+  for (int i = 0; i < 8; ++i) {
+    y[i] = hn::Add(hn::ConcatLowerLower(df, x[2 * i + 1], x[2 * i]),
+                   hn::ConcatUpperUpper(df, x[2 * i + 1], x[2 * i]));
+  }
+  V z[4];  // fold by 4: 128-bit block b of z[i] belongs to x[4i + b]
+  for (int i = 0; i < 4; ++i) {
+    const __m512 lo = y[2 * i].raw, hi = y[2 * i + 1].raw;
+    z[i] = hn::Add(V{_mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))},
+                   V{_mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))});
+  }
+  V w[2];  // fold by 2: block b of w[m] holds x[8m + b] in lanes 0-1, x[8m + 4 + b] in lanes 2-3
+  for (int m = 0; m < 2; ++m) {
+    const auto lo = hn::BitCast(d64, z[2 * m]), hi = hn::BitCast(d64, z[2 * m + 1]);
+    w[m] = hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, lo, hi)),
+                   hn::BitCast(df, hn::InterleaveUpper(d64, lo, hi)));
+  }
+  // fold by 1: x[m] lands in lane kOrder[m] of `sums`, and the lookup moves it to lane m.
+  const V sums = hn::Add(hn::ConcatEven(df, w[1], w[0]), hn::ConcatOdd(df, w[1], w[0]));
+  constexpr int kOrder[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+  hn::StoreU(hn::TableLookupLanes(sums, hn::SetTableIndices(df, kOrder)), df, out);
+}
+#endif
+
 /// out[x] = the fixed-tree sum of the kVirtualLanes partial sums of accumulator x, for x < kCount.
 /// acc holds kCount virtual rows of kVectorsPerRow vectors each.
 template <int kCount>
 HWY_INLINE void FoldVirtualLanes(const hn::Vec<DF>* acc, float* out) {
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (kCount % 16 == 0) {
+    for (int first = 0; first < kCount; first += 16) FoldSixteen(acc + first, out + first);
+    return;
+  }
+#endif
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SSE4 || \
     HWY_TARGET == HWY_SSSE3  // 128-bit vectors: no 8-lane tag
   const DF df;
@@ -189,12 +228,19 @@ struct RowsAhead {
   const TileRows* rows = nullptr;  ///< Nothing to fetch when null.
   int count = 0;
   internal::RowBytes bytes;
+  PrefetchTo to = PrefetchTo::kL2;
 
   HWY_INLINE void Fetch(int j, int n) const {
     if (rows == nullptr) return;
+    if (to == PrefetchTo::kL1) return FetchInto<PrefetchTo::kL1>(j, n);
+    FetchInto<PrefetchTo::kL2>(j, n);
+  }
+
+  template <PrefetchTo kTo>
+  HWY_INLINE void FetchInto(int j, int n) const {
     for (int k = j; k < std::min(j + n, count); ++k) {
-      PrefetchBytes(rows->rows[k], bytes.row);
-      if (bytes.scales != 0) PrefetchBytes(rows->scale_rows[k], bytes.scales);
+      PrefetchBytes<kTo>(rows->rows[k], bytes.row);
+      if (bytes.scales != 0) PrefetchBytes<kTo>(rows->scale_rows[k], bytes.scales);
     }
   }
 };
@@ -412,20 +458,24 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   // are accumulated), so rows arrive about half a tile ahead at an even pace. Other caches fetch
   // the whole next tile while the keys are scored, and the first tile's rows all at once before
   // it (short items, such as the unique runs of unified attention, spend a large share of their
-  // time in that tile). Each measured faster for its own caches (bench/README.md, issue 12).
+  // time in that tile), into L1. Each measured faster for its own caches (bench/README.md,
+  // issue 12; into L1, the quantized schedule measured no gain).
   constexpr bool kPhased = IsGroupScaledElem<kElem>();
+  constexpr PrefetchTo kTo = kPhased ? PrefetchTo::kL2 : PrefetchTo::kL1;
   const RowsAhead none;
-  RowsAhead{&tiles[0].keys, tiles[0].count, bytes}.Fetch(0, kKeyTile);
-  if (!kPhased) RowsAhead{&tiles[0].values, tiles[0].count, bytes}.Fetch(0, kKeyTile);
+  RowsAhead{&tiles[0].keys, tiles[0].count, bytes, kTo}.Fetch(0, kKeyTile);
+  if (!kPhased) RowsAhead{&tiles[0].values, tiles[0].count, bytes, kTo}.Fetch(0, kKeyTile);
   for (int t = 0; tiles[t].count > 0; t ^= 1) {
     FusedTile& tile = tiles[t];
     FusedTile& next = tiles[t ^ 1];
     PointTile<kElem>(p, w, tile.key0 + kKeyTile, slots, &next);
     WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.keys);
     if (!kPhased) WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.values);
-    const RowsAhead next_keys{&next.keys, next.count, bytes};
-    const RowsAhead key_phase = kPhased ? RowsAhead{&tile.values, tile.count, bytes} : next_keys;
-    const RowsAhead key_phase_too = kPhased ? none : RowsAhead{&next.values, next.count, bytes};
+    const RowsAhead next_keys{&next.keys, next.count, bytes, kTo};
+    const RowsAhead key_phase =
+        kPhased ? RowsAhead{&tile.values, tile.count, bytes, kTo} : next_keys;
+    const RowsAhead key_phase_too =
+        kPhased ? none : RowsAhead{&next.values, next.count, bytes, kTo};
     ScoreTile<kElem, kRoundKeys, kMode, kBlock>(p, queries, tile, key_phase, key_phase_too, lanes,
                                                 scores);
     SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
