@@ -228,7 +228,7 @@ struct RowsAhead {
   const TileRows* rows = nullptr;  ///< Nothing to fetch when null.
   int count = 0;
   internal::RowBytes bytes;
-  PrefetchTo to = PrefetchTo::kL2;
+  PrefetchTo to = PrefetchTo::kL2;  ///< The cache level the rows are fetched into.
 
   HWY_INLINE void Fetch(int j, int n) const {
     if (rows == nullptr) return;
