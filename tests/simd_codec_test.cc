@@ -226,6 +226,16 @@ int64_t CountExpMismatches(uint64_t begin, uint64_t end, uint64_t step) {
   return mismatches;
 }
 
+/// The fused decode kernel's fold (FoldVirtualLanes) of `count` dot products, 8 or 16 (its
+/// blocks' counts), each given as kVirtualLanes partial sums in `partials` (count rows of 16).
+void FoldOnTarget(const float* partials, int count, float* out) {
+  const DF df;
+  hn::Vec<DF> acc[16 * kVectorsPerRow];
+  for (int i = 0; i < count * kVectorsPerRow; ++i) acc[i] = hn::LoadU(df, partials + i * kLanes);
+  if (count == 16) return FoldVirtualLanes<16>(acc, out);
+  FoldVirtualLanes<8>(acc, out);
+}
+
 /// `count` fp16 group scales widened as the attention kernels widen them.
 void WidenScalesOnTarget(const uint16_t* scales, int count, float* out) {
   WidenScales(scales, true, count, out);
@@ -251,6 +261,7 @@ HWY_EXPORT(CountExpMismatches);
 HWY_EXPORT(WidenScalesOnTarget);
 HWY_EXPORT(NormalScalesOnTarget);
 HWY_EXPORT(LanesOnTarget);
+HWY_EXPORT(FoldOnTarget);
 
 namespace {
 
@@ -702,6 +713,40 @@ TEST_SUITE("simd") {
       for (const auto& [target, sum] : sums) {
         CHECK(sum == sums.begin()->second);
         CHECK(exps[target] == exps.begin()->second);
+      }
+    }
+  }
+
+  TEST_CASE("the fused kernel folds its dot products in the fixed tree on every target") {
+    // 8 and 16 dot products at a time (AVX-512 folds 16 in whole 512-bit vectors, other targets
+    // 8 in 256-bit halves or through memory); each must be the sum of its 16 partial sums
+    // in the tree of FoldPartialSums (lane i + lane i + width, width 8, 4, 2, 1), bit for bit.
+    const uint64_t seed = dynattn_test::BaseSeed() + 32;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal;
+    std::uniform_int_distribution<int> exponent(-20, 20);  // magnitudes where the order shows
+    for (int count : {8, 16}) {
+      for (int round = 0; round < 50; ++round) {
+        std::vector<float> partials(count * kVirtualLanes);
+        for (float& x : partials) x = std::ldexp(normal(rng), exponent(rng));
+        std::vector<float> want(count);
+        for (int x = 0; x < count; ++x) {
+          float lanes[kVirtualLanes];
+          std::copy_n(partials.begin() + x * kVirtualLanes, kVirtualLanes, lanes);
+          for (int width = kVirtualLanes / 2; width >= 1; width /= 2) {
+            for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+          }
+          want[x] = lanes[0];
+        }
+        ForEachTarget([&](const std::string& target) {
+          INFO("target " << target << ", count " << count << ", round " << round);
+          std::vector<float> out(count, std::numeric_limits<float>::quiet_NaN());
+          HWY_DYNAMIC_DISPATCH(FoldOnTarget)(partials.data(), count, out.data());
+          for (int x = 0; x < count; ++x) {
+            CHECK(internal::FloatBits(out[x]) == internal::FloatBits(want[x]));
+          }
+        });
       }
     }
   }
