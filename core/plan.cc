@@ -3,6 +3,7 @@
 #include "core/plan.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace dynattn::internal {
 namespace {
@@ -53,10 +54,21 @@ void PlanTile(const AttentionProblem& p, int64_t b, int32_t row_begin, int32_t r
   }
 }
 
+/// Items in order of decreasing work. Ties keep the order PlanTile made them in (request, row
+/// tile, KV head, split), so the plan is the same on every run without a stable sort's buffer.
+bool LongerFirst(const WorkItem& x, const WorkItem& y) {
+  const int64_t x_work = (x.key_end - x.key_begin) * (x.row_end - x.row_begin);
+  const int64_t y_work = (y.key_end - y.key_begin) * (y.row_end - y.row_begin);
+  if (x_work != y_work) return x_work > y_work;
+  return std::tie(x.request, x.row_begin, x.kv_head, x.key_begin) <
+         std::tie(y.request, y.row_begin, y.kv_head, y.key_begin);
+}
+
 }  // namespace
 
 AttentionPlan PlanAttention(const AttentionProblem& p) {
   AttentionPlan plan;
+  plan.items.reserve(static_cast<size_t>(p.batch.size * p.num_kv_heads));  // one per decode
   for (int64_t b = 0; b < p.batch.size; ++b) {
     const int64_t seqlen = p.batch.SeqLen(b);
     for (int64_t row = 0; row < seqlen; row += kRowTile) {
@@ -65,10 +77,7 @@ AttentionPlan PlanAttention(const AttentionProblem& p) {
     }
   }
   // Longest items first, so the tail of the parallel loop is made of short ones.
-  std::stable_sort(plan.items.begin(), plan.items.end(), [](const WorkItem& x, const WorkItem& y) {
-    return (x.key_end - x.key_begin) * (x.row_end - x.row_begin) >
-           (y.key_end - y.key_begin) * (y.row_end - y.row_begin);
-  });
+  std::sort(plan.items.begin(), plan.items.end(), LongerFirst);
   return plan;
 }
 

@@ -7,21 +7,38 @@
 
 namespace dynattn::internal {
 
-bool Overlap(const TensorView& a, const TensorView& b) {
-  if (!a.present() || !b.present() || a.NumElements() == 0 || b.NumElements() == 0) return false;
-  if (a.data == nullptr || b.data == nullptr) return false;  // an output not yet allocated
-  const auto a0 = reinterpret_cast<uintptr_t>(a.data);
-  const auto b0 = reinterpret_cast<uintptr_t>(b.data);
-  // Extents are validated (at most 2^46 elements) before this runs: the ends cannot wrap.
-  return a0 < b0 + b.NumBytes() && b0 < a0 + a.NumBytes();
+namespace {
+
+/// The bytes [begin, end) of a view; empty when it is absent, has no elements, or is an output
+/// not yet allocated (null data).
+struct ByteSpan {
+  uintptr_t begin = 0, end = 0;
+  bool empty() const { return begin == end; }
+};
+
+ByteSpan SpanOf(const TensorView& t) {
+  if (!t.present() || t.data == nullptr) return {};
+  const auto begin = reinterpret_cast<uintptr_t>(t.data);
+  // Extents are validated (at most 2^46 elements) before this runs: the end cannot wrap.
+  return {begin, begin + t.NumBytes()};
 }
+
+bool Overlap(ByteSpan a, ByteSpan b) {
+  return !a.empty() && !b.empty() && a.begin < b.end && b.begin < a.end;
+}
+
+}  // namespace
+
+bool Overlap(const TensorView& a, const TensorView& b) { return Overlap(SpanOf(a), SpanOf(b)); }
 
 Status CheckNoAliasing(std::initializer_list<CallBuffer> buffers, CallPhase phase) {
   for (const CallBuffer* w = buffers.begin(); w != buffers.end(); ++w) {
     if (!w->written) continue;
+    const ByteSpan written = SpanOf(*w->view);  // once per written buffer, not per pair
+    if (written.empty()) continue;
     for (const CallBuffer& other : buffers) {
       if (&other == w || (other.index && phase == CallPhase::kRun)) continue;
-      if (!Overlap(*w->view, *other.view)) continue;
+      if (!Overlap(written, SpanOf(*other.view))) continue;
       return Status::Invalid(
           w->name, std::string("overlaps ") + (other.written ? "the output " : "the input ") +
                        other.name +

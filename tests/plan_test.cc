@@ -367,6 +367,46 @@ TEST_SUITE("plan") {
     }
   }
 
+  TEST_CASE("work items come longest first, equal ones by request, row tile, KV head, split") {
+    // The order only schedules the items (bits do not depend on it), but it must be the same on
+    // every run: ties keep the order the planner makes items in.
+    const uint64_t seed = BaseSeed() + 34;
+    INFO("seed " << seed);
+    std::mt19937_64 rng(seed);
+    using dynattn::internal::WorkItem;
+    const auto work = [](const WorkItem& w) {
+      return (w.key_end - w.key_begin) * (w.row_end - w.row_begin);
+    };
+    const auto made = [](const WorkItem& w) {
+      return std::make_tuple(w.request, w.row_begin, w.kv_head, w.key_begin);
+    };
+    size_t ties = 0;
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<std::pair<int64_t, int64_t>> requests;
+      const int batch = 1 + static_cast<int>(rng() % 12);
+      for (int b = 0; b < batch; ++b) {
+        const int64_t kvlen = static_cast<int64_t>(rng() % 3000);
+        const int64_t seqlen = rng() % 2 == 0 ? std::min<int64_t>(kvlen, 1)
+                                              : static_cast<int64_t>(rng() % (kvlen + 1));
+        requests.emplace_back(seqlen, kvlen);
+      }
+      const PlannedBatch planned(requests, rng() % 3 == 0 ? 700 : -1, trial % 2 == 0,
+                                 1 + static_cast<int>(rng() % 4));
+      const auto plan = dynattn::internal::PlanAttention(planned.problem);
+      INFO("trial " << trial);
+      for (size_t i = 1; i < plan.items.size(); ++i) {
+        const WorkItem& a = plan.items[i - 1];
+        const WorkItem& b = plan.items[i];
+        REQUIRE(work(a) >= work(b));
+        if (work(a) == work(b)) {
+          ++ties;
+          REQUIRE(made(a) < made(b));
+        }
+      }
+    }
+    CHECK(ties > 100);  // the tie rule was exercised
+  }
+
   TEST_CASE("a unified decode with a 4096 window over 32768 keys reads about the window") {
     for (int64_t block_size : {int64_t{16}, int64_t{256}}) {
       const int64_t context = 32767;
