@@ -29,8 +29,6 @@ bool Overlap(ByteSpan a, ByteSpan b) {
 
 }  // namespace
 
-bool Overlap(const TensorView& a, const TensorView& b) { return Overlap(SpanOf(a), SpanOf(b)); }
-
 Status CheckNoAliasing(std::initializer_list<CallBuffer> buffers, CallPhase phase) {
   for (const CallBuffer* w = buffers.begin(); w != buffers.end(); ++w) {
     if (!w->written) continue;

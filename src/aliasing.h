@@ -39,10 +39,6 @@ inline CallBuffer IndexBuffer(const char* name, const TensorView& t) {
 /// Which buffers a check covers: a plan's (all) or a Run's (all but the index tensors).
 enum class CallPhase { kPlan, kRun };
 
-/// True when the bytes of two present, non-empty views share at least one address (a null data
-/// pointer, an output planned before it is allocated, overlaps nothing).
-bool Overlap(const TensorView& a, const TensorView& b);
-
 /// The aliasing rule over `buffers`: the first written buffer that overlaps any other one gives
 /// an InvalidArgument naming both, e.g. "attn_output: overlaps seqstarts (...)".
 /// Index buffers are left out in the kRun phase.
