@@ -36,21 +36,20 @@ test: build
 bench: build
 	./$(BUILD)/tools/dynattn bench --json $(BUILD)/bench.json
 
-# The same suites under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it too), at -O1
-# with line tables only. Its kernels are compiled for AVX2 only (-march=haswell -maes -mpclmul
-# makes AVX2 Highway's baseline, so its emulated EMU128 fallback, which costs about ten times a
-# native target to compile under the sanitizers, is left out; with AVX-512 too, this phase took
-# 1124 s of CI's 40 minutes on 2 cores); the release build runs every suite on every target,
-# AVX-512, EMU128 and SSE4 included, and the sanitizers see all target-independent code through
-# the AVX2 kernels. This build is clang's (about half g++'s compile time under the sanitizers). It
-# leaves the nvcc build of the CUDA module out (nvcc takes no sanitizer flags, and ASan's shadow
-# memory collides with the CUDA driver's mappings), but the gpu suite runs here too: on the CUDA
-# emulator, the kernels compiled by clang under ASan + UBSan.
-# The same build holds the libFuzzer target (-Dfuzz=enabled: the library, but its SIMD kernels,
-# and the harness carry coverage instrumentation), so `make fuzz` compiles no library of its own:
-# a separate fuzz build compiled the kernels under ASan + UBSan a second time in CI.
+# The same suites under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it too), with
+# assertions on, at -O1 with line tables only. Its kernels are compiled for AVX2 only
+# (-march=haswell -maes -mpclmul makes AVX2 Highway's baseline, so its emulated EMU128 fallback,
+# which costs about ten times a native target to compile under the sanitizers, is left out; with
+# AVX-512 too, this phase took 1124 s of CI's 40 minutes on 2 cores); the release build runs every
+# suite on every target, AVX-512, EMU128 and SSE4 included, and the sanitizers see all
+# target-independent code through the AVX2 kernels. This build is clang's (about half g++'s
+# compile time under the sanitizers). It leaves the nvcc build of the CUDA module out (nvcc takes no sanitizer
+# flags, and ASan's shadow memory collides with the CUDA driver's mappings), but the gpu suite runs
+# here too: on the CUDA emulator, the kernels compiled by clang under ASan + UBSan.
+# The same build holds the libFuzzer target (-Dfuzz=enabled: the library, but its SIMD kernels, and
+# the harness carry coverage instrumentation), so `make fuzz` compiles no library of its own: a
+# separate fuzz build compiled the kernels under ASan + UBSan a second time in CI.
 SANITIZE_TARGETS_OFF := HWY_SSSE3|HWY_SSE4|HWY_AVX3|HWY_AVX3_DL|HWY_EMU128|HWY_SCALAR
-FUZZ_BUILD := $(SANITIZE_BUILD)
 
 sanitize-setup: setup
 	@[ -f $(SANITIZE_BUILD)/build.ninja ] || CC=clang CXX=clang++ meson setup $(SANITIZE_BUILD) \
@@ -68,8 +67,8 @@ test-sanitize: sanitize-setup
 # The libFuzzer target (fuzz/) under ASan + UBSan for FUZZ_SECONDS, seeded with the golden cases
 # of the release build (CI runs it for 90 s). Clang only; it lives in the sanitizer build above.
 fuzz: build sanitize-setup
-	ninja -C $(FUZZ_BUILD) fuzz/op_fuzzer
-	bash scripts/fuzz.sh $(BUILD) $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	ninja -C $(SANITIZE_BUILD) fuzz/op_fuzzer
+	bash scripts/fuzz.sh $(BUILD) $(SANITIZE_BUILD) $(FUZZ_SECONDS)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
