@@ -175,6 +175,10 @@ Step BuildStep(const StepShape& shape, uint64_t seed) {
 }
 
 Status RunStep(Step* step, Array* out, const RunOptions& options) {
+  return MultiHeadCacheAttention(step->attrs, StepArgs(step, out), options);
+}
+
+MultiHeadCacheAttentionArgs StepArgs(Step* step, Array* out) {
   dynattn_ref::Tensors& in = step->inputs;
   if (out->bytes.empty()) *out = dynattn_ref::MakeArray(Dt::kF16, in.at("query").shape);
   MultiHeadCacheAttentionArgs args =
@@ -188,7 +192,7 @@ Status RunStep(Step* step, Array* out, const RunOptions& options) {
     v->dtype = step->shape.activation;
   }
   if (step->shape.quant_bit == 0) args.cache.dtype = step->shape.plain_cache;
-  return MultiHeadCacheAttention(step->attrs, args, options);
+  return args;
 }
 
 Step SubStep(const Step& step, const std::vector<int64_t>& picked, const Array& out, Array* rows) {

@@ -56,6 +56,10 @@ Step BuildStep(const StepShape& shape, uint64_t seed);
 /// allocated on first use.
 Status RunStep(Step* step, dynattn_ref::Array* out, const RunOptions& options = {});
 
+/// The MultiHeadCacheAttention arguments of `step` (views over its arrays, with the shape's
+/// dtypes) writing into `out`, which is allocated on first use.
+MultiHeadCacheAttentionArgs StepArgs(Step* step, dynattn_ref::Array* out);
+
 /// The step made of requests `picked` (in that order, decodes first) over the same cache, and
 /// the rows of `out` that belong to them. Requests are independent, so the sub-step's result
 /// equals those rows.

@@ -510,6 +510,7 @@ struct Stats {
   int64_t blocks = 0;
   int64_t threads = 0;
   int64_t switches = 0;  ///< Fiber switches.
+  int64_t kernels = 0;   ///< Distinct kernel functions launched (each template instantiation).
 };
 Stats GetStats();
 void ResetStats();

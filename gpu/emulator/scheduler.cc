@@ -20,6 +20,7 @@
 #include <mutex>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -147,7 +148,8 @@ ScheduleChoice& Choice() {
   return *choice;
 }
 
-Stats g_stats;  // under g_launch_mutex
+Stats g_stats;                         // under g_launch_mutex
+std::set<const void*> g_kernels_seen;  // under g_launch_mutex; what Stats::kernels counts
 
 /// Thrown inside a thread of a failed launch: unwinds its stack to ThreadMain.
 struct AbortThread {};
@@ -609,6 +611,7 @@ void Launch(const LaunchRequest& request) {
   }
   InstallFaultReporter();
   ++g_stats.launches;
+  if (g_kernels_seen.insert(request.kernel).second) ++g_stats.kernels;
   DeviceAccess open;
   BlockRunner runner(request);
   g_runner = &runner;
@@ -634,7 +637,10 @@ void SetSchedule(Schedule schedule, uint64_t seed) {
 
 Stats GetStats() { return detail::g_stats; }
 
-void ResetStats() { detail::g_stats = Stats{}; }
+void ResetStats() {
+  detail::g_stats = Stats{};
+  detail::g_kernels_seen.clear();
+}
 
 void FailNextLaunches(int count) {
   std::lock_guard<std::mutex> lock(detail::g_launch_mutex);

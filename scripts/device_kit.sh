@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Builds the device kit: what a machine with an NVIDIA GPU (and only its driver, glibc, libstdc++,
+# python3 with PyTorch and the CUDA toolkit) needs to check libdynattn's CUDA module in one
+# command, DIR/run.sh. See README.md, "Checking on a real GPU".
+#
+#   scripts/device_kit.sh [DIR]             build it (default DIR: device-kit/, git-ignored)
+#   scripts/device_kit.sh --dry-run BUILD DIR
+#       what `make test` runs (it cannot afford a second compile): configures the kit's build and
+#       checks that it has every target the kit needs, then assembles DIR from the stand-ins that
+#       BUILD (the test build) compiled under the same names, checks the kit's contents, library
+#       closure and size, and runs DIR/run.sh, which must stop with 77 on a machine without a GPU.
+#
+# The kit's build (build-device-kit/, or $DEVICE_KIT_BUILD) is separate from the test build: the
+# gpu suite runs on the device (-Dgpu_suite=device), the CUDA runtime is linked statically, only
+# sm_90 machine code plus its PTX is compiled, and nothing that needs oneDNN or Python is built.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+
+dry_run=0
+standins=""
+if [ "${1:-}" = "--dry-run" ]; then
+  dry_run=1
+  standins="$(cd "$2" && pwd)"
+  shift 2
+fi
+kit="${1:-$root/device-kit}"
+build="${DEVICE_KIT_BUILD:-$root/build-device-kit}"
+max_bytes=$((60 * 1024 * 1024))
+
+# The kit: its binaries (build path -> name in bin/), the shared library, the scripts.
+binaries=(tests/gpu_tests tools/dynattn bench/dynattn_device_bench)
+scripts=(run.sh sdpa_peer.py summarize.py)
+options=(-Dcuda=enabled -Dgpu_suite=device -Dgpu_runtime=static -Dgpu_archs=90
+         -Dtests=enabled -Dtool=enabled -Dbench=disabled -Dpython=disabled
+         -Demulator_tsan=disabled --buildtype=release)
+# What the device machine has: glibc's libraries and the C++ runtime (lib/fallback carries this
+# machine's C++ runtime in case the device's is older). libcuda.so comes with its driver.
+system_libs='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so'
+
+configure() {
+  if [ -f "$build/build.ninja" ]; then
+    meson configure "$build" "${options[@]}" >/dev/null
+  else
+    meson setup "$build" "$root" "${options[@]}" >/dev/null
+  fi
+  local targets
+  targets="$(meson introspect --targets "$build" | python3 -c '
+import json, os, sys
+for t in json.load(sys.stdin):
+    for f in t["filename"]:
+        print(os.path.relpath(f, sys.argv[1]))' "$build")"
+  for binary in "${binaries[@]}" src/libdynattn.so.0; do
+    if ! grep -qx "$binary\(\.[0-9.]*\)\?" <<<"$targets"; then
+      echo "device_kit: the kit's build has no target $binary" >&2
+      exit 1
+    fi
+  done
+  grep -q "cudart_static" "$build/build.ninja" || {
+    echo "device_kit: the kit's build does not link the static CUDA runtime" >&2
+    exit 1
+  }
+}
+
+# Whether the kit's own build links library `soname` (libfoo.so.N: -lfoo or a path to libfoo.so).
+kit_links() {
+  local base="${1%%.so*}"
+  grep -qE -- "(-l${base#lib}( |$)|/${base}\.so)" "$build/build.ninja"
+}
+
+# Copies the binaries (stripped), the shared library, every non-system library they need
+# (following DT_NEEDED from each copied file) and the scripts. In a dry run a stand-in may need
+# libraries the kit's build does not link (the test build's tool links oneDNN for `dynattn bench`,
+# its gpu suite Boost.Context for the emulator): those are listed, not copied.
+assemble() {
+  local from="$1" file soname path
+  rm -rf "$kit"
+  mkdir -p "$kit/bin" "$kit/lib/fallback"
+  for binary in "${binaries[@]}"; do cp -L "$from/$binary" "$kit/bin/"; done
+  cp -L "$from/src/libdynattn.so.0.1.0" "$kit/lib/libdynattn.so.0"
+  strip --strip-unneeded "$kit"/bin/* "$kit/lib/libdynattn.so.0"
+  for script in "${scripts[@]}"; do cp "$root/scripts/device_kit/$script" "$kit/"; done
+  chmod +x "$kit/run.sh"
+  local queue=("$kit"/bin/* "$kit/lib/libdynattn.so.0")
+  left_out=""
+  while [ ${#queue[@]} -gt 0 ]; do
+    file="${queue[0]}"
+    queue=("${queue[@]:1}")
+    for soname in $(readelf -d "$file" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+      [[ "$soname" =~ $system_libs ]] && continue
+      [ -f "$kit/lib/$soname" ] && continue
+      if [ "$dry_run" -eq 1 ] && ! kit_links "$soname"; then
+        [[ " $left_out " == *" $soname "* ]] || left_out+=" $soname"
+        continue
+      fi
+      path="$(LD_LIBRARY_PATH="$kit/lib" ldd "$file" | awk -v so="$soname" '$1 == so {print $3}')"
+      if [ ! -f "$path" ]; then
+        echo "device_kit: $(basename "$file") needs $soname, which is not on this machine" >&2
+        exit 1
+      fi
+      cp -L "$path" "$kit/lib/$soname"
+      queue+=("$kit/lib/$soname")
+    done
+  done
+  [ -z "$left_out" ] || echo "device_kit: stand-ins need what the kit's build does not link:$left_out"
+  for soname in libstdc++.so.6 libgcc_s.so.1; do
+    cp -L "$(gcc -print-file-name="$soname")" "$kit/lib/fallback/$soname"
+  done
+  write_manifest
+}
+
+# The newest symbol version each binary needs from glibc and from the C++ runtime.
+newest_version() {  # newest_version PREFIX FILE...
+  objdump -T "${@:2}" 2>/dev/null | grep -o "$1_[0-9][0-9.]*" | sort -uV | tail -n 1
+}
+
+write_manifest() {
+  {
+    echo "libdynattn $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)," \
+      "built $(date -u +%Y-%m-%dT%H:%MZ) on $(. /etc/os-release && echo "$PRETTY_NAME")" \
+      "$([ "$dry_run" -eq 1 ] && echo "(DRY RUN: stand-ins from the test build)")"
+    echo "build options: ${options[*]}"
+    echo "needs: $(newest_version GLIBC "$kit"/bin/* "$kit"/lib/*.so*)," \
+      "$(newest_version GLIBCXX "$kit"/bin/* "$kit"/lib/*.so*)"
+    echo "files:"
+    (cd "$kit" && find . -type f ! -name MANIFEST.txt | sort | xargs stat -c '  %n %s')
+  } > "$kit/MANIFEST.txt"
+}
+
+# Every file the kit must have, nothing resolved outside it but system libraries, under 60 MiB.
+verify() {
+  local binary missing bytes
+  for binary in "${binaries[@]}"; do
+    [ -x "$kit/bin/$(basename "$binary")" ] || { echo "device_kit: bin/$(basename "$binary") missing" >&2; exit 1; }
+  done
+  for script in "${scripts[@]}" MANIFEST.txt lib/libdynattn.so.0; do
+    [ -f "$kit/$script" ] || { echo "device_kit: $script missing" >&2; exit 1; }
+  done
+  local soname
+  for binary in "$kit"/bin/* "$kit"/lib/*.so*; do
+    for soname in $(readelf -d "$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+      [[ "$soname" =~ $system_libs || -f "$kit/lib/$soname" || " $left_out " == *" $soname "* ]] &&
+        continue
+      echo "device_kit: $(basename "$binary") needs $soname, which the kit does not carry" >&2
+      exit 1
+    done
+  done
+  if ls "$kit/lib" | grep -q libdnnl; then
+    echo "device_kit: the kit carries oneDNN, which the device check does not need" >&2
+    exit 1
+  fi
+  bytes="$(du -sb "$kit" | cut -f1)"
+  if [ "$bytes" -ge "$max_bytes" ]; then
+    echo "device_kit: the kit takes $bytes bytes, over 60 MiB" >&2
+    exit 1
+  fi
+  echo "device_kit: $kit: $(find "$kit" -type f | wc -l) files, $((bytes / 1024 / 1024)) MiB"
+}
+
+configure
+if [ "$dry_run" -eq 0 ]; then
+  ninja -C "$build" "${binaries[@]}" src/libdynattn.so.0.1.0
+  assemble "$build"
+  verify
+  echo "device_kit: run it on a GPU machine as $kit/run.sh (summary in \$OUT or $kit/out)"
+  exit 0
+fi
+
+assemble "$standins"
+verify
+if nvidia-smi -L >/dev/null 2>&1; then
+  echo "device_kit: dry run on a machine with a GPU: run.sh is not run here"
+  exit 0
+fi
+status=0
+OUT="$kit/out" "$kit/run.sh" > "$kit/dry-run.log" 2>&1 || status=$?
+if [ "$status" -ne 77 ] || ! grep -q '"status": "no_gpu"' "$kit/out/summary.json" ||
+   ! grep -q 'libraries.pass' "$kit/out/checks.tsv"; then
+  echo "device_kit: run.sh without a GPU exited $status (expected 77 after its library check):" >&2
+  cat "$kit/dry-run.log" >&2
+  exit 1
+fi
+echo "device_kit: dry run passed: run.sh resolved every library and stopped with 77 (no GPU)"
