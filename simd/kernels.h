@@ -6,17 +6,16 @@
 #ifndef DYNATTN_SIMD_KERNELS_H_
 #define DYNATTN_SIMD_KERNELS_H_
 
+#include "dynattn/cache_formats.h"
 #include "simd/kernel_abi.h"
 
 namespace dynattn::internal {
 
-CpuKernels CpuKernelsF32();
-CpuKernels CpuKernelsF16();
-CpuKernels CpuKernelsInt8();
-CpuKernels CpuKernelsInt4();
-CpuKernels CpuKernelsBF16();
-CpuKernels CpuKernelsF8E4M3();
-CpuKernels CpuKernelsF8E5M2();
+// CpuKernelsF32(), CpuKernelsF16(), ...: one per row of DYNATTN_CACHE_FORMATS, each defined by
+// its simd/kernels_<tag>.cc (a format without one fails to link).
+#define DYNATTN_CPU_KERNELS_GETTER(elem, tag, name, row) CpuKernels CpuKernels##tag();
+DYNATTN_CACHE_FORMATS(DYNATTN_CPU_KERNELS_GETTER)
+#undef DYNATTN_CPU_KERNELS_GETTER
 
 }  // namespace dynattn::internal
 

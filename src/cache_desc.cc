@@ -188,20 +188,11 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
 
 const char* CacheElemName(CacheElem elem) {
   switch (elem) {
-    case CacheElem::kF32:
-      return "float32";
-    case CacheElem::kF16:
-      return "float16";
-    case CacheElem::kInt8:
-      return "int8";
-    case CacheElem::kInt4:
-      return "int4";
-    case CacheElem::kBF16:
-      return "bfloat16";
-    case CacheElem::kF8E4M3:
-      return "float8_e4m3fn";
-    case CacheElem::kF8E5M2:
-      return "float8_e5m2";
+#define DYNATTN_CACHE_ELEM_NAME(elem, tag, name, row) \
+  case CacheElem::elem:                               \
+    return name;
+    DYNATTN_CACHE_FORMATS(DYNATTN_CACHE_ELEM_NAME)
+#undef DYNATTN_CACHE_ELEM_NAME
   }
   return "?";
 }

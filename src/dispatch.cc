@@ -11,37 +11,23 @@
 namespace dynattn::internal {
 namespace {
 
-constexpr CacheElem kElems[] = {CacheElem::kF32,   CacheElem::kF16,  CacheElem::kInt8,
-                                CacheElem::kInt4,  CacheElem::kBF16, CacheElem::kF8E4M3,
-                                CacheElem::kF8E5M2};
+/// Each format's kernel getter, which resolves the best compiled Highway target of this machine
+/// (or the one a test forced) and returns that target's kernels.
+struct CpuFormat {
+  CacheElem elem;
+  CpuKernels (*kernels)();
+};
+constexpr CpuFormat kCpuFormats[] = {
+#define DYNATTN_CPU_FORMAT(elem, tag, name, row) {CacheElem::elem, &CpuKernels##tag},
+    DYNATTN_CACHE_FORMATS(DYNATTN_CPU_FORMAT)
+#undef DYNATTN_CPU_FORMAT
+};
 
-/// Each getter resolves the best compiled Highway target of this machine (or the one a test
-/// forced) and returns that target's kernels.
-CpuKernels ResolveCpuKernels(CacheElem elem) {
-  switch (elem) {
-    case CacheElem::kF32:
-      return CpuKernelsF32();
-    case CacheElem::kF16:
-      return CpuKernelsF16();
-    case CacheElem::kInt8:
-      return CpuKernelsInt8();
-    case CacheElem::kInt4:
-      return CpuKernelsInt4();
-    case CacheElem::kBF16:
-      return CpuKernelsBF16();
-    case CacheElem::kF8E4M3:
-      return CpuKernelsF8E4M3();
-    case CacheElem::kF8E5M2:
-      return CpuKernelsF8E5M2();
-  }
-  return CpuKernelsF32();
-}
-
-using CpuRows = std::array<BackendKernels, std::size(kElems)>;
+using CpuRows = std::array<BackendKernels, kNumCacheElems>;
 
 void FillCpuRows(CpuRows* rows) {
-  for (size_t i = 0; i < std::size(kElems); ++i) {
-    (*rows)[i] = CpuRow(kElems[i], ResolveCpuKernels(kElems[i]));
+  for (size_t i = 0; i < std::size(kCpuFormats); ++i) {
+    (*rows)[i] = CpuRow(kCpuFormats[i].elem, kCpuFormats[i].kernels());
     (*rows)[i].target = CpuTargetName();
   }
 }

@@ -111,20 +111,11 @@ Status RunUnified(const BackendKernels& row, const AttentionProblem& problem,
 
 const char* CpuRowName(CacheElem elem) {
   switch (elem) {
-    case CacheElem::kF32:
-      return "cpu/f32";
-    case CacheElem::kF16:
-      return "cpu/f16";
-    case CacheElem::kInt8:
-      return "cpu/int8";
-    case CacheElem::kInt4:
-      return "cpu/int4";
-    case CacheElem::kBF16:
-      return "cpu/bf16";
-    case CacheElem::kF8E4M3:
-      return "cpu/fp8_e4m3";
-    case CacheElem::kF8E5M2:
-      return "cpu/fp8_e5m2";
+#define DYNATTN_CPU_ROW_NAME(elem, tag, name, row) \
+  case CacheElem::elem:                            \
+    return "cpu/" row;
+    DYNATTN_CACHE_FORMATS(DYNATTN_CPU_ROW_NAME)
+#undef DYNATTN_CPU_ROW_NAME
   }
   return "cpu";
 }

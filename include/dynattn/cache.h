@@ -14,22 +14,27 @@
 
 #include <cstdint>
 
+#include "dynattn/cache_formats.h"
 #include "dynattn/export.h"
 #include "dynattn/status.h"
 #include "dynattn/types.h"
 
 namespace dynattn {
 
-/// How cached elements are stored.
+/// How cached elements are stored: one enumerator per row of DYNATTN_CACHE_FORMATS
+/// (dynattn/cache_formats.h, which says what each holds): kF32, kF16, kInt8, kInt4, kBF16,
+/// kF8E4M3, kF8E5M2.
 enum class CacheElem : uint8_t {
-  kF32,     ///< fp32 values (quant_bit 0).
-  kF16,     ///< fp16 values (quant_bit 0).
-  kInt8,    ///< int8 in [-127, 127], one scale per group (quant_bit 8).
-  kInt4,    ///< two's-complement nibbles, element 2k in the low nibble (quant_bit 4).
-  kBF16,    ///< bfloat16 values (quant_bit 0).
-  kF8E4M3,  ///< float8_e4m3fn bytes times the plane's `tensor_scale` (quant_bit 0).
-  kF8E5M2,  ///< float8_e5m2 bytes times the plane's `tensor_scale` (quant_bit 0).
+#define DYNATTN_CACHE_ELEM_ENUMERATOR(elem, tag, name, row) elem,
+  DYNATTN_CACHE_FORMATS(DYNATTN_CACHE_ELEM_ENUMERATOR)
+#undef DYNATTN_CACHE_ELEM_ENUMERATOR
 };
+
+/// How many cache formats there are.
+inline constexpr int kNumCacheElems = 0
+#define DYNATTN_CACHE_ELEM_COUNT(elem, tag, name, row) +1
+    DYNATTN_CACHE_FORMATS(DYNATTN_CACHE_ELEM_COUNT);
+#undef DYNATTN_CACHE_ELEM_COUNT
 
 /// "float32", "float16", "int8", "int4", "bfloat16", "float8_e4m3fn" or "float8_e5m2".
 DYNATTN_EXPORT const char* CacheElemName(CacheElem elem);
