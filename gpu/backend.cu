@@ -20,7 +20,7 @@
 #include "core/softmax_state.h"
 #include "gpu/cuda_status.h"
 #include "gpu/kernels.h"
-#include "src/context.h"
+#include "src/device_slot.h"
 #include "src/dispatch.h"
 
 namespace dynattn::internal {
@@ -41,11 +41,12 @@ void ReleaseDeviceWorkspace(DeviceWorkspace* workspace) {
 namespace {
 
 DeviceWorkspace* WorkspaceOf(ContextState* context) {
-  if (context->device == nullptr) {
-    context->device = new DeviceWorkspace;
-    context->device->stream = static_cast<cudaStream_t>(context->options.cuda_stream);
+  const DeviceSlot slot = DeviceSlotOf(context);
+  if (*slot.workspace == nullptr) {
+    *slot.workspace = new DeviceWorkspace;
+    (*slot.workspace)->stream = static_cast<cudaStream_t>(slot.cuda_stream);
   }
-  return context->device;
+  return *slot.workspace;
 }
 
 /// One call's use of the device workspace: host arrays to copy and room to reserve, laid out back
@@ -287,11 +288,11 @@ BackendKernels CudaRow(const char* name) {
 }  // namespace
 
 const BackendKernels* CudaKernelsFor(CacheElem elem) {
-  static const std::array<BackendKernels, 7> rows = {
-      CudaRow<CacheElem::kF32>("cuda/f32"),        CudaRow<CacheElem::kF16>("cuda/f16"),
-      CudaRow<CacheElem::kInt8>("cuda/int8"),      CudaRow<CacheElem::kInt4>("cuda/int4"),
-      CudaRow<CacheElem::kBF16>("cuda/bf16"),      CudaRow<CacheElem::kF8E4M3>("cuda/fp8_e4m3"),
-      CudaRow<CacheElem::kF8E5M2>("cuda/fp8_e5m2")};
+  static const std::array<BackendKernels, kNumCacheElems> rows = {
+#define DYNATTN_CUDA_ROW(elem, tag, name, row) CudaRow<CacheElem::elem>("cuda/" row),
+      DYNATTN_CACHE_FORMATS(DYNATTN_CUDA_ROW)
+#undef DYNATTN_CUDA_ROW
+  };
   for (const BackendKernels& row : rows) {
     if (row.elem == elem) return &row;
   }

@@ -43,6 +43,10 @@ ContextState::~ContextState() {
   if (device != nullptr) ReleaseDeviceWorkspace(device);
 }
 
+DeviceSlot DeviceSlotOf(ContextState* context) {
+  return DeviceSlot{context->options.cuda_stream, &context->device};
+}
+
 float* ContextState::States(size_t floats) {
   if (states.size() < floats) states.resize(floats);
   return states.data();

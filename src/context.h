@@ -24,20 +24,26 @@
 
 #include "dynattn/plan.h"
 #include "simd/kernel_abi.h"
+#include "src/device_slot.h"
 #include "src/thread_pinning.h"
 
 namespace dynattn::internal {
-
-/// The CUDA backend's part of a Context (gpu/backend.cu): stream and device workspace.
-struct DeviceWorkspace;
-/// Frees a DeviceWorkspace (defined with it; a no-op without the CUDA backend).
-void ReleaseDeviceWorkspace(DeviceWorkspace* workspace);
 
 /// Work (multiply-adds of a step's scores) below which a parallel loop runs on the caller's
 /// thread: handing pieces to a sleeping worker costs tens of microseconds (more on a VM, where
 /// the woken thread often lands on the waker's vCPU), more than such a step's kernels take on one
 /// core. Which thread runs a piece never changes its bits, so this only moves time.
 inline constexpr int64_t kInlineWork = int64_t{1} << 18;
+
+/// The library's way to the state behind a public Context or Plan (the classes expose none).
+struct StateAccess {
+  static ContextState* Of(const Context& context) { return context.state_.get(); }
+  static PlanState* Of(const Plan& plan) { return plan.state_.get(); }
+  static void Reset(Plan* plan, std::unique_ptr<PlanState> state);  // src/plan_state.cc
+};
+
+/// The state of `context`.
+inline ContextState* StateOf(const Context& context) { return StateAccess::Of(context); }
 
 struct ContextState {
   explicit ContextState(const ContextOptions& options);

@@ -295,12 +295,14 @@ Status MergeStates(const MergeStatesArgs& args, const RunOptions& options) {
     return Status::Ok();
   }
   internal::PooledContext context(options.num_threads, options.pin_threads);
-  context.get()->state()->ParallelFor(
-      (call.rows + grain - 1) / grain, [&call, grain](int64_t chunk, internal::Scratch*) {
-        RowScratch scratch;
-        const int64_t end = std::min(call.rows, (chunk + 1) * grain);
-        for (int64_t row = chunk * grain; row < end; ++row) MergeRow(call, row, &scratch);
-      });
+  internal::StateOf(*context.get())
+      ->ParallelFor((call.rows + grain - 1) / grain,
+                    [&call, grain](int64_t chunk, internal::Scratch*) {
+                      RowScratch scratch;
+                      const int64_t end = std::min(call.rows, (chunk + 1) * grain);
+                      for (int64_t row = chunk * grain; row < end; ++row)
+                        MergeRow(call, row, &scratch);
+                    });
   return Status::Ok();
 }
 

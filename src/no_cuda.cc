@@ -2,7 +2,7 @@
 //
 // Built instead of gpu/ when the `cuda` feature is off: the dispatch table has no CUDA rows.
 
-#include "src/context.h"
+#include "src/device_slot.h"
 #include "src/dispatch.h"
 
 namespace dynattn::internal {

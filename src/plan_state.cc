@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "src/context.h"
 #include "src/validate.h"
 
 namespace dynattn {
@@ -159,11 +160,12 @@ Status PlanState::RunCache(const TensorView& tensor, const TensorView& scale, co
 
 Status PlanOf(const Plan& plan, OpKind op, const PlanState** state) {
   if (plan.empty()) return Status::Invalid("plan", "is empty (its Plan* call failed or never ran)");
-  if (plan.state()->op != op) {
+  const PlanState* planned = StateAccess::Of(plan);
+  if (planned->op != op) {
     return Status::Invalid(
-        "plan", std::string("is a plan of ") + OpName(plan.state()->op) + ", not of " + OpName(op));
+        "plan", std::string("is a plan of ") + OpName(planned->op) + ", not of " + OpName(op));
   }
-  *state = plan.state();
+  *state = planned;
   return Status::Ok();
 }
 
@@ -174,7 +176,9 @@ Plan::~Plan() = default;
 Plan::Plan(Plan&&) noexcept = default;
 Plan& Plan::operator=(Plan&&) noexcept = default;
 
-void Plan::Reset(std::unique_ptr<internal::PlanState> state) { state_ = std::move(state); }
+void internal::StateAccess::Reset(Plan* plan, std::unique_ptr<PlanState> state) {
+  plan->state_ = std::move(state);
+}
 
 const char* Plan::op() const { return state_ ? internal::OpName(state_->op) : nullptr; }
 

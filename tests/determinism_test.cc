@@ -21,6 +21,7 @@
 #include "core/codec.h"
 #include "core/plan.h"
 #include "dynattn/plan.h"
+#include "src/context.h"
 #include "src/dispatch.h"
 #include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
@@ -305,12 +306,12 @@ WindowedResult RunWindowed(WindowedCase& c, int threads) {
   dynattn::ContextOptions options;
   options.num_threads = threads;
   dynattn::Context context(options);
-  REQUIRE(row->run_attention(*row, p, plan, context.state()).ok());
+  REQUIRE(row->run_attention(*row, p, plan, dynattn::internal::StateOf(context)).ok());
   return r;
 }
 
-/// float64 attention of `c` as issue 13 defines it (cached values as attention reads them); the
-/// first error beyond bf16 tolerance, or "".
+/// float64 attention of `c` with its window, soft-cap, scale and sinks as docs/numerics.md defines
+/// them (cached values as attention reads them); the first error beyond bf16 tolerance, or "".
 std::string CheckWindowed(const WindowedCase& c, const WindowedResult& got) {
   using dynattn::internal::DecodeElement;
   for (size_t b = 0; b < c.seqlen.size(); ++b) {

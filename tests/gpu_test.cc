@@ -239,7 +239,7 @@ TEST_SUITE("gpu") {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The formats and score features of issue 13 on the CUDA rows, driven directly (a problem and its
+// The serving formats and score features on the CUDA rows, driven directly (a problem and its
 // plan, as src/ builds them): bf16 and fp8 caches, bf16 activations, sliding windows, logit
 // soft-capping, a settable softmax scale and attention sinks, alone and combined. Cache bytes and
 // gathered activations must equal core/codec.h's host encoding bit for bit (and the CPU row's,
@@ -565,11 +565,12 @@ void CheckCacheIo(CacheElem elem, DType io, std::mt19937_64& rng) {
   const di::WriteProblem write{b, io, key_in.get(), value_in.get(), source};
   dynattn::Context context;
   const di::BackendKernels& row = CudaRow(elem);
-  const dynattn::Status written = row.write_new_tokens(row, write, context.state());
+  const dynattn::Status written =
+      row.write_new_tokens(row, write, dynattn::internal::StateOf(context));
   REQUIRE_MESSAGE(written.ok(), written.message());
   di::GatherProblem gather{b, io, repeat, key_out.get(), value_out.get(), source};
   const dynattn::Status gathered =
-      row.gather_context(row, gather, di::PlanGather(b), context.state());
+      row.gather_context(row, gather, di::PlanGather(b), dynattn::internal::StateOf(context));
   REQUIRE_MESSAGE(gathered.ok(), gathered.message());
   for (int plane = 0; plane < 2; ++plane) {
     CAPTURE(plane);
@@ -579,8 +580,8 @@ void CheckCacheIo(CacheElem elem, DType io, std::mt19937_64& rng) {
   CHECK(key_out.Fetch() == expected_out[0]);
   CHECK(value_out.Fetch() == expected_out[1]);
 
-  // The CPU row writes and gathers the same bytes (once the CPU backend has issue 13's formats:
-  // its bf16 row stands for them all).
+  // The CPU row writes and gathers the same bytes (once the CPU backend has the bf16 and fp8
+  // formats: its bf16 row stands for them all).
   const di::BackendKernels* cpu = di::KernelsFor(dynattn::Device::kCpu, elem);
   if (di::KernelsFor(dynattn::Device::kCpu, CacheElem::kBF16) == nullptr || cpu == nullptr) {
     static bool said = false;
@@ -662,7 +663,9 @@ void CheckEveryFp8Byte(CacheElem elem, float tensor_scale, std::mt19937_64& rng)
     dynattn::Context ctx;
     const di::BackendKernels& row = CudaRow(elem);
     const di::GatherProblem gather{gather_batch, io, 1, key_out.get(), value_out.get(), source};
-    REQUIRE(row.gather_context(row, gather, di::PlanGather(gather_batch), ctx.state()).ok());
+    REQUIRE(row.gather_context(row, gather, di::PlanGather(gather_batch),
+                               dynattn::internal::StateOf(ctx))
+                .ok());
     std::vector<uint8_t> expected_out[2] = {Poison(out_bytes), Poison(out_bytes)};
     for (int plane = 0; plane < 2; ++plane) {
       for (int64_t s = 0; s < slots; ++s) {
@@ -679,7 +682,7 @@ void CheckEveryFp8Byte(CacheElem elem, float tensor_scale, std::mt19937_64& rng)
     const int64_t seqstarts[2] = {0, tokens}, kvstarts[2] = {0, tokens};
     const di::Batch write_batch{1, seqstarts, kvstarts, zero, 0};
     const di::WriteProblem write{write_batch, io, key_in.get(), key_in.get(), source};
-    REQUIRE(row.write_new_tokens(row, write, ctx.state()).ok());
+    REQUIRE(row.write_new_tokens(row, write, dynattn::internal::StateOf(ctx)).ok());
     CHECK(cache.planes[0].Fetch() == expected.planes[0]);
     CHECK(cache.planes[1].Fetch() == expected.planes[1]);
   }
@@ -956,7 +959,8 @@ void CheckAttention(std::mt19937_64& rng) {
   const di::AttentionPlan plan = di::PlanAttention(p);
   dynattn::Context context;
   const di::BackendKernels& row = CudaRow(f.elem);
-  const dynattn::Status status = row.run_attention(row, p, plan, context.state());
+  const dynattn::Status status =
+      row.run_attention(row, p, plan, dynattn::internal::StateOf(context));
   REQUIRE_MESSAGE(status.ok(), status.message());
   const std::vector<uint8_t> got = out.Fetch(), got_lse = lse.Fetch();
 
@@ -1089,7 +1093,7 @@ void CheckUnified(std::mt19937_64& rng) {
       di::SlotMap{di::SlotMap::Mode::kBlocks, table.data(), table_stride, block_size, block_size};
   dynattn::Context context;
   const di::BackendKernels& row = CudaRow(f.elem);
-  const dynattn::Status status = row.run_unified(row, p, plan, context.state());
+  const dynattn::Status status = row.run_unified(row, p, plan, dynattn::internal::StateOf(context));
   REQUIRE_MESSAGE(status.ok(), status.message());
   const std::vector<uint8_t> got = out.Fetch(), got_lse = lse.Fetch();
 
@@ -1126,7 +1130,8 @@ void CheckUnified(std::mt19937_64& rng) {
 /// host): new tokens written with the call's k_scale/v_scale (the descriptor's own tensor scales
 /// are wrong on purpose), the window, soft-cap, softmax scale and sinks taken from the attributes.
 /// The cache must hold the host codec's bytes, the output the float64 attention over it; and the
-/// CPU backend, once it has issue 13's formats, the same bytes and an output within tolerance.
+/// CPU backend, once it has the bf16 and fp8 formats, the same bytes and an output within
+/// tolerance.
 void CheckPublicCacheAttention(std::mt19937_64& rng) {
   const int64_t batch = Uniform(rng, 1, 3);
   const int64_t decodes = Uniform(rng, 0, static_cast<int>(batch));
@@ -1447,8 +1452,7 @@ TEST_SUITE("gpu") {
 // write, gather and attention kernels of each cache element type and the two merges.
 TEST_SUITE("gpu") {
   TEST_CASE("the cases above launched every kernel instantiation of the CUDA module") {
-    constexpr int64_t kCacheElems = 7;  // dynattn::CacheElem, kF32 .. kF8E5M2
-    constexpr int64_t kKernels = 3 * kCacheElems + 2;
+    constexpr int64_t kKernels = 3 * dynattn::kNumCacheElems + 2;
     CHECK(cuda_emu::GetStats().kernels == kKernels);
   }
 }

@@ -36,6 +36,7 @@ namespace dynattn {
 namespace internal {
 struct ContextState;
 struct PlanState;
+struct StateAccess;
 }  // namespace internal
 
 /// How a Context runs its calls.
@@ -69,9 +70,8 @@ class DYNATTN_EXPORT Context {
   /// Host bytes held for partial states and scratch (grows, never shrinks).
   size_t workspace_bytes() const;
 
-  internal::ContextState* state() const { return state_.get(); }  ///< Library internal.
-
  private:
+  friend struct internal::StateAccess;
   std::unique_ptr<internal::ContextState> state_;
 };
 
@@ -95,10 +95,8 @@ class DYNATTN_EXPORT Plan {
   /// Unified plans: what the planner made of the step. Null for the other ops.
   const UnifiedStepSummary* unified_summary() const;
 
-  internal::PlanState* state() const { return state_.get(); }  ///< Library internal.
-  void Reset(std::unique_ptr<internal::PlanState> state);      ///< Library internal.
-
  private:
+  friend struct internal::StateAccess;
   std::unique_ptr<internal::PlanState> state_;
 };
 

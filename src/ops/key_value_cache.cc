@@ -5,6 +5,7 @@
 
 #include "dynattn/plan.h"
 #include "src/aliasing.h"
+#include "src/context.h"
 #include "src/ops/op_plans.h"
 
 namespace dynattn {
@@ -59,7 +60,7 @@ Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArg
   internal::RecordTensors(TensorsOf(args), s.get());
   internal::RecordCache(args.cache, args.scale, attrs.cache.quant_bit != 0, args.cache_desc,
                         call.write.kv.cache, s.get());
-  plan->Reset(std::move(s));
+  internal::StateAccess::Reset(plan, std::move(s));
   return Status::Ok();
 }
 
@@ -75,9 +76,10 @@ Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context
   gather.value = args.value.data;
   gather.kv.cache = cache;
   const internal::BackendKernels& row = *s->kernels;
-  DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(
-      row, internal::WriteFor(*s, args.current_key, args.current_value, cache), context->state()));
-  return row.gather_context(row, gather, s->gather_pieces, context->state());
+  DYNATTN_RETURN_IF_ERROR(
+      row.write_new_tokens(row, internal::WriteFor(*s, args.current_key, args.current_value, cache),
+                           internal::StateOf(*context)));
+  return row.gather_context(row, gather, s->gather_pieces, internal::StateOf(*context));
 }
 
 Status KeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,

@@ -5,6 +5,7 @@
 
 #include "dynattn/plan.h"
 #include "src/aliasing.h"
+#include "src/context.h"
 #include "src/ops/op_plans.h"
 
 namespace dynattn {
@@ -50,7 +51,7 @@ Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
   s->OwnIndexArrays();
   internal::PlanAttentionWork(s.get());
   internal::RecordTensors(TensorsOf(args), s.get());
-  plan->Reset(std::move(s));
+  internal::StateAccess::Reset(plan, std::move(s));
   return Status::Ok();
 }
 
@@ -70,7 +71,7 @@ Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& arg
   // The plan decides whether there is a mask: an empty one (no elements) counts as none.
   attention.mask = s->attention.mask != nullptr ? args.attn_mask.data : nullptr;
   const internal::BackendKernels& row = *s->kernels;
-  return row.run_attention(row, attention, s->attention_plan, context->state());
+  return row.run_attention(row, attention, s->attention_plan, internal::StateOf(*context));
 }
 
 Status MultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,

@@ -5,6 +5,7 @@
 
 #include "dynattn/dynattn.h"
 #include "src/aliasing.h"
+#include "src/context.h"
 #include "src/ops/op_plans.h"
 
 namespace dynattn {
@@ -62,7 +63,7 @@ Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
   internal::RecordTensors(TensorsOf(args), s.get());
   internal::RecordCache(args.cache, args.scale, attrs.cache.quant_bit != 0, args.cache_desc,
                         call.attention.kv.cache, s.get());
-  plan->Reset(std::move(s));
+  internal::StateAccess::Reset(plan, std::move(s));
   return Status::Ok();
 }
 
@@ -80,9 +81,10 @@ Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentio
   // The plan decides whether there is a mask: an empty one (no elements) counts as none.
   attention.mask = s->attention.mask != nullptr ? args.attn_mask.data : nullptr;
   const internal::BackendKernels& row = *s->kernels;
-  DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(
-      row, internal::WriteFor(*s, args.current_key, args.current_value, cache), context->state()));
-  return row.run_attention(row, attention, s->attention_plan, context->state());
+  DYNATTN_RETURN_IF_ERROR(
+      row.write_new_tokens(row, internal::WriteFor(*s, args.current_key, args.current_value, cache),
+                           internal::StateOf(*context)));
+  return row.run_attention(row, attention, s->attention_plan, internal::StateOf(*context));
 }
 
 Status MultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,

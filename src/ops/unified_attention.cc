@@ -104,7 +104,7 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   internal::RecordTensors(TensorsOf(args), s.get());
   internal::RecordCache({}, {}, false, &args.cache->cache, call.attention.kv.cache, s.get());
   s->block_cache = *args.cache;
-  plan->Reset(std::move(s));
+  internal::StateAccess::Reset(plan, std::move(s));
   return Status::Ok();
 }
 
@@ -126,9 +126,10 @@ Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, C
       internal::AttentionFor(*s, args.query, args.attn_output, cache);
   attention.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
   const internal::BackendKernels& row = *s->kernels;
-  DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(
-      row, internal::WriteFor(*s, args.current_key, args.current_value, cache), context->state()));
-  return row.run_unified(row, attention, s->unified_plan, context->state());
+  DYNATTN_RETURN_IF_ERROR(
+      row.write_new_tokens(row, internal::WriteFor(*s, args.current_key, args.current_value, cache),
+                           internal::StateOf(*context)));
+  return row.run_unified(row, attention, s->unified_plan, internal::StateOf(*context));
 }
 
 Status UnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
