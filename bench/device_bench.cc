@@ -3,7 +3,8 @@
 // dynattn_device_bench: the CUDA module on a real GPU, for the device kit (scripts/device_kit.sh).
 //
 //   dynattn_device_bench info      the device's properties, driver and runtime versions (JSON)
-//   dynattn_device_bench timings   serving steps timed with CUDA events (JSON on stdout)
+//   dynattn_device_bench timings   serving steps timed with CUDA events (JSON on stdout);
+//                                  --small: tiny steps, for the CUDA emulator's test of it
 //
 // Why this shape: an engine plans a step once and runs it per layer on its own stream, so each
 // step is planned once and `Run*` is timed, median of `--iters` calls after `--warmup`, with
@@ -157,9 +158,8 @@ Times TimeOnStream(cudaStream_t stream, int warmup, int iters, Call call) {
   return Summarize(samples);
 }
 
-/// (read + written bytes) / time of a device-to-device copy of 1 GiB, in GB/s.
-double CopyBandwidth(cudaStream_t stream, int warmup, int iters) {
-  const size_t bytes = size_t{1} << 30;
+/// (read + written bytes) / time of a device-to-device copy of `bytes`, in GB/s.
+double CopyBandwidth(size_t bytes, cudaStream_t stream, int warmup, int iters) {
   void *from = nullptr, *to = nullptr;
   CUDA_OR_FAIL(cudaMalloc(&from, bytes));
   CUDA_OR_FAIL(cudaMalloc(&to, bytes));
@@ -199,10 +199,60 @@ void Compare(const Array& device, const Array& cpu, double allowed, Row* row) {
 
 double Allowed(DType activation) { return activation == DType::kBF16 ? 2 * 0x1p-8 : 2 * 1e-2; }
 
+/// The steps' sizes: the device kit's, or (--small) a few tokens of each, for the CUDA
+/// emulator, on which a test runs this program.
+struct Sizes {
+  int num_heads = 32, num_kv_heads = 8, head_dim = 128;
+  int64_t batch = 8, context = 4096, long_context = 131072, prompt = 512;
+  SharedPrefixShape shared;  ///< 64 decodes over a 2048-token prefix + 256 own, fp16.
+  size_t copy_bytes = size_t{1} << 30;
+
+  static Sizes Small() {
+    Sizes s;
+    s.num_heads = 4, s.num_kv_heads = 2, s.head_dim = 64;
+    s.batch = 2, s.context = 96, s.long_context = 1100, s.prompt = 24;
+    s.shared.requests = 3, s.shared.prefix = 32, s.shared.own = 16;
+    s.shared.num_heads = 4, s.shared.num_kv_heads = 2, s.shared.head_dim = 64;
+    s.copy_bytes = size_t{1} << 20;
+    return s;
+  }
+};
+
 struct Settings {
   int warmup = 5;
   int iters = 20;
+  Sizes sizes;
 };
+
+/// A step's output on both sides: the CPU library's (computed first) and the device's copy.
+struct Outputs {
+  const DeviceMirror* mirror;
+  Array* device;
+  const Array* cpu;
+  double allowed;  ///< Largest |device - CPU| / max(1, max |CPU|) accepted.
+};
+
+/// Runs a step planned as `planned` on the device once, compares its output with the CPU's,
+/// then times `run` on `stream` (errors land in `row`).
+template <class Args>
+void CheckAndTime(Status planned, const Plan& plan,
+                  Status (*run)(const Plan&, const Args&, Context*), const Args& args,
+                  const Outputs& out, const Settings& settings, cudaStream_t stream, Row* row) {
+  ContextOptions options;
+  options.cuda_stream = stream;
+  Context context(options);
+  const Status status = planned.ok() ? run(plan, args, &context) : planned;
+  if (!status.ok()) {
+    row->error = "CUDA: " + status.message();
+    return;
+  }
+  out.mirror->Fetch(*out.device);
+  Compare(*out.device, *out.cpu, out.allowed, row);
+  row->times = TimeOnStream(stream, settings.warmup, settings.iters, [&] {
+    const Status s = run(plan, args, &context);
+    if (!s.ok()) row->error = "CUDA: " + s.message();
+  });
+}
 
 Row TimeCacheStep(const std::string& name, const StepShape& shape, const Settings& settings,
                   cudaStream_t stream) {
@@ -217,9 +267,9 @@ Row TimeCacheStep(const std::string& name, const StepShape& shape, const Setting
   Array device_out = cpu_out;
   DeviceMirror mirror;
   MirrorData(step.inputs, &device_out, &mirror);  // before the CPU call writes the new tokens
-  Status status = RunStep(&step, &cpu_out);
-  if (!status.ok()) {
-    row.error = "CPU: " + status.message();
+  const Status cpu = RunStep(&step, &cpu_out);
+  if (!cpu.ok()) {
+    row.error = "CPU: " + cpu.message();
     return row;
   }
   MultiHeadCacheAttentionArgs args = StepArgs(&step, &device_out);
@@ -228,26 +278,15 @@ Row TimeCacheStep(const std::string& name, const StepShape& shape, const Setting
     *v = mirror.Place(*v);
   }
   Plan plan;
-  status = PlanMultiHeadCacheAttention(step.attrs, args, &plan);
-  ContextOptions options;
-  options.cuda_stream = stream;
-  Context context(options);
-  if (status.ok()) status = RunMultiHeadCacheAttention(plan, args, &context);
-  if (!status.ok()) {
-    row.error = "CUDA: " + status.message();
-    return row;
-  }
-  mirror.Fetch(device_out);
-  Compare(device_out, cpu_out, Allowed(shape.activation), &row);
-  row.times = TimeOnStream(stream, settings.warmup, settings.iters, [&] {
-    const Status s = RunMultiHeadCacheAttention(plan, args, &context);
-    if (!s.ok()) row.error = "CUDA: " + s.message();
-  });
+  const Status planned = PlanMultiHeadCacheAttention(step.attrs, args, &plan);
+  CheckAndTime(planned, plan, &RunMultiHeadCacheAttention, args,
+               Outputs{&mirror, &device_out, &cpu_out, Allowed(shape.activation)}, settings, stream,
+               &row);
   return row;
 }
 
 Row TimeSharedPrefix(const Settings& settings, cudaStream_t stream) {
-  const SharedPrefixShape shape;  // 64 decodes over a 2048-token prefix + 256 own, fp16
+  const SharedPrefixShape& shape = settings.sizes.shared;
   Row row;
   row.name = "unified_" + SharedPrefixName(shape);
   row.kind = "unified";
@@ -259,40 +298,32 @@ Row TimeSharedPrefix(const Settings& settings, cudaStream_t stream) {
   Array device_out = cpu_out;
   DeviceMirror mirror;
   MirrorData(step.inputs, &device_out, &mirror);
-  Status status = RunUnified(&step, &cpu_out);
-  if (!status.ok()) {
-    row.error = "CPU: " + status.message();
+  const Status cpu = RunUnified(&step, &cpu_out);
+  if (!cpu.ok()) {
+    row.error = "CPU: " + cpu.message();
     return row;
   }
   BlockCache cache;
   UnifiedAttentionArgs args;
-  status = UnifiedArgs(&step, &device_out, &cache, &args);
+  Status planned = UnifiedArgs(&step, &device_out, &cache, &args);
   mirror.Place(&cache.cache);
   for (TensorView* v : {&args.query, &args.current_key, &args.current_value, &args.attn_output}) {
     *v = mirror.Place(*v);
   }
   Plan plan;
-  if (status.ok()) status = PlanUnifiedAttention(MakeUnifiedAttrs(shape), args, &plan);
-  ContextOptions options;
-  options.cuda_stream = stream;
-  Context context(options);
-  if (status.ok()) status = RunUnifiedAttention(plan, args, &context);
-  if (!status.ok()) {
-    row.error = "CUDA: " + status.message();
-    return row;
-  }
-  mirror.Fetch(device_out);
-  Compare(device_out, cpu_out, Allowed(DType::kF16), &row);
-  row.times = TimeOnStream(stream, settings.warmup, settings.iters, [&] {
-    const Status s = RunUnifiedAttention(plan, args, &context);
-    if (!s.ok()) row.error = "CUDA: " + s.message();
-  });
+  if (planned.ok()) planned = PlanUnifiedAttention(MakeUnifiedAttrs(shape), args, &plan);
+  CheckAndTime(planned, plan, &RunUnifiedAttention, args,
+               Outputs{&mirror, &device_out, &cpu_out, Allowed(DType::kF16)}, settings, stream,
+               &row);
   return row;
 }
 
-StepShape DecodeShape(int64_t batch, int64_t context, int quant_bit, DType activation,
-                      DType plain_cache) {
+StepShape DecodeShape(const Sizes& sizes, int64_t batch, int64_t context, int quant_bit,
+                      DType activation, DType plain_cache) {
   StepShape s;
+  s.num_heads = sizes.num_heads;
+  s.num_kv_heads = sizes.num_kv_heads;
+  s.head_dim = sizes.head_dim;
   s.quant_bit = quant_bit;
   s.activation = activation;
   s.plain_cache = plain_cache;
@@ -304,7 +335,8 @@ StepShape DecodeShape(int64_t batch, int64_t context, int quant_bit, DType activ
 std::vector<Row> TimeAll(const Settings& settings, double* copy_gbps) {
   cudaStream_t stream;
   CUDA_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  *copy_gbps = CopyBandwidth(stream, settings.warmup, settings.iters);
+  const Sizes& z = settings.sizes;
+  *copy_gbps = CopyBandwidth(z.copy_bytes, stream, settings.warmup, settings.iters);
   std::fprintf(stderr, "device-to-device copy: %.0f GB/s\n", *copy_gbps);
   std::vector<Row> rows;
   auto add = [&](Row row) {
@@ -312,17 +344,22 @@ std::vector<Row> TimeAll(const Settings& settings, double* copy_gbps) {
                  row.error.empty() ? "ok" : row.error.c_str());
     rows.push_back(std::move(row));
   };
+  const std::string batch = "decode_" + std::to_string(z.batch) + "x" + std::to_string(z.context);
   const DType f16 = DType::kF16, bf16 = DType::kBF16;
-  add(TimeCacheStep("decode_8x4096_f16", DecodeShape(8, 4096, 0, f16, f16), settings, stream));
-  add(TimeCacheStep("decode_8x4096_bf16", DecodeShape(8, 4096, 0, bf16, bf16), settings, stream));
-  add(TimeCacheStep("decode_8x4096_int8", DecodeShape(8, 4096, 8, f16, f16), settings, stream));
-  add(TimeCacheStep("decode_8x4096_fp8e4m3", DecodeShape(8, 4096, 0, f16, DType::kF8E4M3), settings,
-                    stream));
-  add(TimeCacheStep("decode_1x131072_f16", DecodeShape(1, 131072, 0, f16, f16), settings, stream));
-  StepShape prefill = DecodeShape(1, 512, 0, f16, f16);
-  prefill.requests = {StepRequest{0, 512}};
+  auto decode = [&](int quant_bit, DType activation, DType cache) {
+    return DecodeShape(z, z.batch, z.context, quant_bit, activation, cache);
+  };
+  add(TimeCacheStep(batch + "_f16", decode(0, f16, f16), settings, stream));
+  add(TimeCacheStep(batch + "_bf16", decode(0, bf16, bf16), settings, stream));
+  add(TimeCacheStep(batch + "_int8", decode(8, f16, f16), settings, stream));
+  add(TimeCacheStep(batch + "_fp8e4m3", decode(0, f16, DType::kF8E4M3), settings, stream));
+  add(TimeCacheStep("decode_1x" + std::to_string(z.long_context) + "_f16",
+                    DecodeShape(z, 1, z.long_context, 0, f16, f16), settings, stream));
+  StepShape prefill = DecodeShape(z, 1, z.prompt, 0, f16, f16);
+  prefill.requests = {StepRequest{0, z.prompt}};
   prefill.decoding_batches = 0;
-  add(TimeCacheStep("prefill_512_causal_f16", prefill, settings, stream));
+  add(TimeCacheStep("prefill_" + std::to_string(z.prompt) + "_causal_f16", prefill, settings,
+                    stream));
   add(TimeSharedPrefix(settings, stream));
   cudaStreamDestroy(stream);
   return rows;
@@ -367,13 +404,21 @@ int PrintInfo() {
 int Main(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   Settings settings;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  bool usage = command != "info" && command != "timings";
+  for (int i = 2; i < argc && !usage; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--iters") settings.iters = std::max(1, std::atoi(argv[i + 1]));
-    if (flag == "--warmup") settings.warmup = std::max(0, std::atoi(argv[i + 1]));
+    if (flag == "--small") {
+      settings.sizes = Sizes::Small();
+    } else if (flag == "--iters" && i + 1 < argc) {
+      settings.iters = std::max(1, std::atoi(argv[++i]));
+    } else if (flag == "--warmup" && i + 1 < argc) {
+      settings.warmup = std::max(0, std::atoi(argv[++i]));
+    } else {
+      usage = true;
+    }
   }
-  if (command != "info" && command != "timings") {
-    std::fprintf(stderr, "usage: %s info | timings [--iters N] [--warmup N]\n", argv[0]);
+  if (usage) {
+    std::fprintf(stderr, "usage: %s info | timings [--iters N] [--warmup N] [--small]\n", argv[0]);
     return 2;
   }
   int devices = 0;

@@ -84,6 +84,8 @@ enum cudaError_t {
   cudaErrorInvalidDeviceFunction = 98,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
   cudaErrorIllegalAddress = 700,
   cudaErrorLaunchOutOfResources = 701,
   cudaErrorLaunchFailure = 719,
@@ -128,9 +130,15 @@ struct cudaDeviceProp {
   int major;
   int minor;
   int multiProcessorCount;
+  int l2CacheSize;
+  int regsPerMultiprocessor;
+  int memoryBusWidth;
+  int ECCEnabled;
 };
 
 using cudaStream_t = struct CUstream_st*;
+using cudaEvent_t = struct CUevent_st*;
+constexpr unsigned cudaStreamNonBlocking = 0x01;
 
 // ---------------------------------------------------------------------------------------------
 // The runtime API (gpu/emulator/runtime.cc).
@@ -154,6 +162,18 @@ cudaError_t cudaMemset(void* pointer, int value, size_t bytes);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream = nullptr);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+// Events: work is done when issued, so an event records the host's clock when it is recorded, and
+// the time between two events is the host time the emulated work between them took.
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+/// The versions an emulated process reports: those of CUDA 12.0 (12000).
+cudaError_t cudaDriverGetVersion(int* version);
+cudaError_t cudaRuntimeGetVersion(int* version);
 
 namespace cuda_emu {
 namespace detail {

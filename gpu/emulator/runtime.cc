@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +50,10 @@ cudaDeviceProp MakeProperties(const char* name, int major, int minor, int sms, s
   p.major = major;
   p.minor = minor;
   p.multiProcessorCount = sms;
+  p.l2CacheSize = major >= 9 ? 50 << 20 : 40 << 20;
+  p.regsPerMultiprocessor = 65536;
+  p.memoryBusWidth = 5120;
+  p.ECCEnabled = 1;
   return p;
 }
 
@@ -254,6 +259,8 @@ constexpr ErrorText kErrorTexts[] = {
     {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
     {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
     {cudaErrorIllegalAddress, "cudaErrorIllegalAddress",
      "an illegal memory access was encountered"},
     {cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources",
@@ -334,6 +341,68 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return StickyError(); }
+
+struct CUstream_st {};
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
+  if (stream == nullptr) return RecordError(cudaErrorInvalidValue, "cudaStreamCreate: null");
+  *stream = new CUstream_st;
+  return StickyError();
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete stream;
+  return StickyError();
+}
+
+struct CUevent_st {
+  std::chrono::steady_clock::time_point time;
+  bool recorded = false;
+};
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  if (event == nullptr) return RecordError(cudaErrorInvalidValue, "cudaEventCreate: null");
+  *event = new CUevent_st;
+  return StickyError();
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return StickyError();
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  if (event == nullptr) return RecordError(cudaErrorInvalidResourceHandle, "cudaEventRecord");
+  event->time = std::chrono::steady_clock::now();
+  event->recorded = true;
+  return StickyError();
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event == nullptr) return RecordError(cudaErrorInvalidResourceHandle, "cudaEventSynchronize");
+  return StickyError();
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (ms == nullptr || start == nullptr || end == nullptr) {
+    return RecordError(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: null");
+  }
+  if (!start->recorded || !end->recorded) {
+    return RecordError(cudaErrorNotReady, "cudaEventElapsedTime: an event was never recorded");
+  }
+  *ms = std::chrono::duration<float, std::milli>(end->time - start->time).count();
+  return StickyError();
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  *version = 12000;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  *version = 12000;
+  return cudaSuccess;
+}
 
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
   if (const cudaError_t sticky = StickyError()) return sticky;
