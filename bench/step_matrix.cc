@@ -53,8 +53,8 @@ BenchRow PrefillRow(int64_t tokens, int quant_bit) {
   return {shape + "_" + CacheName(quant_bit), "prefill", shape, tokens, Prefill(tokens, quant_bit)};
 }
 
-/// Rows of issue 13's formats: bf16 activations over a bf16 cache, an fp8 cache, and a sliding
-/// window that must cost a window's bytes, not the context's.
+/// Rows of the serving formats and windows: bf16 activations over a bf16 cache, an fp8 cache,
+/// and a sliding window that must cost a window's bytes, not the context's.
 void AddModernRows(std::vector<BenchRow>* rows) {
   BenchRow bf16 = DecodeRow(4096, 0, 1);
   bf16.step = "decode_8x4096_bf16_paged";

@@ -85,7 +85,8 @@ struct Flags {
 /// activations' dtype).
 enum class CacheChoice : uint8_t { kDefault, kBF16, kF8E4M3, kF8E5M2 };
 
-/// The extension's draws: the issue-13 attributes, bf16 activations and the cache element.
+/// The extension's draws: window, soft-cap and softmax scale, bf16 activations and the cache
+/// element (its optional tensors: ExtraTensors).
 struct Ext {
   bool bf16 = false;                          ///< Activations bf16 (overrides Flags::f16).
   CacheChoice cache = CacheChoice::kDefault;  ///< Element of the cache tensor.

@@ -1,6 +1,7 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The libFuzzer entry point (built with -Dfuzz=enabled under clang; see "Fuzzing" in README.md).
+// The libFuzzer entry point (built with -Dfuzz=enabled under clang; see "Fuzzing" in
+// docs/testing.md).
 
 #include <cstddef>
 #include <cstdint>

@@ -442,7 +442,7 @@ HWY_INLINE const void* ScalePointer(const CacheDesc& cache, const CachePlane& pl
 
 /// The cache level a prefetch fills (x86 hints; other architectures prefetch into L1).
 enum class PrefetchTo : uint8_t {
-  kL1,  ///< The fused decode kernel's unquantized rows, read within a tile (bench/README.md).
+  kL1,  ///< The fused decode's unquantized rows, read within a tile (docs/performance-history.md).
   kL2,  ///< Everything else: tiled key tiles, query rows, quantized decode rows.
 };
 

@@ -458,8 +458,8 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   // are accumulated), so rows arrive about half a tile ahead at an even pace. Other caches fetch
   // the whole next tile while the keys are scored, and the first tile's rows all at once before
   // it (short items, such as the unique runs of unified attention, spend a large share of their
-  // time in that tile), into L1. Each measured faster for its own caches (bench/README.md,
-  // issue 12; into L1, the quantized schedule measured no gain).
+  // time in that tile), into L1. Each measured faster for its own caches, and quantized rows
+  // into L1 measured no gain (docs/performance-history.md, "Decode").
   constexpr bool kPhased = IsGroupScaledElem<kElem>();
   constexpr PrefetchTo kTo = kPhased ? PrefetchTo::kL2 : PrefetchTo::kL1;
   const RowsAhead none;

@@ -185,7 +185,7 @@ TEST_SUITE("bench") {
     CheckBaselines({{1, 300}, {1, 5}, {33, 33}, {12, 100}});
   }
 
-  TEST_CASE("the step matrix has the issue's rows, each named once") {
+  TEST_CASE("the step matrix has every planned row, each named once") {
     const std::vector<dynattn::bench::BenchRow> full = dynattn::bench::StepMatrix(false);
     const std::vector<dynattn::bench::BenchRow> quick = dynattn::bench::StepMatrix(true);
     // 3 decode 8x4096, 18 decode 8x{512,2048,16384}, 3 prefill, mixed; bf16 decode and prefill,

@@ -134,8 +134,8 @@ static dynattn_dtype_t cache_dtype(const capi_variant* v) {
   return v->fp8 == 1 ? DYNATTN_DTYPE_F8E4M3 : v->fp8 == 2 ? DYNATTN_DTYPE_F8E5M2 : DYNATTN_DTYPE_I8;
 }
 
-/* A variant with every issue-13 input: window, soft-cap, softmax scale and sinks; bf16 and the fp8
- * format `fp8` (0: the int8 cache) as asked. */
+/* A variant with every serving-feature input: window, soft-cap, softmax scale and sinks; bf16 and
+ * the fp8 format `fp8` (0: the int8 cache) as asked. */
 static capi_variant score_variant(int bf16, int fp8, int num_heads) {
   capi_variant v;
   memset(&v, 0, sizeof v);

@@ -54,7 +54,7 @@ double HostileReal(std::mt19937_64& rng) {
 }
 
 /// Changes a score attribute (window, soft-cap, softmax scale) or one value of the sinks or of an
-/// fp8 scale (issue 13). Returns what it did.
+/// fp8 scale. Returns what it did.
 std::string MutateScore(Case* c, std::mt19937_64& rng) {
   std::vector<std::string> reals;
   for (const char* name : {"sinks", "k_scale", "v_scale"}) {
@@ -79,7 +79,7 @@ std::string MutateScore(Case* c, std::mt19937_64& rng) {
 }
 
 /// Changes one random entry of one random int64 input, one attribute, or (for attention ops) one
-/// issue-13 attribute or input. Returns what it did.
+/// window, soft-cap, softmax scale, sinks or fp8 scale attribute or input. Returns what it did.
 std::string Mutate(Case* c, std::mt19937_64& rng) {
   if (c->op != "key_value_cache" && rng() % 5 == 0) return MutateScore(c, rng);
   std::vector<std::string> names;

@@ -68,9 +68,10 @@ TEST_SUITE("gpu_codec") {
     }
   }
 
-  // An independent fp8 definition (OCP 8-bit floating point, as the README's fp8 cache rules
-  // name it), in double: the value of every byte from the format's fields, and the encoder as
-  // "nearest finite value, ties to the even code, saturate past the largest finite value".
+  // An independent fp8 definition (OCP 8-bit floating point, as the fp8 cache rules of
+  // docs/numerics.md name it), in double: the value of every byte from the format's fields, and
+  // the encoder as "nearest finite value, ties to the even code, saturate past the largest finite
+  // value".
   struct Fp8Spec {
     int mant_bits, bias;
     bool e4m3;

@@ -354,8 +354,8 @@ TEST_SUITE("spec_examples") {
 }
 
 // ================================================================================================
-// Issue 13 worked examples: an fp8 e4m3fn and a bf16 cache written and read back, and one decode
-// row with a window, a softmax scale, a soft-cap and a sink, all by hand.
+// Worked examples of the serving features: an fp8 e4m3fn and a bf16 cache written and read back,
+// and one decode row with a window, a softmax scale, a soft-cap and a sink, all by hand.
 
 namespace {
 

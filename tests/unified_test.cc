@@ -331,7 +331,7 @@ TEST_SUITE("unified") {
     options.max_context = 2100;
     // The test sets windows and sinks itself: cases drawn without them, so that no cache slot
     // left of a drawn window holds the NaN the generator puts where a call must not read.
-    options.issue13 = false;
+    options.serving_features = false;
     const int windows[] = {0, 3, 40, 300, 1100};
     int lone_compared = 0;
     for (int i = 0; i < 30; ++i) {

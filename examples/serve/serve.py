@@ -32,8 +32,8 @@ from engine import Engine, EngineStats, UnifiedBackend  # noqa: E402
 from paged_kv import BlockAllocator, CacheSpec  # noqa: E402
 
 # Logit tolerance of the fp16-cache check: |engine - reference| <= ATOL + RTOL * |reference|.
-# Both sides hold the same fp16-rounded K/V; what remains is fp32 attention arithmetic (README
-# Numerics contract: fp32 accumulation, within 1e-5*max(1, vmax) of float64) carried through
+# Both sides hold the same fp16-rounded K/V; what remains is fp32 attention arithmetic
+# (docs/numerics.md: fp32 accumulation, within 1e-5*max(1, vmax) of float64) carried through
 # the layers, so 1e-2 is far above what is seen and far below the gaps greedy sampling needs.
 FP16_RTOL = 1e-2
 FP16_ATOL = 1e-2

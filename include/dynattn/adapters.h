@@ -1,7 +1,7 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Zero-copy adapters from serving engines' KV caches and step metadata to UnifiedAttention
-// (spec: the Unified Attention spec (README.md) §2.1, §3, §4).
+// (spec: the Unified Attention spec §2.1, §3, §4; docs/api.md, "Engines' caches and metadata").
 //
 // Why: engines own their cache memory and must not copy it per step. Every cache below is used in
 // place: its layout becomes a BlockCache (plane pointers plus slot, head and block strides), so

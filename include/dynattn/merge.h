@@ -1,6 +1,7 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Merging partial attention results (spec: the Unified Attention spec (README.md) §1.4, §3, §6.5).
+// Merging partial attention results (spec: the Unified Attention spec §1.4, §3, §6.5; the rule:
+// docs/numerics.md, "The merge rule").
 //
 // Attention over a key set split into parts can be computed part by part and merged exactly.
 // Each part of each (token, head) row is given either

@@ -1,7 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The three OpenPPL PMX dynamic-batching ops (spec: the PMX ops spec (README.md, "Numerics
-// contract")).
+// The three OpenPPL PMX dynamic-batching ops (spec: the PMX ops spec (docs/numerics.md)).
 //
 // Inputs are packed: request b owns query rows [seqstarts[b], seqstarts[b+1]) and context rows
 // [kvstarts[b], kvstarts[b+1]). Every call validates all of its inputs before it writes anything;

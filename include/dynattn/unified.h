@@ -1,7 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Unified attention (spec: the Unified Attention spec (README.md) §1, §6): one call for a serving
-// step that mixes prompts, prompt chunks, decodes and multi-token decodes over a block-table cache.
+// Unified attention (spec: the Unified Attention spec §1, §6; docs/api.md, "Unified attention"):
+// one call for a serving step that mixes prompts, prompt chunks, decodes and multi-token decodes
+// over a block-table cache.
 //
 // Token t of request b sits at position p = context_lens[b] + (t - query_start_loc[b]) and attends
 // to positions 0..p of its own request: causal, GQA, optional ALiBi, no additive mask. That is

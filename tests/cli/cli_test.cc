@@ -776,7 +776,7 @@ std::vector<BadRun> BadRuns() {
       {"attn_mask rows != query rows",
        WithInput(mha, "attn_mask", RandomF32({4, 5, 16}, 51)),
        {"attn_mask"}},
-      // Score attributes, sinks, bf16 and fp8 (issue 13).
+      // Score attributes (window, soft-cap, softmax scale), sinks, bf16 and fp8.
       {"window_left below -1", WithFlag(mha, "--window_left", "-2"), {"window_left"}},
       {"negative logits_soft_cap", WithFlag(mha, "--logits_soft_cap", "-1"), {"logits_soft_cap"}},
       {"NaN logits_soft_cap", WithFlag(mha, "--logits_soft_cap", "nan"), {"logits_soft_cap"}},
@@ -1003,7 +1003,7 @@ CliCase UnifiedCase(const UnifiedSetup& s) {
   return c;
 }
 
-// What a unified case with the issue-13 inputs stores: bf16 activations and cache, or an fp8
+// What a unified case with the serving-feature inputs stores: bf16 activations and cache, or an fp8
 // cache (with fp32 activations).
 enum class UnifiedStorage { kBf16, kF8E4M3, kF8E5M2 };
 

@@ -169,8 +169,8 @@ def reference_unified(step, keys, values):
 
 
 def assert_close(out, ref, vmax, dtype, what):
-    """The README's numerics contract: fp32 |out - ref| <= 1e-5 max(1, vmax); fp16 <= 1e-2 |ref|
-    + 5e-4 max(4, vmax) (vmax per query row, broadcast over heads and elements)."""
+    """The numerics contract (docs/numerics.md): fp32 |out - ref| <= 1e-5 max(1, vmax); fp16 <=
+    1e-2 |ref| + 5e-4 max(4, vmax) (vmax per query row, broadcast over heads and elements)."""
     out = np.asarray(out, dtype=np.float64)
     vm = vmax.reshape(-1, *([1] * (ref.ndim - 1)))
     if dtype == "float32":

@@ -1,8 +1,8 @@
 # Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 """Sliding windows, logit soft-caps, softmax scales, attention sinks, bf16 activations and fp8
 caches through the Python package: against a float64 torch reference written here (with the
-README's tolerances), bit for bit against the C++ path (`dynattn run`), and the errors that name
-the new inputs."""
+tolerances of docs/numerics.md), bit for bit against the C++ path (`dynattn run`), and the errors
+that name the new inputs."""
 
 import numpy as np
 import pytest

@@ -1,7 +1,8 @@
 # Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
-"""dynattn.unified_attention and its plan on random steps: against the float64 reference (README
-tolerances) and bit for bit against the C++ path (`dynattn run unified_attention`), on torch and
-NumPy inputs, fp32/fp16/int8/int4 caches; outputs and caches written in place."""
+"""dynattn.unified_attention and its plan on random steps: against the float64 reference
+(tolerances of docs/numerics.md) and bit for bit against the C++ path (`dynattn run
+unified_attention`), on torch and NumPy inputs, fp32/fp16/int8/int4 caches; outputs and caches
+written in place."""
 
 import types
 

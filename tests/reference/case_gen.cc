@@ -89,7 +89,7 @@ struct Plan {
   int64_t mask_pad = 0;
   double mask_inf_rate = 0, mask_row_inf_rate = 0;
   double v_magnitude = 1;
-  // Issue 13.
+  // Serving features.
   int window_left = -1;
   double soft_cap = 0, softmax_scale = 0;
   bool sinks = false;
@@ -211,28 +211,28 @@ void DrawAttentionAttrs(Rng& rng, const Pins& pins, Plan* plan) {
   plan->mask_row_inf_rate = rng.Pick(std::vector<double>{0, 0, 0.1});
 }
 
-// On or off as pinned (pin 0 / 1), else drawn with probability `p` when the issue-13 features
+// On or off as pinned (pin 0 / 1), else drawn with probability `p` when the serving features
 // are on.
-bool Issue13Chance(Rng& extra, const GenOptions& options, int pin, double p) {
+bool ServingFeatureChance(Rng& extra, const GenOptions& options, int pin, double p) {
   if (pin >= 0) return pin != 0;
-  return options.issue13 && extra.Chance(p);
+  return options.serving_features && extra.Chance(p);
 }
 
-// Issue-13 draws, from their own stream `extra`: activation and cache types first (they override
-// the classic draws), then the attention features.
-void DrawIssue13(Rng& extra, const GenOptions& options, Plan* plan) {
+// The serving features' draws, from their own stream `extra`: activation and cache types first
+// (they override the classic draws), then the attention features.
+void DrawServingFeatures(Rng& extra, const GenOptions& options, Plan* plan) {
   const Pins& pins = options.pins;
   static const Dt kActivations[] = {Dt::kF32, Dt::kF16, Dt::kBF16};
   if (pins.t1 >= 0) {
     plan->t1 = kActivations[pins.t1];
-  } else if (options.issue13 && extra.Chance(1.0 / 3)) {
+  } else if (options.serving_features && extra.Chance(1.0 / 3)) {
     plan->t1 = Dt::kBF16;
   }
-  if (plan->has_cache() && plan->quant_bit == 0 && pins.cache_elem < 0 && options.issue13 &&
-      extra.Chance(0.5)) {
+  if (plan->has_cache() && plan->quant_bit == 0 && pins.cache_elem < 0 &&
+      options.serving_features && extra.Chance(0.5)) {
     plan->cache_dt = extra.Pick(std::vector<Dt>{Dt::kBF16, Dt::kF8E4M3, Dt::kF8E5M2});
   }
-  if (IsFp8Dt(plan->cache_dt) && Issue13Chance(extra, options, pins.fp8_scales, 0.7)) {
+  if (IsFp8Dt(plan->cache_dt) && ServingFeatureChance(extra, options, pins.fp8_scales, 0.7)) {
     // Non-powers of two make the division round; 1/16 saturates e4m3fn's outliers.
     const std::vector<double> scales = {0.25, 0.0625, 2.5, 0.1, 8.0, 0.7, 1.0};
     plan->k_scale = extra.Pick(scales);
@@ -241,18 +241,18 @@ void DrawIssue13(Rng& extra, const GenOptions& options, Plan* plan) {
   if (!plan->has_query()) return;
   if (pins.window >= -1) {
     plan->window_left = pins.window;
-  } else if (options.issue13 && extra.Chance(0.3)) {
+  } else if (options.serving_features && extra.Chance(0.3)) {
     const int64_t context = std::max<int64_t>(1, MaxOf(plan->kvlen));
     plan->window_left = static_cast<int>(extra.Pick(std::vector<int64_t>{
         0, 1, extra.Int(2, 8), extra.Int(0, context), context + extra.Int(0, 8)}));
   }
-  if (Issue13Chance(extra, options, pins.soft_cap, 0.3)) {
+  if (ServingFeatureChance(extra, options, pins.soft_cap, 0.3)) {
     plan->soft_cap = extra.Pick(std::vector<double>{0.5, 5, 30, 50});
   }
-  if (Issue13Chance(extra, options, pins.softmax_scale, 0.3)) {
+  if (ServingFeatureChance(extra, options, pins.softmax_scale, 0.3)) {
     plan->softmax_scale = extra.Pick(std::vector<double>{0.0625, 0.125, 0.25, 0.75, 1.5});
   }
-  plan->sinks = Issue13Chance(extra, options, pins.sinks, 0.3);
+  plan->sinks = ServingFeatureChance(extra, options, pins.sinks, 0.3);
 }
 
 Plan DrawPlan(Rng& rng, Rng& extra, Op op, const GenOptions& options) {
@@ -264,7 +264,7 @@ Plan DrawPlan(Rng& rng, Rng& extra, Op op, const GenOptions& options) {
   DrawRequests(rng, options, &plan);
   if (plan.has_query()) DrawAttentionAttrs(rng, options.pins, &plan);
   plan.v_magnitude = rng.Pick(std::vector<double>{1, 1, 4, 30});
-  DrawIssue13(extra, options, &plan);
+  DrawServingFeatures(extra, options, &plan);
   return plan;
 }
 
@@ -298,9 +298,9 @@ Attrs MakeAttrs(const Plan& plan) {
   return attrs;
 }
 
-// The optional issue-13 inputs: sinks (f32 (Hq): moderate, and now and then one that dominates
-// every score) and the fp8 caches' k_scale / v_scale (0-d f32).
-void AddIssue13Inputs(Rng& extra, const Plan& plan, Tensors* inputs) {
+// The optional serving-feature inputs: sinks (f32 (Hq): moderate, and now and then one that
+// dominates every score) and the fp8 caches' k_scale / v_scale (0-d f32).
+void AddServingFeatureInputs(Rng& extra, const Plan& plan, Tensors* inputs) {
   if (plan.sinks) {
     Array sinks = MakeArray(Dt::kF32, {plan.hq});
     for (int64_t h = 0; h < plan.hq; ++h) {
@@ -546,8 +546,8 @@ std::string Join(const std::vector<int64_t>& values) {
   return text + "]";
 }
 
-// The issue-13 attributes that are on, e.g. " window=3 cap=30 scale=0.125 sinks k_scale=0.1".
-void DescribeIssue13(const Plan& plan, std::ostringstream& text) {
+// The serving features that are on, e.g. " window=3 cap=30 scale=0.125 sinks k_scale=0.1".
+void DescribeServingFeatures(const Plan& plan, std::ostringstream& text) {
   if (plan.window_left >= 0) text << " window=" << plan.window_left;
   if (plan.soft_cap > 0) text << " cap=" << plan.soft_cap;
   if (plan.softmax_scale > 0) text << " softmax_scale=" << plan.softmax_scale;
@@ -574,7 +574,7 @@ std::string Describe(const std::string& op, uint64_t seed, const Plan& plan) {
     if (plan.mask_rank == 0) text << "none";
     if (plan.mask_rank != 0) text << "rank" << plan.mask_rank << "+pad" << plan.mask_pad;
   }
-  DescribeIssue13(plan, text);
+  DescribeServingFeatures(plan, text);
   return text.str();
 }
 
@@ -734,6 +734,8 @@ void WriteUnifiedHistory(Rng& rng, const Plan& plan, const std::vector<UnifiedRe
 }  // namespace
 
 Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options) {
+  // The serving features' stream. Its label is part of every drawn case: changing it changes the
+  // golden matrix.
   Rng rng(MixSeed(op, seed)), extra(MixSeed(op + "/issue13", seed));
   Plan plan = DrawPlan(rng, extra, ParseOp(op), EffectiveOptions(options));
   Case result;
@@ -741,7 +743,7 @@ Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options)
   result.attrs = MakeAttrs(plan);
   AddRequestTensors(rng, plan, &result.inputs);
   AddActivations(rng, plan, &result.inputs);
-  AddIssue13Inputs(extra, plan, &result.inputs);
+  AddServingFeatureInputs(extra, plan, &result.inputs);
   if (plan.has_cache()) AddCache(rng, &plan, result.attrs, &result.inputs);
   if (plan.has_query() && plan.window_left >= 0) {
     const UnreadPoison poison{plan.seqlen, plan.kvlen, plan.window_left};
@@ -761,6 +763,8 @@ Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options)
 namespace dynattn_ref {
 
 Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
+  // The serving features' stream. Its label is part of every drawn case: changing it changes the
+  // golden matrix.
   Rng rng(MixSeed("unified_attention", seed)), extra(MixSeed("unified_attention/issue13", seed));
   const GenOptions o = EffectiveOptions(options);
   Plan plan;
@@ -775,7 +779,7 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
   std::vector<int64_t> group_blocks;
   const std::vector<UnifiedRequest> requests = DrawUnifiedRequests(rng, o, block, &group_blocks);
   for (const UnifiedRequest& r : requests) plan.kvlen.push_back(r.context + r.queries);
-  DrawIssue13(extra, o, &plan);
+  DrawServingFeatures(extra, o, &plan);
   Case result;
   result.op = "unified_attention";
   result.attrs = MakeAttrs(plan);
@@ -801,7 +805,7 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
   in["query"] = RandomValues(rng, plan.t1, {tokens, plan.hq, plan.d}, 1);
   in["current_key"] = RandomValues(rng, plan.t1, {tokens, plan.hkv, plan.d}, 1);
   in["current_value"] = RandomValues(rng, plan.t1, {tokens, plan.hkv, plan.d}, plan.v_magnitude);
-  AddIssue13Inputs(extra, plan, &in);
+  AddServingFeatureInputs(extra, plan, &in);
   plan.max_t = num_blocks * block;
   const int64_t stored_dim = plan.quant_bit == 4 ? plan.d / 2 : plan.d;
   in["cache"] = GarbageArray(
@@ -828,7 +832,7 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
        << " layout=" << plan.layout << " L=" << plan.num_layer << " l=" << plan.layer
        << " alibi=" << plan.alibi;
   if (plan.quant_bit == 0) text << " cache=" << DtName(plan.cache_dt);
-  DescribeIssue13(plan, text);
+  DescribeServingFeatures(plan, text);
   result.description = text.str();
   return result;
 }

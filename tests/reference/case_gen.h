@@ -1,10 +1,10 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Random valid cases for the three PMX ops across the whole attribute matrix of
-// the PMX ops spec (README.md, "Numerics contract"), so that libdynattn can be compared with the
-// reference on inputs nobody wrote by hand. Every case is valid per §7.3/§12, and every byte a
-// correct implementation must not read (unwritten cache slots, other layers, mask padding and
-// off-block entries) is garbage, NaN and Inf included.
+// Random valid cases for the three PMX ops across the whole attribute matrix of the PMX ops spec
+// (docs/numerics.md), so that libdynattn can be compared with the reference on inputs nobody wrote
+// by hand. Every case is valid per §7.3/§12, and every byte a correct implementation must not read
+// (unwritten cache slots, other layers, mask padding and off-block entries) is garbage, NaN and
+// Inf included.
 
 #ifndef DYNATTN_TESTS_REFERENCE_CASE_GEN_H_
 #define DYNATTN_TESTS_REFERENCE_CASE_GEN_H_
@@ -36,7 +36,8 @@ struct Pins {
   int alibi = -1;         // 0 or 1
   int mask_rank = -1;     // 0 (none), 2 or 3 (attention ops)
   int step = 0;           // 0 drawn, 1 decode (every request one new token), 2 prefill (no decode)
-  // Issue 13 (drawn only when GenOptions::issue13 is set, else off unless pinned).
+  // The serving features (drawn only when GenOptions::serving_features is set, else off unless
+  // pinned).
   int t1 = -1;             // 0 fp32, 1 fp16, 2 bf16 activations
   int window = -2;         // -2 drawn, -1 off, >= 0: window_left
   int soft_cap = -1;       // -1 drawn, 0 off, 1 on (a drawn cap)
@@ -52,10 +53,10 @@ struct GenOptions {
   bool small = false;           // caps B <= 3, seqlen <= 8, context <= 24, D <= 16, Hq <= 4, L <= 2
   bool lane_head_dims = false;  // D only among the multiples of 16 (the fused decode kernel's)
   Pins pins;                    // attributes fixed instead of drawn
-  // Also draw the issue-13 features: bf16 activations, bf16 and fp8 caches (with k_scale/v_scale),
+  // Also draw the serving features: bf16 activations, bf16 and fp8 caches (with k_scale/v_scale),
   // sliding windows, logit soft-caps, softmax scales and sinks. They come from a random stream of
   // their own, so turning them off gives the cases drawn before they existed.
-  bool issue13 = true;
+  bool serving_features = true;
 };
 
 // A random valid case of `op`; identical for identical (op, seed, options).
@@ -70,16 +71,17 @@ struct GenOptions {
 //     For key_value_cache the GQA ratio is num_repeat and Hkv is current_key's head count.
 //   * Attention ops: is_causal, is_alibi, attn_mask absent / rank 2 / rank 3 with 0..17 padding
 //     columns, -inf entries and some fully -inf rows.
-//   * Issue 13 (GenOptions::issue13): T1 bf16 in a third of the cases; a plain cache is bf16 or
-//     fp8 (e4m3fn / e5m2, k_scale / v_scale absent or drawn, non-powers of two included) in half
-//     of them; window_left (0, 1, small, or beyond the context), logits_soft_cap (0.5 .. 50),
-//     softmax_scale and sinks (f32 (Hq), some large enough to dominate) each in about a third.
+//   * Serving features (GenOptions::serving_features): T1 bf16 in a third of the cases; a plain
+//     cache is bf16 or fp8 (e4m3fn / e5m2, k_scale / v_scale absent or drawn, non-powers of two
+//     included) in half of them; window_left (0, 1, small, or beyond the context),
+//     logits_soft_cap (0.5 .. 50), softmax_scale and sinks (f32 (Hq), some large enough to
+//     dominate) each in about a third.
 Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options = {});
 
 // A random valid unified-attention step (unified-and-ksana §1, §6): prompts, prompt chunks,
 // decodes, multi-token decodes and idle requests mixed; groups of requests sharing prefix blocks;
 // block ids permuted among up to a few hundred blocks; block sizes 1-32; every cache format,
-// layout and layer of RandomCase (issue-13 ones included); ALiBi, windows, soft-caps, scales and
+// layout and layer of RandomCase (bf16 and fp8 included); ALiBi, windows, soft-caps, scales and
 // sinks sometimes. Cached context is written by a reference
 // KeyValueCache history step, every other cache byte (and unused table entry) is garbage.
 // Inputs as dynattn_ref::UnifiedAttention names them; attrs.block_size is set.

@@ -2,8 +2,9 @@
 //
 // The golden matrix (see the header). Cells rotate several attributes at once (a covering
 // design rather than a full product), so every pair of head dim and cache element type appears,
-// and every cache element type meets every layout, in about a hundred small cases; the issue-13
-// cells follow (see the header).
+// and every cache element type meets every layout, in about a hundred small cases; the cells of
+// the serving features (bf16, fp8 caches, windows, soft-cap, scale, sinks) follow (see the
+// header).
 
 #include "tests/reference/golden_matrix.h"
 
@@ -19,11 +20,11 @@ constexpr std::array<int, 4> kRatios = {1, 2, 4, 8};
 constexpr std::array<int, 3> kMaskRanks = {0, 2, 3};
 
 // Small steps: the matrix is about coverage, and the writer stores every cache to disk. The
-// issue-13 features appear only where a cell pins them (Issue13Cell), so the classic cells are the
-// cases they always were.
+// serving features appear only where a cell pins them (CacheFormatCell, FeatureCell,
+// LongFeatureCell), so the classic cells are the cases they always were.
 GenOptions SmallStep() {
   GenOptions options;
-  options.issue13 = false;
+  options.serving_features = false;
   options.max_batch = 4;
   options.max_seqlen = 12;
   options.max_context = 48;
@@ -78,7 +79,7 @@ GoldenSpec AttentionCell(int i, uint64_t seed) {
 // Long contexts, so that split-context work and its merge run too (1024-key splits).
 GoldenSpec LongCell(const std::string& op, int step, uint64_t seed) {
   GoldenSpec spec{"", op, seed, {}};
-  spec.options.issue13 = false;
+  spec.options.serving_features = false;
   spec.options.max_batch = 2;
   spec.options.max_seqlen = 16;
   spec.options.max_context = 2100;
@@ -117,7 +118,8 @@ GoldenSpec CacheFormatCell(const std::string& op, int i, uint64_t seed) {
   return spec;
 }
 
-// One attention feature of issue 13, pinned on a small step (head dims and cache formats vary).
+// One attention feature (window, soft-cap, softmax scale, sinks), pinned on a small step (head
+// dims and cache formats vary).
 struct FeatureSpec {
   const char* name;
   const char* op;
@@ -171,7 +173,7 @@ GoldenSpec FeatureCell(const FeatureSpec& f, int i, uint64_t seed) {
   return spec;
 }
 
-// Long contexts with the issue-13 features: split-context work whose merge must count the sink
+// Long contexts with the serving features: split-context work whose merge must count the sink
 // once and skip the blocks outside the window.
 GoldenSpec LongFeatureCell(const std::string& op, int step, int window, uint64_t seed) {
   GoldenSpec spec = LongCell(op, step, seed);
@@ -202,7 +204,8 @@ std::vector<GoldenSpec> GoldenMatrix(uint64_t base_seed) {
   specs.push_back(LongCell("multi_head_cache_attention", 1, seed++));
   specs.push_back(LongCell("multi_head_attention", 2, seed++));
   specs.push_back(LongCell("unified_attention", 1, seed++));
-  // Issue 13: the new cache formats in every cache op, then each attention feature.
+  // The serving features: the bf16 and fp8 cache formats in every cache op, then each attention
+  // feature.
   for (const char* op : {"key_value_cache", "multi_head_cache_attention", "unified_attention"}) {
     for (int i = 0; i < 9; ++i) specs.push_back(CacheFormatCell(op, i, seed++));
   }

@@ -5,11 +5,12 @@
 // RandomUnifiedCase) with some attributes pinned, so that a short list still covers every op,
 // every cache element type, layouts 0-3, offset and paged caches, GQA, ALiBi, masks, decode and
 // prefill steps and the head dims that serving uses (64, 80, 96, 128, 256) plus odd ones; then
-// the issue-13 cells: bf16 and fp8 (e4m3fn, e5m2, with and without k_scale/v_scale) caches under
-// fp32, fp16 and bf16 activations in every cache op, and sliding windows, logit soft-caps,
-// softmax scales and sinks in every attention op, with long-context cells for split work. Their
-// files use the `run` attributes window_left, logits_soft_cap, softmax_scale and cache_dtype and
-// the inputs sinks, k_scale and v_scale (bf16 tensors as uint16 .npy, fp8 caches as uint8).
+// the serving features' cells: bf16 and fp8 (e4m3fn, e5m2, with and without k_scale/v_scale)
+// caches under fp32, fp16 and bf16 activations in every cache op, and sliding windows, logit
+// soft-caps, softmax scales and sinks in every attention op, with long-context cells for split
+// work. Their files use the `run` attributes window_left, logits_soft_cap, softmax_scale and
+// cache_dtype and the inputs sinks, k_scale and v_scale (bf16 tensors as uint16 .npy, fp8 caches
+// as uint8).
 
 #ifndef DYNATTN_TESTS_REFERENCE_GOLDEN_MATRIX_H_
 #define DYNATTN_TESTS_REFERENCE_GOLDEN_MATRIX_H_

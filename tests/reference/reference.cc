@@ -1,10 +1,9 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The float64 reference of the PMX ops spec (README.md, "Numerics contract"). Each function
-// transcribes one rule of the spec (the § it implements is named next to it); clarity wins over
-// speed everywhere. Values that the spec rounds to a narrower type (T1, the cache type T2, the
-// scale type T3) are rounded with detail::RoundTo right where the spec rounds them; everything else
-// is exact or float64.
+// The float64 reference of the PMX ops spec (docs/numerics.md). Each function transcribes one rule
+// of the spec (the § it implements is named next to it); clarity wins over speed everywhere. Values
+// that the spec rounds to a narrower type (T1, the cache type T2, the scale type T3) are rounded
+// with detail::RoundTo right where the spec rounds them; everything else is exact or float64.
 
 #include "tests/reference/reference.h"
 
@@ -556,8 +555,8 @@ void RequireMask(const AttentionCall& call) {
   Require(mask.shape.back() >= call.batches.context_rows(), "attn_mask has too few columns");
 }
 
-// Sliding window, soft-cap, softmax scale and sinks, with the issue-13 validation rules.
-void ReadIssue13Attrs(const Attrs& attrs, const Tensors& inputs, AttentionCall* call) {
+// Sliding window, soft-cap, softmax scale and sinks, with their validation rules.
+void ReadServingFeatureAttrs(const Attrs& attrs, const Tensors& inputs, AttentionCall* call) {
   Require(attrs.window_left >= -1, "window_left must be >= -1");
   Require(std::isfinite(attrs.logits_soft_cap) && attrs.logits_soft_cap >= 0,
           "logits_soft_cap must be finite and >= 0");
@@ -601,7 +600,7 @@ AttentionCall ReadAttentionCall(const Attrs& attrs, const Tensors& inputs) {
   call.mask = Optional(inputs, "attn_mask");
   if (call.mask != nullptr) RequireMask(call);
   call.slopes = detail::AlibiSlopes(static_cast<int>(call.hq));
-  ReadIssue13Attrs(attrs, inputs, &call);
+  ReadServingFeatureAttrs(attrs, inputs, &call);
   return call;
 }
 

@@ -1,10 +1,10 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // Independent float64 reference of the three OpenPPL PMX dynamic-batching ops (KeyValueCache,
-// MultiHeadAttention, MultiHeadCacheAttention), written from the PMX ops spec (README.md, "Numerics
-// contract") alone. It is the oracle libdynattn is tested against, so it deliberately shares no
-// code with include/dynattn or src/: tensors are plain byte vectors, every formula is the spec's
-// own. Section numbers (§) below refer to that spec.
+// MultiHeadAttention, MultiHeadCacheAttention), written from the PMX ops spec (docs/numerics.md)
+// alone. It is the oracle libdynattn is tested against, so it deliberately shares no code with
+// include/dynattn or src/: tensors are plain byte vectors, every formula is the spec's own.
+// Section numbers (§) below refer to that spec.
 
 #ifndef DYNATTN_TESTS_REFERENCE_REFERENCE_H_
 #define DYNATTN_TESTS_REFERENCE_REFERENCE_H_
@@ -63,7 +63,7 @@ std::string ShapeString(const std::vector<int64_t>& shape);
 
 // Inputs by their spec names: query, current_key, current_value, key, value, seqstarts, kvstarts,
 // cachestarts, start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask, and
-// the issue-13 inputs sinks (f32 (Hq)), k_scale and v_scale (0-d f32, fp8 caches only).
+// the serving features' inputs sinks (f32 (Hq)), k_scale and v_scale (0-d f32, fp8 caches only).
 // Optional inputs are simply absent; a present one with zero elements also counts as absent.
 using Tensors = std::map<std::string, Array>;
 
@@ -73,7 +73,7 @@ struct Attrs {
       layer_idx = 0, quant_bit = 0, quant_group = 8, num_repeat = 1, cache_mode = 0,
       cache_layout = 0, page_size = 128;
   int block_size = 0;  // unified attention only
-  // Issue 13. window_left: -1 off, W >= 0 lets the query at position i see keys
+  // Serving features. window_left: -1 off, W >= 0 lets the query at position i see keys
   // max(0, i - W) <= j <= i (also for a non-causal request). logits_soft_cap: 0 off, else
   // s = cap * tanh(s0 / cap). softmax_scale: 0 means 1 / sqrt(head_dim). Both are float32
   // attributes in the library, so cases hold float-representable values.
@@ -101,16 +101,16 @@ struct AttnResult {
 };
 
 // The ops. All three throw std::invalid_argument for inputs the spec rejects (§7.3, §12 and the
-// issue-13 rules: window_left < -1, logits_soft_cap or softmax_scale < 0 or non-finite, a sinks
-// tensor that is not f32 (Hq) or holds a non-finite value, an fp8 scale that is not a finite
-// f32 > 0, k_scale/v_scale with a non-fp8 cache, an fp8 cache with a scale tensor, a bf16/fp8
-// cache with quant_bit != 0, cache_dtype naming another format) and for non-finite values read
-// from the inputs or the cache (a valid call never reads garbage; with a window, context left of
-// it is not read, see UnreadContextPrefix).
+// serving features' rules: window_left < -1, logits_soft_cap or softmax_scale < 0 or non-finite,
+// a sinks tensor that is not f32 (Hq) or holds a non-finite value, an fp8 scale that is not a
+// finite f32 > 0, k_scale/v_scale with a non-fp8 cache, an fp8 cache with a scale tensor, a
+// bf16/fp8 cache with quant_bit != 0, cache_dtype naming another format) and for non-finite values
+// read from the inputs or the cache (a valid call never reads garbage; with a window, context left
+// of it is not read, see UnreadContextPrefix).
 //
-// Issue-13 numerics. bf16 activations are exact fp32 values and every rule runs as for fp32
-// activations (quantization included); only the outputs are rounded to bf16 (RNE). A plain cache
-// (f32/f16/bf16) stores RNE(x); an fp8 cache stores Fp8Encode(x, scale) with the per-tensor
+// Serving features' numerics. bf16 activations are exact fp32 values and every rule runs as for
+// fp32 activations (quantization included); only the outputs are rounded to bf16 (RNE). A plain
+// cache (f32/f16/bf16) stores RNE(x); an fp8 cache stores Fp8Encode(x, scale) with the per-tensor
 // k_scale (K) / v_scale (V), default 1, and reads back fp32(fp8(byte) * scale); a cache value is
 // rounded to fp16 only when the activations are fp16. Attention scores:
 // s0 = softmax_scale * q.k, s = cap * tanh(s0 / cap) when capped, then + ALiBi, + mask; keys

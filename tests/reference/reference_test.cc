@@ -1,9 +1,9 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Checks the float64 reference against the worked examples of the PMX ops spec (README.md,
-// "Numerics contract") (bit-exact where the spec is), and checks that RandomCase yields
-// deterministic, valid cases across the attribute matrix. If these fail, the oracle itself is
-// wrong, so nothing else can be trusted.
+// Checks the float64 reference against the worked examples of the PMX ops spec (docs/numerics.md)
+// (bit-exact where the spec is), and checks that RandomCase yields deterministic, valid cases
+// across the attribute matrix. If these fail, the oracle itself is wrong, so nothing else can be
+// trusted.
 
 #include "tests/reference/reference.h"
 
@@ -800,7 +800,7 @@ TEST_SUITE("reference") {
 }
 
 // ================================================================================================
-// Issue 13: bf16, fp8, windows, soft-caps, softmax scales, sinks.
+// The serving features: bf16, fp8, windows, soft-caps, softmax scales, sinks.
 
 namespace {
 
@@ -1099,7 +1099,7 @@ TEST_SUITE("reference") {
     CHECK(poisoned >= 1);
   }
 
-  TEST_CASE("golden matrix: unique names, valid cases, each issue-13 feature present") {
+  TEST_CASE("golden matrix: unique names, valid cases, each serving feature present") {
     std::set<std::string> names, features;
     for (const GoldenSpec& spec : GoldenMatrix()) {
       CHECK(names.insert(spec.name).second);
@@ -1150,7 +1150,7 @@ TEST_SUITE("reference") {
     CHECK(CheckAttention(ref, FloatArray(Dt::kBF16, {1, 1, 2}, {1.0, 0.0015})) != "");
   }
 
-  TEST_CASE("the issue-13 rules refuse what the spec refuses") {
+  TEST_CASE("the serving features' rules refuse what the spec refuses") {
     const Tensors mha = ScalarMha({1.0}, {1.0}, {1.0});
     Attrs attrs = AttentionAttrs(1, 1, 0);
     CHECK_NOTHROW(MultiHeadAttention(attrs, mha));
