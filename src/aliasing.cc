@@ -29,12 +29,13 @@ bool Overlap(ByteSpan a, ByteSpan b) {
 
 }  // namespace
 
-Status CheckNoAliasing(std::initializer_list<CallBuffer> buffers, CallPhase phase) {
-  for (const CallBuffer* w = buffers.begin(); w != buffers.end(); ++w) {
+Status CheckNoAliasing(const CallBuffer* begin, const CallBuffer* end, CallPhase phase) {
+  for (const CallBuffer* w = begin; w != end; ++w) {
     if (!w->written) continue;
     const ByteSpan written = SpanOf(*w->view);  // once per written buffer, not per pair
     if (written.empty()) continue;
-    for (const CallBuffer& other : buffers) {
+    for (const CallBuffer* o = begin; o != end; ++o) {
+      const CallBuffer& other = *o;
       if (&other == w || (other.index && phase == CallPhase::kRun)) continue;
       if (!Overlap(written, SpanOf(*other.view))) continue;
       return Status::Invalid(

@@ -42,8 +42,12 @@ enum class CallPhase { kPlan, kRun };
 /// The aliasing rule over `buffers`: the first written buffer that overlaps any other one gives
 /// an InvalidArgument naming both, e.g. "attn_output: overlaps seqstarts (...)".
 /// Index buffers are left out in the kRun phase.
-Status CheckNoAliasing(std::initializer_list<CallBuffer> buffers,
+Status CheckNoAliasing(const CallBuffer* begin, const CallBuffer* end,
                        CallPhase phase = CallPhase::kPlan);
+inline Status CheckNoAliasing(std::initializer_list<CallBuffer> buffers,
+                              CallPhase phase = CallPhase::kPlan) {
+  return CheckNoAliasing(buffers.begin(), buffers.end(), phase);
+}
 
 }  // namespace dynattn::internal
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "dynattn/dynattn.h"
+#include "dynattn/op_signatures.h"
 #include "dynattn/version.h"
 
 struct dynattn_context_t {
@@ -256,57 +257,35 @@ dynattn_block_cache_t FromBlockCache(const BlockCache& in) {
   return cache;
 }
 
+// One attribute of an attribute table (dynattn/op_signatures.h), copied between the C and C++
+// structs, which name it alike.
+#define DYNATTN_COPY_ATTR(member) to.member = in.member;
+
 CacheAttrs ToCacheAttrs(const dynattn_cache_attrs_t& in) {
-  CacheAttrs attrs;
-  attrs.num_layer = in.num_layer;
-  attrs.layer_idx = in.layer_idx;
-  attrs.quant_bit = in.quant_bit;
-  attrs.quant_group = in.quant_group;
-  attrs.cache_mode = in.cache_mode;
-  attrs.cache_layout = in.cache_layout;
-  attrs.page_size = in.page_size;
-  return attrs;
+  CacheAttrs to;
+  DYNATTN_CACHE_ATTRS(DYNATTN_COPY_ATTR)
+  return to;
 }
 
 dynattn_cache_attrs_t FromCacheAttrs(const CacheAttrs& in) {
-  dynattn_cache_attrs_t attrs;
-  attrs.num_layer = in.num_layer;
-  attrs.layer_idx = in.layer_idx;
-  attrs.quant_bit = in.quant_bit;
-  attrs.quant_group = in.quant_group;
-  attrs.cache_mode = in.cache_mode;
-  attrs.cache_layout = in.cache_layout;
-  attrs.page_size = in.page_size;
-  return attrs;
+  dynattn_cache_attrs_t to;
+  DYNATTN_CACHE_ATTRS(DYNATTN_COPY_ATTR)
+  return to;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Attributes and options.
 
 AttentionAttrs ToAttentionAttrs(const dynattn_attention_attrs_t& in) {
-  AttentionAttrs attrs;
-  attrs.num_heads = in.num_heads;
-  attrs.num_kv_heads = in.num_kv_heads;
-  attrs.head_dim = in.head_dim;
-  attrs.is_causal = in.is_causal;
-  attrs.is_alibi = in.is_alibi;
-  attrs.window_left = in.window_left;
-  attrs.logits_soft_cap = in.logits_soft_cap;
-  attrs.softmax_scale = in.softmax_scale;
-  return attrs;
+  AttentionAttrs to;
+  DYNATTN_ATTENTION_ATTRS(DYNATTN_COPY_ATTR)
+  return to;
 }
 
 dynattn_attention_attrs_t FromAttentionAttrs(const AttentionAttrs& in) {
-  dynattn_attention_attrs_t attrs;
-  attrs.num_heads = in.num_heads;
-  attrs.num_kv_heads = in.num_kv_heads;
-  attrs.head_dim = in.head_dim;
-  attrs.is_causal = in.is_causal;
-  attrs.is_alibi = in.is_alibi;
-  attrs.window_left = in.window_left;
-  attrs.logits_soft_cap = in.logits_soft_cap;
-  attrs.softmax_scale = in.softmax_scale;
-  return attrs;
+  dynattn_attention_attrs_t to;
+  DYNATTN_ATTENTION_ATTRS(DYNATTN_COPY_ATTR)
+  return to;
 }
 
 Status ToAttrs(const dynattn_attention_attrs_t* in, AttentionAttrs* out) {
@@ -330,15 +309,11 @@ Status ToAttrs(const dynattn_multi_head_cache_attention_attrs_t* in,
   return Status::Ok();
 }
 
-Status ToAttrs(const dynattn_unified_attention_attrs_t* in, UnifiedAttentionAttrs* out) {
-  DYNATTN_RETURN_IF_ERROR(NotNull(in, "attrs"));
-  out->num_heads = in->num_heads;
-  out->num_kv_heads = in->num_kv_heads;
-  out->head_dim = in->head_dim;
-  out->is_alibi = in->is_alibi;
-  out->window_left = in->window_left;
-  out->logits_soft_cap = in->logits_soft_cap;
-  out->softmax_scale = in->softmax_scale;
+Status ToAttrs(const dynattn_unified_attention_attrs_t* c_attrs, UnifiedAttentionAttrs* out) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(c_attrs, "attrs"));
+  const dynattn_unified_attention_attrs_t& in = *c_attrs;
+  UnifiedAttentionAttrs& to = *out;
+  DYNATTN_UNIFIED_ATTENTION_ATTRS(DYNATTN_COPY_ATTR)
   return Status::Ok();
 }
 
@@ -379,39 +354,21 @@ Status ToOptionalDesc(const dynattn_cache_desc_t* in, CacheDesc* desc_out,
   return Status::Ok();
 }
 
+// One tensor of an op table (dynattn/op_signatures.h): the C struct's member `in->m` into the
+// C++ struct's `a.m`, named m.
+#define DYNATTN_C_TENSOR(member, role) {#member, &in->member, &a.member},
+
 Status ToArgs(const dynattn_key_value_cache_args_t* in, KeyValueCacheCall* out) {
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
   KeyValueCacheArgs& a = out->args;
-  DYNATTN_RETURN_IF_ERROR(ToTensors({{"current_key", &in->current_key, &a.current_key},
-                                     {"current_value", &in->current_value, &a.current_value},
-                                     {"seqstarts", &in->seqstarts, &a.seqstarts},
-                                     {"kvstarts", &in->kvstarts, &a.kvstarts},
-                                     {"cachestarts", &in->cachestarts, &a.cachestarts},
-                                     {"start_pos", &in->start_pos, &a.start_pos},
-                                     {"max_seqlen", &in->max_seqlen, &a.max_seqlen},
-                                     {"max_kvlen", &in->max_kvlen, &a.max_kvlen},
-                                     {"cache", &in->cache, &a.cache},
-                                     {"scale", &in->scale, &a.scale},
-                                     {"key", &in->key, &a.key},
-                                     {"value", &in->value, &a.value},
-                                     {"k_scale", &in->k_scale, &a.k_scale},
-                                     {"v_scale", &in->v_scale, &a.v_scale}}));
+  DYNATTN_RETURN_IF_ERROR(ToTensors({DYNATTN_KEY_VALUE_CACHE_TENSORS(DYNATTN_C_TENSOR)}));
   return ToOptionalDesc(in->cache_desc, &out->desc, &a.cache_desc);
 }
 
 Status ToArgs(const dynattn_multi_head_attention_args_t* in, MultiHeadAttentionArgs* out) {
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
-  return ToTensors({{"query", &in->query, &out->query},
-                    {"key", &in->key, &out->key},
-                    {"value", &in->value, &out->value},
-                    {"seqstarts", &in->seqstarts, &out->seqstarts},
-                    {"kvstarts", &in->kvstarts, &out->kvstarts},
-                    {"decoding_batches", &in->decoding_batches, &out->decoding_batches},
-                    {"max_seqlen", &in->max_seqlen, &out->max_seqlen},
-                    {"max_kvlen", &in->max_kvlen, &out->max_kvlen},
-                    {"attn_mask", &in->attn_mask, &out->attn_mask},
-                    {"attn_output", &in->attn_output, &out->attn_output},
-                    {"sinks", &in->sinks, &out->sinks}});
+  MultiHeadAttentionArgs& a = *out;
+  return ToTensors({DYNATTN_MULTI_HEAD_ATTENTION_TENSORS(DYNATTN_C_TENSOR)});
 }
 
 Status ToArgs(const dynattn_multi_head_cache_attention_args_t* in,
@@ -419,40 +376,14 @@ Status ToArgs(const dynattn_multi_head_cache_attention_args_t* in,
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
   MultiHeadCacheAttentionArgs& a = out->args;
   DYNATTN_RETURN_IF_ERROR(
-      ToTensors({{"query", &in->query, &a.query},
-                 {"current_key", &in->current_key, &a.current_key},
-                 {"current_value", &in->current_value, &a.current_value},
-                 {"seqstarts", &in->seqstarts, &a.seqstarts},
-                 {"kvstarts", &in->kvstarts, &a.kvstarts},
-                 {"cachestarts", &in->cachestarts, &a.cachestarts},
-                 {"start_pos", &in->start_pos, &a.start_pos},
-                 {"decoding_batches", &in->decoding_batches, &a.decoding_batches},
-                 {"max_seqlen", &in->max_seqlen, &a.max_seqlen},
-                 {"max_kvlen", &in->max_kvlen, &a.max_kvlen},
-                 {"cache", &in->cache, &a.cache},
-                 {"scale", &in->scale, &a.scale},
-                 {"attn_mask", &in->attn_mask, &a.attn_mask},
-                 {"attn_output", &in->attn_output, &a.attn_output},
-                 {"sinks", &in->sinks, &a.sinks},
-                 {"k_scale", &in->k_scale, &a.k_scale},
-                 {"v_scale", &in->v_scale, &a.v_scale}}));
+      ToTensors({DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS(DYNATTN_C_TENSOR)}));
   return ToOptionalDesc(in->cache_desc, &out->desc, &a.cache_desc);
 }
 
 Status ToArgs(const dynattn_unified_attention_args_t* in, UnifiedAttentionCall* out) {
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
   UnifiedAttentionArgs& a = out->args;
-  DYNATTN_RETURN_IF_ERROR(ToTensors({{"query", &in->query, &a.query},
-                                     {"current_key", &in->current_key, &a.current_key},
-                                     {"current_value", &in->current_value, &a.current_value},
-                                     {"query_start_loc", &in->query_start_loc, &a.query_start_loc},
-                                     {"context_lens", &in->context_lens, &a.context_lens},
-                                     {"block_table", &in->block_table, &a.block_table},
-                                     {"attn_output", &in->attn_output, &a.attn_output},
-                                     {"lse", &in->lse, &a.lse},
-                                     {"k_scale", &in->k_scale, &a.k_scale},
-                                     {"v_scale", &in->v_scale, &a.v_scale},
-                                     {"sinks", &in->sinks, &a.sinks}}));
+  DYNATTN_RETURN_IF_ERROR(ToTensors({DYNATTN_UNIFIED_ATTENTION_TENSORS(DYNATTN_C_TENSOR)}));
   DYNATTN_RETURN_IF_ERROR(NotNull(in->cache, "cache"));
   DYNATTN_RETURN_IF_ERROR(ToBlockCache(*in->cache, &out->cache));
   a.cache = &out->cache;
@@ -682,46 +613,37 @@ dynattn_status_t dynattn_multi_head_cache_attention_attrs_init(
 }
 
 dynattn_status_t dynattn_unified_attention_attrs_init(dynattn_unified_attention_attrs_t* attrs) {
-  const UnifiedAttentionAttrs defaults;
-  dynattn_unified_attention_attrs_t value;
-  value.num_heads = defaults.num_heads;
-  value.num_kv_heads = defaults.num_kv_heads;
-  value.head_dim = defaults.head_dim;
-  value.is_alibi = defaults.is_alibi;
-  value.window_left = defaults.window_left;
-  value.logits_soft_cap = defaults.logits_soft_cap;
-  value.softmax_scale = defaults.softmax_scale;
-  return Init(attrs, "attrs", value);
+  const UnifiedAttentionAttrs in;
+  dynattn_unified_attention_attrs_t to;
+  DYNATTN_UNIFIED_ATTENTION_ATTRS(DYNATTN_COPY_ATTR)
+  return Init(attrs, "attrs", to);
 }
 
 // An args struct with every tensor absent: each C args struct is tensors and pointers only, so
 // it is zeroed, then each tensor is marked absent.
-#define DYNATTN_C_ARGS_INIT(type, ...)                                    \
-  dynattn_status_t type##_init(type##_t* args) {                          \
-    return Guard([&]() -> Status {                                        \
-      DYNATTN_RETURN_IF_ERROR(NotNull(args, "args"));                     \
-      std::memset(args, 0, sizeof *args);                                 \
-      for (dynattn_tensor_t * tensor : {__VA_ARGS__}) MakeAbsent(tensor); \
-      return Status::Ok();                                                \
-    });                                                                   \
+#define DYNATTN_C_ARGS_INIT(type, ...)                                                          \
+  dynattn_status_t type##_init(type##_t* args) {                                                \
+    return Guard([&]() -> Status {                                                              \
+      DYNATTN_RETURN_IF_ERROR(NotNull(args, "args"));                                           \
+      std::memset(args, 0, sizeof *args);                                                       \
+      for (dynattn_tensor_t * tensor : std::initializer_list<dynattn_tensor_t*>{__VA_ARGS__}) { \
+        if (tensor != nullptr) MakeAbsent(tensor);                                              \
+      }                                                                                         \
+      return Status::Ok();                                                                      \
+    });                                                                                         \
   }
 
-DYNATTN_C_ARGS_INIT(dynattn_key_value_cache_args, &args->current_key, &args->current_value,
-                    &args->seqstarts, &args->kvstarts, &args->cachestarts, &args->start_pos,
-                    &args->max_seqlen, &args->max_kvlen, &args->cache, &args->scale, &args->key,
-                    &args->value, &args->k_scale, &args->v_scale)
-DYNATTN_C_ARGS_INIT(dynattn_multi_head_attention_args, &args->query, &args->key, &args->value,
-                    &args->seqstarts, &args->kvstarts, &args->decoding_batches, &args->max_seqlen,
-                    &args->max_kvlen, &args->attn_mask, &args->attn_output, &args->sinks)
-DYNATTN_C_ARGS_INIT(dynattn_multi_head_cache_attention_args, &args->query, &args->current_key,
-                    &args->current_value, &args->seqstarts, &args->kvstarts, &args->cachestarts,
-                    &args->start_pos, &args->decoding_batches, &args->max_seqlen, &args->max_kvlen,
-                    &args->cache, &args->scale, &args->attn_mask, &args->attn_output, &args->sinks,
-                    &args->k_scale, &args->v_scale)
-DYNATTN_C_ARGS_INIT(dynattn_unified_attention_args, &args->query, &args->current_key,
-                    &args->current_value, &args->query_start_loc, &args->context_lens,
-                    &args->block_table, &args->attn_output, &args->lse, &args->k_scale,
-                    &args->v_scale, &args->sinks)
+// The op tables' tensors, after a leading null that the loop skips.
+#define DYNATTN_C_TENSOR_ADDRESS(member, role) , &args->member
+DYNATTN_C_ARGS_INIT(dynattn_key_value_cache_args,
+                    nullptr DYNATTN_KEY_VALUE_CACHE_TENSORS(DYNATTN_C_TENSOR_ADDRESS))
+DYNATTN_C_ARGS_INIT(dynattn_multi_head_attention_args,
+                    nullptr DYNATTN_MULTI_HEAD_ATTENTION_TENSORS(DYNATTN_C_TENSOR_ADDRESS))
+DYNATTN_C_ARGS_INIT(dynattn_multi_head_cache_attention_args,
+                    nullptr DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS(DYNATTN_C_TENSOR_ADDRESS))
+DYNATTN_C_ARGS_INIT(dynattn_unified_attention_args,
+                    nullptr DYNATTN_UNIFIED_ATTENTION_TENSORS(DYNATTN_C_TENSOR_ADDRESS))
+#undef DYNATTN_C_TENSOR_ADDRESS
 DYNATTN_C_ARGS_INIT(dynattn_merge_states_args, &args->out, &args->lse, &args->acc, &args->max,
                     &args->sum, &args->merged_out, &args->merged_lse)
 

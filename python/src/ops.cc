@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "dynattn/op_signatures.h"
 #include "python/src/bindings.h"
 
 namespace dynattn_py {
@@ -28,19 +29,30 @@ Op ParseOp(const std::string& name) {
   throw py::value_error("op: unknown op '" + name + "'");
 }
 
-// The tensors each op writes (outputs, and the cache it updates in place).
+// The tensors each op writes: its outputs and the cache it updates in place (the roles Written,
+// Cache and Scale of the op tables, dynattn/op_signatures.h).
 std::vector<std::string> Written(Op op) {
+  std::vector<std::string> names;
+  auto add = [&names](const char* name, const std::string& role) {
+    if (role == "Written" || role == "Cache" || role == "Scale") names.push_back(name);
+  };
+#define DYNATTN_PY_WRITTEN(member, role) add(#member, #role);
   switch (op) {
     case Op::kKeyValueCache:
-      return {"cache", "scale", "key", "value"};
+      DYNATTN_KEY_VALUE_CACHE_TENSORS(DYNATTN_PY_WRITTEN)
+      break;
     case Op::kMultiHeadAttention:
-      return {"attn_output"};
+      DYNATTN_MULTI_HEAD_ATTENTION_TENSORS(DYNATTN_PY_WRITTEN)
+      break;
     case Op::kMultiHeadCacheAttention:
-      return {"cache", "scale", "attn_output"};
+      DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS(DYNATTN_PY_WRITTEN)
+      break;
     case Op::kUnified:
-      return {"attn_output", "lse"};
+      DYNATTN_UNIFIED_ATTENTION_TENSORS(DYNATTN_PY_WRITTEN)
+      break;
   }
-  return {};
+#undef DYNATTN_PY_WRITTEN
+  return names;
 }
 
 int Int(const py::dict& d, const char* key, int fallback) {

@@ -6,35 +6,15 @@
 #include "dynattn/plan.h"
 #include "src/aliasing.h"
 #include "src/context.h"
+#include "src/op_fields.h"
 #include "src/ops/op_plans.h"
 
 namespace dynattn {
 namespace {
 
-internal::DataTensors TensorsOf(const KeyValueCacheArgs& args) {
-  return {{"current_key", args.current_key},
-          {"current_value", args.current_value},
-          {"key", args.key},
-          {"value", args.value}};
-}
-
 /// The aliasing rule (src/aliasing.h) over the call's tensors.
 Status CheckAliasing(const KeyValueCacheArgs& a, bool quantized, internal::CallPhase phase) {
-  using internal::IndexBuffer;
-  using internal::ReadBuffer;
-  using internal::WrittenBuffer;
-  const TensorView none;
-  const bool pmx = a.cache_desc == nullptr;
-  return internal::CheckNoAliasing(
-      {ReadBuffer("current_key", a.current_key), ReadBuffer("current_value", a.current_value),
-       IndexBuffer("seqstarts", a.seqstarts), IndexBuffer("kvstarts", a.kvstarts),
-       IndexBuffer("cachestarts", a.cachestarts), IndexBuffer("start_pos", a.start_pos),
-       IndexBuffer("max_seqlen", a.max_seqlen), IndexBuffer("max_kvlen", a.max_kvlen),
-       IndexBuffer("k_scale", a.k_scale), IndexBuffer("v_scale", a.v_scale),
-       WrittenBuffer("key", a.key), WrittenBuffer("value", a.value),
-       WrittenBuffer("cache", pmx ? a.cache : none),
-       WrittenBuffer("scale", pmx && quantized ? a.scale : none)},
-      phase);
+  return internal::CheckOpAliasing(a, a.cache_desc == nullptr, quantized, phase);
 }
 
 }  // namespace
@@ -44,8 +24,7 @@ Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArg
   if (plan == nullptr) return Status::Invalid("plan", "must not be null");
   internal::WidenedIndex widen;
   KeyValueCacheArgs args = caller_args;
-  widen.Apply({&args.seqstarts, &args.kvstarts, &args.cachestarts, &args.start_pos,
-               &args.max_seqlen, &args.max_kvlen});
+  internal::WidenIndexTensors(&widen, &args);
   internal::KeyValueCacheCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateKeyValueCache(attrs, args, &call));
   DYNATTN_RETURN_IF_ERROR(
@@ -57,7 +36,7 @@ Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArg
   s->gather = call.gather;
   s->OwnIndexArrays();
   s->gather_pieces = internal::PlanGather(s->gather.batch);
-  internal::RecordTensors(TensorsOf(args), s.get());
+  internal::RecordTensors(internal::DataTensorsOf(args), s.get());
   internal::RecordCache(args.cache, args.scale, attrs.cache.quant_bit != 0, args.cache_desc,
                         call.write.kv.cache, s.get());
   internal::StateAccess::Reset(plan, std::move(s));
@@ -67,7 +46,7 @@ Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArg
 Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context* context) {
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, internal::OpKind::kKeyValueCache, context, &s));
-  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
+  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
   CacheDesc cache;
   DYNATTN_RETURN_IF_ERROR(s->RunCache(args.cache, args.scale, args.cache_desc, &cache));
   DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, s->cache.scale.present(), internal::CallPhase::kRun));

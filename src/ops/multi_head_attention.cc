@@ -6,30 +6,15 @@
 #include "dynattn/plan.h"
 #include "src/aliasing.h"
 #include "src/context.h"
+#include "src/op_fields.h"
 #include "src/ops/op_plans.h"
 
 namespace dynattn {
 namespace {
 
-internal::DataTensors TensorsOf(const MultiHeadAttentionArgs& args) {
-  return {{"query", args.query},
-          {"key", args.key},
-          {"value", args.value},
-          {"attn_mask", args.attn_mask},
-          {"attn_output", args.attn_output}};
-}
-
 /// The aliasing rule (src/aliasing.h) over the call's tensors.
 Status CheckAliasing(const MultiHeadAttentionArgs& a, internal::CallPhase phase) {
-  using internal::IndexBuffer;
-  using internal::ReadBuffer;
-  return internal::CheckNoAliasing(
-      {ReadBuffer("query", a.query), ReadBuffer("key", a.key), ReadBuffer("value", a.value),
-       ReadBuffer("attn_mask", a.attn_mask), IndexBuffer("seqstarts", a.seqstarts),
-       IndexBuffer("kvstarts", a.kvstarts), IndexBuffer("decoding_batches", a.decoding_batches),
-       IndexBuffer("max_seqlen", a.max_seqlen), IndexBuffer("max_kvlen", a.max_kvlen),
-       IndexBuffer("sinks", a.sinks), internal::WrittenBuffer("attn_output", a.attn_output)},
-      phase);
+  return internal::CheckOpAliasing(a, false, false, phase);
 }
 
 }  // namespace
@@ -39,8 +24,7 @@ Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
   if (plan == nullptr) return Status::Invalid("plan", "must not be null");
   internal::WidenedIndex widen;
   MultiHeadAttentionArgs args = caller_args;
-  widen.Apply(
-      {&args.seqstarts, &args.kvstarts, &args.decoding_batches, &args.max_seqlen, &args.max_kvlen});
+  internal::WidenIndexTensors(&widen, &args);
   internal::MultiHeadAttentionCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadAttention(attrs, args, &call));
   DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, internal::CallPhase::kPlan));
@@ -50,7 +34,7 @@ Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
   s->attention = call.attention;
   s->OwnIndexArrays();
   internal::PlanAttentionWork(s.get());
-  internal::RecordTensors(TensorsOf(args), s.get());
+  internal::RecordTensors(internal::DataTensorsOf(args), s.get());
   internal::StateAccess::Reset(plan, std::move(s));
   return Status::Ok();
 }
@@ -60,7 +44,7 @@ Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& arg
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(
       internal::CheckRun(plan, internal::OpKind::kMultiHeadAttention, context, &s));
-  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
+  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
   DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun));
   // The packed K/V are the problem's cache: its planes move to this call's tensors.
   CacheDesc cache = s->attention.kv.cache;

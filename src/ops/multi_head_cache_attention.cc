@@ -6,38 +6,16 @@
 #include "dynattn/dynattn.h"
 #include "src/aliasing.h"
 #include "src/context.h"
+#include "src/op_fields.h"
 #include "src/ops/op_plans.h"
 
 namespace dynattn {
 namespace {
 
-internal::DataTensors TensorsOf(const MultiHeadCacheAttentionArgs& args) {
-  return {{"query", args.query},
-          {"current_key", args.current_key},
-          {"current_value", args.current_value},
-          {"attn_mask", args.attn_mask},
-          {"attn_output", args.attn_output}};
-}
-
 /// The aliasing rule (src/aliasing.h) over the call's tensors.
 Status CheckAliasing(const MultiHeadCacheAttentionArgs& a, bool quantized,
                      internal::CallPhase phase) {
-  using internal::IndexBuffer;
-  using internal::ReadBuffer;
-  using internal::WrittenBuffer;
-  const TensorView none;
-  const bool pmx = a.cache_desc == nullptr;
-  return internal::CheckNoAliasing(
-      {ReadBuffer("query", a.query), ReadBuffer("current_key", a.current_key),
-       ReadBuffer("current_value", a.current_value), ReadBuffer("attn_mask", a.attn_mask),
-       IndexBuffer("seqstarts", a.seqstarts), IndexBuffer("kvstarts", a.kvstarts),
-       IndexBuffer("cachestarts", a.cachestarts), IndexBuffer("start_pos", a.start_pos),
-       IndexBuffer("decoding_batches", a.decoding_batches), IndexBuffer("max_seqlen", a.max_seqlen),
-       IndexBuffer("max_kvlen", a.max_kvlen), IndexBuffer("sinks", a.sinks),
-       IndexBuffer("k_scale", a.k_scale), IndexBuffer("v_scale", a.v_scale),
-       WrittenBuffer("attn_output", a.attn_output), WrittenBuffer("cache", pmx ? a.cache : none),
-       WrittenBuffer("scale", pmx && quantized ? a.scale : none)},
-      phase);
+  return internal::CheckOpAliasing(a, a.cache_desc == nullptr, quantized, phase);
 }
 
 }  // namespace
@@ -47,8 +25,7 @@ Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
   if (plan == nullptr) return Status::Invalid("plan", "must not be null");
   internal::WidenedIndex widen;
   MultiHeadCacheAttentionArgs args = caller_args;
-  widen.Apply({&args.seqstarts, &args.kvstarts, &args.cachestarts, &args.start_pos,
-               &args.decoding_batches, &args.max_seqlen, &args.max_kvlen});
+  internal::WidenIndexTensors(&widen, &args);
   internal::MultiHeadCacheAttentionCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadCacheAttention(attrs, args, &call));
   DYNATTN_RETURN_IF_ERROR(
@@ -60,7 +37,7 @@ Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
   s->attention = call.attention;
   s->OwnIndexArrays();
   internal::PlanAttentionWork(s.get());
-  internal::RecordTensors(TensorsOf(args), s.get());
+  internal::RecordTensors(internal::DataTensorsOf(args), s.get());
   internal::RecordCache(args.cache, args.scale, attrs.cache.quant_bit != 0, args.cache_desc,
                         call.attention.kv.cache, s.get());
   internal::StateAccess::Reset(plan, std::move(s));
@@ -72,7 +49,7 @@ Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentio
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(
       internal::CheckRun(plan, internal::OpKind::kMultiHeadCacheAttention, context, &s));
-  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
+  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
   CacheDesc cache;
   DYNATTN_RETURN_IF_ERROR(s->RunCache(args.cache, args.scale, args.cache_desc, &cache));
   DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, s->cache.scale.present(), internal::CallPhase::kRun));

@@ -17,10 +17,6 @@ Status StartPlan(OpKind op, const CacheDesc& cache, const char* input,
   return Status::Ok();
 }
 
-DataTensors::DataTensors(std::initializer_list<PlannedTensor> list) {
-  for (const PlannedTensor& t : list) tensors[count++] = t;
-}
-
 void RecordTensors(const DataTensors& tensors, PlanState* state) {
   state->tensors.assign(tensors.tensors.begin(), tensors.tensors.begin() + tensors.count);
 }
@@ -74,10 +70,6 @@ TensorView WidenedIndex::operator()(const TensorView& t) {
   const int32_t* source = t.As<const int32_t>();
   copies_.emplace_back(source, source + t.NumElements());
   return TensorView::Dense(copies_.back().data(), DType::kI64, t.rank, t.shape);
-}
-
-void WidenedIndex::Apply(std::initializer_list<TensorView*> tensors) {
-  for (TensorView* t : tensors) *t = (*this)(*t);
 }
 
 Status CheckRun(const Plan& plan, OpKind op, const Context* context, const PlanState** state) {

@@ -27,7 +27,7 @@ Status StartPlan(OpKind op, const CacheDesc& cache, const char* input,
 struct DataTensors {
   std::array<PlannedTensor, 5> tensors;
   int count = 0;
-  DataTensors(std::initializer_list<PlannedTensor> list);
+  void Add(const PlannedTensor& tensor) { tensors[count++] = tensor; }
 };
 
 /// Records the planning call's data tensors.
@@ -63,8 +63,6 @@ class WidenedIndex {
   /// `t` itself unless it is a present, dense, host int32 tensor, which becomes an int64 view of
   /// a copy owned by this object (errors in `t` are left for the validators to name).
   TensorView operator()(const TensorView& t);
-  /// Widens each of `tensors` in place.
-  void Apply(std::initializer_list<TensorView*> tensors);
 
  private:
   std::vector<std::vector<int64_t>> copies_;

@@ -14,6 +14,7 @@
 #include "dynattn/unified.h"
 #include "src/aliasing.h"
 #include "src/context.h"
+#include "src/op_fields.h"
 #include "src/ops/op_plans.h"
 #include "src/unified/unified_call.h"
 #include "src/validate.h"
@@ -47,28 +48,9 @@ UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::
   return s;
 }
 
-internal::DataTensors TensorsOf(const UnifiedAttentionArgs& args) {
-  return {{"query", args.query},
-          {"current_key", args.current_key},
-          {"current_value", args.current_value},
-          {"attn_output", args.attn_output},
-          {"lse", args.lse}};
-}
-
-/// The aliasing rule (src/aliasing.h); the BlockCache is raw memory, trusted.
+/// The aliasing rule (src/aliasing.h) over the call's tensors.
 Status CheckAliasing(const UnifiedAttentionArgs& a, internal::CallPhase phase) {
-  using internal::IndexBuffer;
-  using internal::ReadBuffer;
-  using internal::WrittenBuffer;
-  return internal::CheckNoAliasing(
-      {ReadBuffer("query", a.query), ReadBuffer("current_key", a.current_key),
-       ReadBuffer("current_value", a.current_value),
-       IndexBuffer("query_start_loc", a.query_start_loc),
-       IndexBuffer("context_lens", a.context_lens), IndexBuffer("block_table", a.block_table),
-       IndexBuffer("sinks", a.sinks), IndexBuffer("k_scale", a.k_scale),
-       IndexBuffer("v_scale", a.v_scale), WrittenBuffer("attn_output", a.attn_output),
-       WrittenBuffer("lse", a.lse)},
-      phase);
+  return internal::CheckOpAliasing(a, false, false, phase);
 }
 
 }  // namespace
@@ -78,7 +60,7 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   if (plan == nullptr) return Status::Invalid("plan", "must not be null");
   internal::WidenedIndex widen;
   UnifiedAttentionArgs args = caller_args;
-  widen.Apply({&args.query_start_loc, &args.context_lens, &args.block_table});
+  internal::WidenIndexTensors(&widen, &args);
   internal::UnifiedCall call;
   DYNATTN_RETURN_IF_ERROR(internal::ValidateUnifiedAttention(attrs, args, &call));
   DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, internal::CallPhase::kPlan));
@@ -101,7 +83,7 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   s->workspace_floats = static_cast<size_t>(s->unified_plan.num_states *
                                             internal::StateFloats(s->attention.padded_dim));
   s->unified_summary = Summarize(s->unified_step, s->unified_plan, args.cache->cache);
-  internal::RecordTensors(TensorsOf(args), s.get());
+  internal::RecordTensors(internal::DataTensorsOf(args), s.get());
   internal::RecordCache({}, {}, false, &args.cache->cache, call.attention.kv.cache, s.get());
   s->block_cache = *args.cache;
   internal::StateAccess::Reset(plan, std::move(s));
@@ -111,7 +93,7 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
 Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context) {
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, OpKind::kUnifiedAttention, context, &s));
-  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, TensorsOf(args)));
+  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
   DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun));
   if (args.cache == nullptr) return Status::Invalid("cache", "is required but null");
   const BlockCache& planned = s->block_cache;
