@@ -345,6 +345,30 @@ struct UnifiedAttentionCall {
   BlockCache cache;
 };
 
+struct MultiHeadAttentionCall {
+  MultiHeadAttentionArgs args;
+};
+
+/// The Call that holds an op's C++ arguments (and what they point to) for its C arguments.
+template <class Args>
+struct CallFor;
+template <>
+struct CallFor<KeyValueCacheArgs> {
+  using Type = KeyValueCacheCall;
+};
+template <>
+struct CallFor<MultiHeadAttentionArgs> {
+  using Type = MultiHeadAttentionCall;
+};
+template <>
+struct CallFor<MultiHeadCacheAttentionArgs> {
+  using Type = MultiHeadCacheAttentionCall;
+};
+template <>
+struct CallFor<UnifiedAttentionArgs> {
+  using Type = UnifiedAttentionCall;
+};
+
 // `*desc_out` and `*pointer_out` from an optional C descriptor.
 Status ToOptionalDesc(const dynattn_cache_desc_t* in, CacheDesc* desc_out,
                       const CacheDesc** pointer_out) {
@@ -365,9 +389,9 @@ Status ToArgs(const dynattn_key_value_cache_args_t* in, KeyValueCacheCall* out) 
   return ToOptionalDesc(in->cache_desc, &out->desc, &a.cache_desc);
 }
 
-Status ToArgs(const dynattn_multi_head_attention_args_t* in, MultiHeadAttentionArgs* out) {
+Status ToArgs(const dynattn_multi_head_attention_args_t* in, MultiHeadAttentionCall* out) {
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
-  MultiHeadAttentionArgs& a = *out;
+  MultiHeadAttentionArgs& a = out->args;
   return ToTensors({DYNATTN_MULTI_HEAD_ATTENTION_TENSORS(DYNATTN_C_TENSOR)});
 }
 
@@ -428,6 +452,46 @@ dynattn_status_t WithPlan(const dynattn_plan_t* plan, Call&& call) {
   return Guard([&]() -> Status {
     DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
     return call(plan->plan);
+  });
+}
+
+// An op's one-shot call: attrs and args translated, then `op`.
+template <class CAttrs, class CArgs, class Attrs, class Args>
+dynattn_status_t CallOp(const CAttrs* attrs, const CArgs* args,
+                        const dynattn_run_options_t* options,
+                        Status (*op)(const Attrs&, const Args&, const RunOptions&)) {
+  return Guard([&]() -> Status {
+    Attrs cpp_attrs;
+    typename CallFor<Args>::Type call;
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return op(cpp_attrs, call.args, ToRunOptions(options));
+  });
+}
+
+// An op's plan_*: the plan handle first, then attrs and args, then `plan_op`.
+template <class CAttrs, class CArgs, class Attrs, class Args>
+dynattn_status_t PlanOp(const CAttrs* attrs, const CArgs* args, dynattn_plan_t* plan,
+                        Status (*plan_op)(const Attrs&, const Args&, Plan*)) {
+  return Guard([&]() -> Status {
+    Attrs cpp_attrs;
+    typename CallFor<Args>::Type call;
+    DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
+    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return plan_op(cpp_attrs, call.args, &plan->plan);
+  });
+}
+
+// An op's run_*: the plan and context handles, then args, then `run_op`.
+template <class CArgs, class Args>
+dynattn_status_t RunOp(const dynattn_plan_t* plan, const CArgs* args, dynattn_context_t* context,
+                       Status (*run_op)(const Plan&, const Args&, Context*)) {
+  return WithPlan(plan, [&](const Plan& p) -> Status {
+    typename CallFor<Args>::Type call;
+    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
+    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
+    return run_op(p, call.args, &context->context);
   });
 }
 
@@ -655,49 +719,25 @@ DYNATTN_C_ARGS_INIT(dynattn_merge_states_args, &args->out, &args->lse, &args->ac
 dynattn_status_t dynattn_key_value_cache(const dynattn_key_value_cache_attrs_t* attrs,
                                          const dynattn_key_value_cache_args_t* args,
                                          const dynattn_run_options_t* options) {
-  return Guard([&]() -> Status {
-    KeyValueCacheAttrs cpp_attrs;
-    KeyValueCacheCall call;
-    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
-    return KeyValueCache(cpp_attrs, call.args, ToRunOptions(options));
-  });
+  return CallOp(attrs, args, options, &KeyValueCache);
 }
 
 dynattn_status_t dynattn_multi_head_attention(const dynattn_attention_attrs_t* attrs,
                                               const dynattn_multi_head_attention_args_t* args,
                                               const dynattn_run_options_t* options) {
-  return Guard([&]() -> Status {
-    AttentionAttrs cpp_attrs;
-    MultiHeadAttentionArgs cpp_args;
-    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &cpp_args));
-    return MultiHeadAttention(cpp_attrs, cpp_args, ToRunOptions(options));
-  });
+  return CallOp(attrs, args, options, &MultiHeadAttention);
 }
 
 dynattn_status_t dynattn_multi_head_cache_attention(
     const dynattn_multi_head_cache_attention_attrs_t* attrs,
     const dynattn_multi_head_cache_attention_args_t* args, const dynattn_run_options_t* options) {
-  return Guard([&]() -> Status {
-    MultiHeadCacheAttentionAttrs cpp_attrs;
-    MultiHeadCacheAttentionCall call;
-    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
-    return MultiHeadCacheAttention(cpp_attrs, call.args, ToRunOptions(options));
-  });
+  return CallOp(attrs, args, options, &MultiHeadCacheAttention);
 }
 
 dynattn_status_t dynattn_unified_attention(const dynattn_unified_attention_attrs_t* attrs,
                                            const dynattn_unified_attention_args_t* args,
                                            const dynattn_run_options_t* options) {
-  return Guard([&]() -> Status {
-    UnifiedAttentionAttrs cpp_attrs;
-    UnifiedAttentionCall call;
-    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
-    return UnifiedAttention(cpp_attrs, call.args, ToRunOptions(options));
-  });
+  return CallOp(attrs, args, options, &UnifiedAttention);
 }
 
 dynattn_status_t dynattn_describe_unified_step(const dynattn_unified_attention_attrs_t* attrs,
@@ -824,95 +864,47 @@ dynattn_status_t dynattn_plan_unified_summary(const dynattn_plan_t* plan,
 dynattn_status_t dynattn_plan_key_value_cache(const dynattn_key_value_cache_attrs_t* attrs,
                                               const dynattn_key_value_cache_args_t* args,
                                               dynattn_plan_t* plan) {
-  return Guard([&]() -> Status {
-    KeyValueCacheAttrs cpp_attrs;
-    KeyValueCacheCall call;
-    DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
-    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
-    return PlanKeyValueCache(cpp_attrs, call.args, &plan->plan);
-  });
+  return PlanOp(attrs, args, plan, &PlanKeyValueCache);
 }
 
 dynattn_status_t dynattn_run_key_value_cache(const dynattn_plan_t* plan,
                                              const dynattn_key_value_cache_args_t* args,
                                              dynattn_context_t* context) {
-  return WithPlan(plan, [&](const Plan& p) -> Status {
-    KeyValueCacheCall call;
-    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
-    return RunKeyValueCache(p, call.args, &context->context);
-  });
+  return RunOp(plan, args, context, &RunKeyValueCache);
 }
 
 dynattn_status_t dynattn_plan_multi_head_attention(const dynattn_attention_attrs_t* attrs,
                                                    const dynattn_multi_head_attention_args_t* args,
                                                    dynattn_plan_t* plan) {
-  return Guard([&]() -> Status {
-    AttentionAttrs cpp_attrs;
-    MultiHeadAttentionArgs cpp_args;
-    DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
-    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &cpp_args));
-    return PlanMultiHeadAttention(cpp_attrs, cpp_args, &plan->plan);
-  });
+  return PlanOp(attrs, args, plan, &PlanMultiHeadAttention);
 }
 
 dynattn_status_t dynattn_run_multi_head_attention(const dynattn_plan_t* plan,
                                                   const dynattn_multi_head_attention_args_t* args,
                                                   dynattn_context_t* context) {
-  return WithPlan(plan, [&](const Plan& p) -> Status {
-    MultiHeadAttentionArgs cpp_args;
-    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &cpp_args));
-    return RunMultiHeadAttention(p, cpp_args, &context->context);
-  });
+  return RunOp(plan, args, context, &RunMultiHeadAttention);
 }
 
 dynattn_status_t dynattn_plan_multi_head_cache_attention(
     const dynattn_multi_head_cache_attention_attrs_t* attrs,
     const dynattn_multi_head_cache_attention_args_t* args, dynattn_plan_t* plan) {
-  return Guard([&]() -> Status {
-    MultiHeadCacheAttentionAttrs cpp_attrs;
-    MultiHeadCacheAttentionCall call;
-    DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
-    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
-    return PlanMultiHeadCacheAttention(cpp_attrs, call.args, &plan->plan);
-  });
+  return PlanOp(attrs, args, plan, &PlanMultiHeadCacheAttention);
 }
 
 dynattn_status_t dynattn_run_multi_head_cache_attention(
     const dynattn_plan_t* plan, const dynattn_multi_head_cache_attention_args_t* args,
     dynattn_context_t* context) {
-  return WithPlan(plan, [&](const Plan& p) -> Status {
-    MultiHeadCacheAttentionCall call;
-    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
-    return RunMultiHeadCacheAttention(p, call.args, &context->context);
-  });
+  return RunOp(plan, args, context, &RunMultiHeadCacheAttention);
 }
 
 dynattn_status_t dynattn_plan_unified_attention(const dynattn_unified_attention_attrs_t* attrs,
                                                 const dynattn_unified_attention_args_t* args,
                                                 dynattn_plan_t* plan) {
-  return Guard([&]() -> Status {
-    UnifiedAttentionAttrs cpp_attrs;
-    UnifiedAttentionCall call;
-    DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
-    DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
-    return PlanUnifiedAttention(cpp_attrs, call.args, &plan->plan);
-  });
+  return PlanOp(attrs, args, plan, &PlanUnifiedAttention);
 }
 
 dynattn_status_t dynattn_run_unified_attention(const dynattn_plan_t* plan,
                                                const dynattn_unified_attention_args_t* args,
                                                dynattn_context_t* context) {
-  return WithPlan(plan, [&](const Plan& p) -> Status {
-    UnifiedAttentionCall call;
-    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
-    DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
-    return RunUnifiedAttention(p, call.args, &context->context);
-  });
+  return RunOp(plan, args, context, &RunUnifiedAttention);
 }
