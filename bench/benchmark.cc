@@ -350,6 +350,11 @@ bool Report(const BenchOptions& options, const MachineLimits& machine, const Pla
     plan.report_error("cannot write " + options.json);
     return false;
   }
+  if (!options.markdown.empty() && !WriteMarkdown(options.markdown, machine, options.repetitions,
+                                                  rows, baselines, shared_prefix)) {
+    plan.report_error("cannot write " + options.markdown);
+    return false;
+  }
   return true;
 }
 

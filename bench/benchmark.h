@@ -32,8 +32,9 @@ struct BenchOptions {
   /// libdynattn's step calls with threads unpinned ("off"), pinned to CPUs ("on"), or both,
   /// interleaved ("both": the table shows both medians and each one's run-to-run spread).
   std::string pin = "both";
-  std::string target;  ///< A SIMD target to force (ForceCpuTarget), e.g. "avx2"; empty: the best.
-  std::string json;    ///< Where to write the JSON results; empty for none.
+  std::string target;    ///< A SIMD target to force (ForceCpuTarget), e.g. "avx2"; empty: the best.
+  std::string json;      ///< Where to write the JSON results; empty for none.
+  std::string markdown;  ///< Where to write the results as Markdown tables; empty for none.
   ErrorReporter report_error;  ///< Where errors go; empty: "bench: MESSAGE" on stderr.
 };
 

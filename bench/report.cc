@@ -8,6 +8,8 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
 
 namespace dynattn::bench {
 namespace {
@@ -165,6 +167,77 @@ bool WriteJson(const std::string& path, const MachineLimits& machine, int repeti
   }
   std::ofstream file(path);
   file << json.dump(2) << "\n";
+  file.close();
+  return static_cast<bool>(file);
+}
+
+namespace {
+
+std::string Format(const char* format, double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
+}
+
+void MarkdownRows(const std::vector<RowResult>& rows, std::ostream& out) {
+  if (rows.empty()) return;
+  out << "\n| step | median ms | GB/s | GFLOP/s | roofline ms | % roofline | vs oneDNN | vs Eigen "
+         "| pinned ms |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const RowResult& r : rows) {
+    out << "| " << r.step << " | " << Format("%.3f", r.median_ms) << " | " << Format("%.2f", r.gbps)
+        << " | " << Format("%.1f", r.gflops) << " | " << Format("%.2f", r.roofline_ms) << " | "
+        << Format("%.1f%%", r.roofline_pct()) << " | " << Format("%.2fx", r.vs_onednn()) << " | "
+        << Format("%.2fx", r.vs_eigen()) << " | "
+        << (r.pinned_ms > 0 ? Format("%.3f", r.pinned_ms) : "-") << " |\n";
+  }
+}
+
+void MarkdownBaselines(const std::vector<BaselineResult>& baselines, std::ostream& out) {
+  if (baselines.empty()) return;
+  out << "\nComposed fp32 baselines (K/V fp32 head-major, GQA heads stacked):\n\n"
+         "| shape | oneDNN ms | Eigen ms | oneDNN GB/s | oneDNN GFLOP/s |\n|---|---|---|---|---|\n";
+  for (const BaselineResult& b : baselines) {
+    out << "| " << b.shape << " | " << Format("%.2f", b.onednn_ms) << " | "
+        << Format("%.2f", b.eigen_ms) << " | " << Format("%.2f", b.fp32_bytes / b.onednn_ms / 1e6)
+        << " | " << Format("%.1f", b.flops / b.onednn_ms / 1e6) << " |\n";
+  }
+}
+
+void MarkdownSharedPrefix(const std::vector<SharedPrefixResult>& shared_prefix,
+                          const MachineLimits& machine, std::ostream& out) {
+  if (shared_prefix.empty()) return;
+  out << "\nShared prefix: unified attention vs the same step as independent paged decodes:\n\n"
+         "| step | form (plan) | median ms | MB read | GB/s | % bandwidth | GFLOP/s | speedup |\n"
+         "|---|---|---|---|---|---|---|---|\n";
+  for (const SharedPrefixResult& r : shared_prefix) {
+    auto line = [&](const std::string& step, const std::string& form, double ms, double bytes,
+                    const std::string& speedup) {
+      const double gbps = bytes / ms / 1e6;
+      out << "| " << step << " | " << form << " | " << Format("%.2f", ms) << " | "
+          << Format("%.1f", bytes / 1e6) << " | " << Format("%.2f", gbps) << " | "
+          << Format("%.0f%%", 100.0 * gbps / machine.bandwidth_gbps) << " | "
+          << Format("%.1f", r.flops / ms / 1e6) << " | " << speedup << " |\n";
+    };
+    line(r.step, "unified (" + r.phase + ")", r.unified_ms, r.unified_bytes,
+         Format("%.2fx", r.speedup()));
+    line("", "decodes", r.decodes_ms, r.decodes_bytes, "");
+  }
+}
+
+}  // namespace
+
+bool WriteMarkdown(const std::string& path, const MachineLimits& machine, int repetitions,
+                   const std::vector<RowResult>& rows, const std::vector<BaselineResult>& baselines,
+                   const std::vector<SharedPrefixResult>& shared_prefix) {
+  std::ofstream file(path);
+  file << "Machine: " << machine.target << ", " << machine.threads << " threads: read "
+       << Format("%.1f", machine.bandwidth_gbps) << " GB/s, fp32 FMA "
+       << Format("%.0f", machine.fma_gflops) << " GFLOP/s; medians of " << repetitions
+       << " calls; other processes took " << Format("%.0f%%", 100.0 * machine.foreign_load)
+       << " of the CPU time while timing.\n";
+  MarkdownRows(rows, file);
+  MarkdownBaselines(baselines, file);
+  MarkdownSharedPrefix(shared_prefix, machine, file);
   file.close();
   return static_cast<bool>(file);
 }

@@ -89,6 +89,12 @@ bool WriteJson(const std::string& path, const MachineLimits& machine, int repeti
                const std::vector<RowResult>& rows, const std::vector<BaselineResult>& baselines,
                const std::vector<SharedPrefixResult>& shared_prefix);
 
+/// Writes the same tables as Markdown to `path` (the machine, the rows, the baselines, the
+/// shared-prefix steps), as bench/README.md shows its last run; false when it cannot be written.
+bool WriteMarkdown(const std::string& path, const MachineLimits& machine, int repetitions,
+                   const std::vector<RowResult>& rows, const std::vector<BaselineResult>& baselines,
+                   const std::vector<SharedPrefixResult>& shared_prefix);
+
 }  // namespace dynattn::bench
 
 #endif  // DYNATTN_BENCH_REPORT_H_

@@ -9,13 +9,19 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/baselines_eigen.h"
 #include "bench/baselines_onednn.h"
 #include "bench/fp32_batch.h"
+#include "bench/report.h"
 #include "bench/serving_step.h"
 #include "bench/shared_prefix.h"
 #include "bench/step_matrix.h"
@@ -207,6 +213,45 @@ TEST_SUITE("bench") {
     CHECK(names.count("decode_8x4096_fp8e4m3_paged") == 1);
     CHECK(names.count("decode_1x131072_f16_paged") == 1);
     CHECK(names.count("decode_8x4096_int8_paged_page16") == 1);
+  }
+
+  TEST_CASE("--markdown writes the machine line and one table row per result") {
+    dynattn::bench::MachineLimits machine;
+    machine.target = "AVX2";
+    machine.threads = 2;
+    machine.bandwidth_gbps = 40;
+    machine.fma_gflops = 200;
+    dynattn::bench::RowResult row;
+    row.step = "decode_8x4096_int8_paged";
+    row.median_ms = 2.5;
+    row.gbps = 30.25;
+    row.roofline_ms = 2.0;
+    row.onednn_ms = 5.0;
+    row.eigen_ms = 10.0;
+    dynattn::bench::SharedPrefixResult shared;
+    shared.step = "shared_prefix_64x2048+256_f16";
+    shared.phase = "-su";
+    shared.unified_ms = 1;
+    shared.unified_bytes = 40e6;
+    shared.decodes_ms = 4;
+    shared.decodes_bytes = 160e6;
+    shared.flops = 1e9;
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("dynattn_bench_" + std::to_string(std::random_device{}()) + ".md"))
+                                 .string();
+    REQUIRE(dynattn::bench::WriteMarkdown(path, machine, 7, {row}, {}, {shared}));
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    std::remove(path.c_str());
+    const std::string md = text.str();
+    CHECK(md.find("Machine: AVX2, 2 threads: read 40.0 GB/s, fp32 FMA 200 GFLOP/s; medians of 7") !=
+          std::string::npos);
+    CHECK(md.find("| decode_8x4096_int8_paged | 2.500 | 30.25 | 0.0 | 2.00 | 80.0% | 2.00x | "
+                  "4.00x | - |") != std::string::npos);
+    CHECK(md.find("| shared_prefix_64x2048+256_f16 | unified (-su) | 1.00 | 40.0 | 40.00 | 100% | "
+                  "1000.0 | 4.00x |") != std::string::npos);
+    CHECK(md.find("Composed fp32 baselines") == std::string::npos);  // none given: no table
   }
 
   TEST_CASE("--rows keeps the rows that contain one of its names, in matrix order") {

@@ -38,6 +38,9 @@ CLI::App* AddBenchCommand(CLI::App* app, bench::BenchOptions* options) {
   bench->add_option("--target", options->target,
                     "Force the CPU kernels' SIMD target, e.g. avx2 (default: the best one here)");
   bench->add_option("--json", options->json, "Also write the results to this JSON file");
+  bench->add_option("--markdown", options->markdown,
+                    "Also write the results as Markdown tables to this file (bench/README.md's "
+                    "last run)");
   return bench;
 }
 
