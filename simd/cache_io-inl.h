@@ -4,7 +4,7 @@
 // rows back into activations (repeated num_repeat times per KV head).
 //
 // Why it looks like this: both are per-row codec calls (codec-inl.h), so the cache format has one
-// definition; parallelism comes from src/execute.cc handing out chunks of rows.
+// definition; parallelism comes from src/cpu_backend.cc handing out chunks of rows.
 
 #if defined(DYNATTN_SIMD_CACHE_IO_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DYNATTN_SIMD_CACHE_IO_INL_H_

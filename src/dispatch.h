@@ -4,7 +4,7 @@
 // backend where its tensors live (the cache descriptor's `device`, which validation has checked
 // every data tensor against); its plan comes from core/'s planners, the same for every backend.
 // A row's entries are the functions that run: a CPU row holds the Highway kernels of its element
-// type for the SIMD target resolved when the table was filled (src/execute.cc), a CUDA row the
+// type for the SIMD target resolved when the table was filled (src/cpu_backend.cc), a CUDA row the
 // launchers instantiated for its element type (gpu/backend.cu, present only when the `cuda`
 // feature is built). Nothing below a row switches on the element type again; adding a cache
 // format or a backend is adding rows.
@@ -52,7 +52,7 @@ const BackendKernels* KernelsFor(Device device, CacheElem elem);
 /// (hwy::SetSupportedTargetsForTest); never call it while a call is running.
 void RefillCpuRows();
 
-/// The CPU row of `elem` with `kernels` (src/execute.cc).
+/// The CPU row of `elem` with `kernels` (src/cpu_backend.cc).
 BackendKernels CpuRow(CacheElem elem, const CpuKernels& kernels);
 
 /// The CUDA rows: defined by gpu/ when the `cuda` feature is built, else by src/no_cuda.cc

@@ -17,7 +17,7 @@
 #include "dynattn/ops.h"
 #include "dynattn/unified.h"
 #include "src/aliasing.h"
-#include "src/ops/op_plans.h"
+#include "src/ops/op_pipeline.h"
 
 namespace dynattn::internal {
 

@@ -7,7 +7,7 @@
 #include "src/aliasing.h"
 #include "src/context.h"
 #include "src/op_fields.h"
-#include "src/ops/op_plans.h"
+#include "src/ops/op_pipeline.h"
 
 namespace dynattn {
 namespace {

@@ -15,7 +15,7 @@
 #include "src/aliasing.h"
 #include "src/context.h"
 #include "src/op_fields.h"
-#include "src/ops/op_plans.h"
+#include "src/ops/op_pipeline.h"
 #include "src/unified/unified_call.h"
 #include "src/validate.h"
 

@@ -1,10 +1,10 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// What the ops' Plan* and Run* functions share (src/ops/*.cc): starting a plan on its dispatch
-// row, recording the planning call's tensors, and checking a Run's plan and context.
+// The steps of the plan/run pipeline every op shares (src/ops/*.cc): starting a plan on its
+// dispatch row, recording the planning call's tensors, and checking a Run's plan and context.
 
-#ifndef DYNATTN_SRC_OPS_OP_PLANS_H_
-#define DYNATTN_SRC_OPS_OP_PLANS_H_
+#ifndef DYNATTN_SRC_OPS_OP_PIPELINE_H_
+#define DYNATTN_SRC_OPS_OP_PIPELINE_H_
 
 #include <array>
 #include <initializer_list>
@@ -84,4 +84,4 @@ Status PlanAndRun(const Attrs& attrs, const Args& args, const RunOptions& option
 
 }  // namespace dynattn::internal
 
-#endif  // DYNATTN_SRC_OPS_OP_PLANS_H_
+#endif  // DYNATTN_SRC_OPS_OP_PIPELINE_H_

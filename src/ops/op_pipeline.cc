@@ -1,6 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 
-#include "src/ops/op_plans.h"
+#include "src/ops/op_pipeline.h"
 
 #include "core/softmax_state.h"
 #include "src/validate.h"
