@@ -10,7 +10,7 @@
 // attention written here.
 //
 // The same file runs on a real device (gpu_suite=device) and on the CUDA emulator
-// (gpu/emulator, gpu_suite=emulator), which executes the unmodified kernels on the CPU in the
+// (testing/cuda_emulator, gpu_suite=emulator), which executes the unmodified kernels on the CPU in the
 // schedule CUDA_EMU_SCHEDULE names and fails a launch that breaks a CUDA rule. Without a device
 // the binary says why on one line and exits 77, which meson counts as skipped; every case checks
 // that kernels ran, so it never passes silently.

@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "gpu/emulator/fiber.h"
-#include "gpu/emulator/memory.h"
-#include "gpu/emulator/runtime_state.h"
+#include "testing/cuda_emulator/fiber.h"
+#include "testing/cuda_emulator/memory.h"
+#include "testing/cuda_emulator/runtime_state.h"
 
 #if defined(__SANITIZE_THREAD__) && !defined(CUDA_EMU_TSAN)
 #define CUDA_EMU_TSAN 1

@@ -2,7 +2,7 @@
 //
 // Guarded device and shared memory, the device heap, and the fault reporter (see memory.h).
 
-#include "gpu/emulator/memory.h"
+#include "testing/cuda_emulator/memory.h"
 
 #include <signal.h>
 #include <sys/mman.h>

@@ -2,7 +2,7 @@
 //
 // Fibers over Boost.Context's fcontext (see fiber.h).
 
-#include "gpu/emulator/fiber.h"
+#include "testing/cuda_emulator/fiber.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -13,8 +13,8 @@
 #include <mutex>
 #include <string>
 
-#include "gpu/emulator/memory.h"
-#include "gpu/emulator/runtime_state.h"
+#include "testing/cuda_emulator/memory.h"
+#include "testing/cuda_emulator/runtime_state.h"
 
 namespace cuda_emu::detail {
 namespace {

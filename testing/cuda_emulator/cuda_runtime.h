@@ -141,7 +141,7 @@ using cudaEvent_t = struct CUevent_st*;
 constexpr unsigned cudaStreamNonBlocking = 0x01;
 
 // ---------------------------------------------------------------------------------------------
-// The runtime API (gpu/emulator/runtime.cc).
+// The runtime API (testing/cuda_emulator/runtime.cc).
 
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDevice(int* device);
