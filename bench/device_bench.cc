@@ -29,7 +29,7 @@
 #include "bench/shared_prefix.h"
 #include "dynattn/dynattn.h"
 #include "dynattn/plan.h"
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 
 namespace dynattn::bench {
 namespace {

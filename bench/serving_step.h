@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "dynattn/dynattn.h"
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 
 namespace dynattn::bench {
 

@@ -15,7 +15,7 @@
 
 #include "dynattn/dynattn.h"
 #include "dynattn/unified.h"
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 
 namespace dynattn::bench {
 

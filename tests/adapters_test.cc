@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "dynattn/dynattn.h"
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 #include "tests/support/run_case.h"
 
 namespace dynattn_test {

@@ -25,7 +25,7 @@
 #include "bench/serving_step.h"
 #include "bench/shared_prefix.h"
 #include "bench/step_matrix.h"
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 
 namespace {
 

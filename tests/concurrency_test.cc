@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "reference/case_gen.h"
 #include "src/thread_pinning.h"
-#include "tests/reference/case_gen.h"
 #include "tests/support/run_case.h"
 
 namespace dynattn_test {

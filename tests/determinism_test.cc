@@ -21,9 +21,9 @@
 #include "core/codec.h"
 #include "core/plan.h"
 #include "dynattn/plan.h"
+#include "reference/reference.h"
 #include "src/context.h"
 #include "src/dispatch.h"
-#include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
 namespace dynattn_test {

@@ -1,7 +1,7 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // fp8 and bf16 cache bytes, bit for bit, against the float64 reference's own encoders
-// (tests/reference): inputs built to land on every fp8 code point (through a tensor scale, so the
+// (reference): inputs built to land on every fp8 code point (through a tensor scale, so the
 // fp32 division is part of it), on the midpoints between neighbouring codes and just beside them,
 // past the largest finite value (saturation), on NaN, infinities, subnormals and negative zero;
 // bf16 caches on round-to-nearest-even ties, NaN payloads and overflow. Every write path (the
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 #include "tests/support/harness.h"
 #include "tests/support/run_case.h"
 

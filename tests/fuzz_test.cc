@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 #include "tests/support/run_case.h"
 
 namespace dynattn_test {

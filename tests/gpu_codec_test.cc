@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "core/codec.h"
+#include "reference/reference.h"
 #include "simd/kernel_abi.h"
 #include "src/dispatch.h"
-#include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
 namespace dynattn {

@@ -1,6 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The GPU suite: the golden matrix (tests/reference/golden_matrix.h, the cases `dynattn golden`
+// The GPU suite: the golden matrix (reference/golden_matrix.h, the cases `dynattn golden`
 // writes, with this run's seeds) run on the CPU and then on the CUDA device through the same
 // public API, with every data tensor in device memory and the index tensors on the host, as a
 // serving engine calls it. Caches, scales and gathered keys/values must match the CPU byte for
@@ -10,8 +10,8 @@
 // attention written here.
 //
 // The same file runs on a real device (gpu_suite=device) and on the CUDA emulator
-// (testing/cuda_emulator, gpu_suite=emulator), which executes the unmodified kernels on the CPU in the
-// schedule CUDA_EMU_SCHEDULE names and fails a launch that breaks a CUDA rule. Without a device
+// (testing/cuda_emulator, gpu_suite=emulator), which executes the unmodified kernels on the CPU in
+// the schedule CUDA_EMU_SCHEDULE names and fails a launch that breaks a CUDA rule. Without a device
 // the binary says why on one line and exits 77, which meson counts as skipped; every case checks
 // that kernels ran, so it never passes silently.
 
@@ -39,10 +39,10 @@
 #include "core/plan.h"
 #include "core/plan_unified.h"
 #include "core/problem.h"
+#include "reference/golden_matrix.h"
+#include "reference/reference.h"
 #include "src/context.h"
 #include "src/dispatch.h"
-#include "tests/reference/golden_matrix.h"
-#include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The three ops against the independent float64 reference (tests/reference/), on random cases
+// The three ops against the independent float64 reference (reference/), on random cases
 // drawn over the whole attribute matrix, on every compiled SIMD target. Cache and scale bytes and
 // KeyValueCache outputs must be bit-exact; attention within the spec's tolerances.
 
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "reference/reference.h"
 #include "src/dispatch.h"
-#include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
 namespace dynattn_test {

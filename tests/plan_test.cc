@@ -24,7 +24,7 @@
 
 #include "core/plan_unified.h"
 #include "dynattn/dynattn.h"
-#include "tests/reference/case_gen.h"
+#include "reference/case_gen.h"
 #include "tests/support/run_case.h"
 
 // Every C++ heap allocation of this binary is counted while `g_counting` is set. The replacements

@@ -20,8 +20,8 @@
 
 #include "core/codec.h"
 #include "core/plan_unified.h"
+#include "reference/reference.h"
 #include "src/unified/unified_call.h"
-#include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
 namespace dynattn_test {

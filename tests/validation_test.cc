@@ -15,9 +15,9 @@
 
 #include "core/checked_math.h"
 #include "dynattn/plan.h"
+#include "reference/case_gen.h"
+#include "reference/reference.h"
 #include "src/validate.h"
-#include "tests/reference/case_gen.h"
-#include "tests/reference/reference.h"
 #include "tests/support/run_case.h"
 
 namespace dynattn_test {

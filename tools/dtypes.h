@@ -8,7 +8,7 @@
 #define DYNATTN_TOOLS_DTYPES_H_
 
 #include "dynattn/types.h"
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 
 namespace dynattn::cli {
 

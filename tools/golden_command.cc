@@ -14,7 +14,7 @@
 #include <system_error>
 #include <vector>
 
-#include "tests/reference/golden_matrix.h"
+#include "reference/golden_matrix.h"
 #include "tools/dtypes.h"
 #include "tools/npy.h"
 #include "tools/run_command.h"

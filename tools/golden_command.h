@@ -1,7 +1,7 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // `dynattn golden --outputs DIR [--cases N] [--seed S]`: writes the fixed golden matrix
-// (tests/reference/golden_matrix.h) as files, inputs and the CPU's outputs, so that another
+// (reference/golden_matrix.h) as files, inputs and the CPU's outputs, so that another
 // backend or implementation (the CUDA module, a notebook, PPLNN) can be checked against the CPU
 // case by case without linking to the test suites. Every case is computed by the `run` command's
 // own code, so `dynattn run` on a case's inputs reproduces its outputs byte for byte.

@@ -26,9 +26,9 @@
 
 #include "dynattn/dynattn.h"
 #include "dynattn/named_args.h"
-#include "tests/reference/case_gen.h"
-#include "tests/reference/golden_matrix.h"
-#include "tests/reference/reference.h"
+#include "reference/case_gen.h"
+#include "reference/golden_matrix.h"
+#include "reference/reference.h"
 #include "tests/support/harness.h"
 #include "tests/support/sanitizers.h"
 #include "tools/dtypes.h"

@@ -1,6 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Runs a reference test case (tests/reference/case_gen.h) through the library's public API:
+// Runs a reference test case (reference/case_gen.h) through the library's public API:
 // builds TensorViews over copies of the case's arrays, poisons every output first (so an element
 // the library forgets to write shows up as NaN), and hands back what the call produced.
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "dynattn/dynattn.h"
-#include "tests/reference/case_gen.h"
+#include "reference/case_gen.h"
 #include "tests/support/harness.h"
 
 namespace dynattn_test {

@@ -6,13 +6,13 @@
 // (unwritten cache slots, other layers, mask padding and off-block entries) is garbage, NaN and
 // Inf included.
 
-#ifndef DYNATTN_TESTS_REFERENCE_CASE_GEN_H_
-#define DYNATTN_TESTS_REFERENCE_CASE_GEN_H_
+#ifndef DYNATTN_REFERENCE_CASE_GEN_H_
+#define DYNATTN_REFERENCE_CASE_GEN_H_
 
 #include <cstdint>
 #include <string>
 
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 
 namespace dynattn_ref {
 
@@ -23,7 +23,7 @@ struct Case {
   std::string description;  // one line summarising the attributes, for failure messages
 };
 
-// Attributes fixed instead of drawn (the golden matrix, tests/reference/golden_matrix.h). Each
+// Attributes fixed instead of drawn (the golden matrix, reference/golden_matrix.h). Each
 // is applied after the value it replaces was drawn, so a case drawn without pins is exactly the
 // case it always was. The caller keeps pins consistent (int4 needs an even head_dim).
 struct Pins {
@@ -89,4 +89,4 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options = {});
 
 }  // namespace dynattn_ref
 
-#endif  // DYNATTN_TESTS_REFERENCE_CASE_GEN_H_
+#endif  // DYNATTN_REFERENCE_CASE_GEN_H_

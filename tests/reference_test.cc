@@ -5,7 +5,7 @@
 // across the attribute matrix. If these fail, the oracle itself is wrong, so nothing else can be
 // trusted.
 
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 
 #include <doctest/doctest.h>
 
@@ -19,8 +19,8 @@
 #include <tuple>
 #include <vector>
 
-#include "tests/reference/case_gen.h"
-#include "tests/reference/golden_matrix.h"
+#include "reference/case_gen.h"
+#include "reference/golden_matrix.h"
 #include "tests/support/harness.h"
 
 namespace dynattn_ref {

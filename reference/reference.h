@@ -6,8 +6,8 @@
 // include/dynattn or src/: tensors are plain byte vectors, every formula is the spec's own.
 // Section numbers (§) below refer to that spec.
 
-#ifndef DYNATTN_TESTS_REFERENCE_REFERENCE_H_
-#define DYNATTN_TESTS_REFERENCE_REFERENCE_H_
+#ifndef DYNATTN_REFERENCE_REFERENCE_H_
+#define DYNATTN_REFERENCE_REFERENCE_H_
 
 #include <cstdint>
 #include <map>
@@ -223,4 +223,4 @@ std::vector<double> AlibiSlopes(int num_heads);
 }  // namespace detail
 }  // namespace dynattn_ref
 
-#endif  // DYNATTN_TESTS_REFERENCE_REFERENCE_H_
+#endif  // DYNATTN_REFERENCE_REFERENCE_H_

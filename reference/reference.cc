@@ -5,7 +5,7 @@
 // that the spec rounds to a narrower type (T1, the cache type T2, the scale type T3) are rounded
 // with detail::RoundTo right where the spec rounds them; everything else is exact or float64.
 
-#include "tests/reference/reference.h"
+#include "reference/reference.h"
 
 #include <algorithm>
 #include <cmath>

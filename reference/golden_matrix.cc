@@ -6,7 +6,7 @@
 // the serving features (bf16, fp8 caches, windows, soft-cap, scale, sinks) follow (see the
 // header).
 
-#include "tests/reference/golden_matrix.h"
+#include "reference/golden_matrix.h"
 
 #include <array>
 

@@ -4,7 +4,7 @@
 // the tensors from it. Randomness comes only from Rng (std::mt19937_64 plus our own transforms),
 // so a seed gives the same case on every platform with the same libm.
 
-#include "tests/reference/case_gen.h"
+#include "reference/case_gen.h"
 
 #include <algorithm>
 #include <cmath>

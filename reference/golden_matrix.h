@@ -12,14 +12,14 @@
 // cache_dtype and the inputs sinks, k_scale and v_scale (bf16 tensors as uint16 .npy, fp8 caches
 // as uint8).
 
-#ifndef DYNATTN_TESTS_REFERENCE_GOLDEN_MATRIX_H_
-#define DYNATTN_TESTS_REFERENCE_GOLDEN_MATRIX_H_
+#ifndef DYNATTN_REFERENCE_GOLDEN_MATRIX_H_
+#define DYNATTN_REFERENCE_GOLDEN_MATRIX_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "tests/reference/case_gen.h"
+#include "reference/case_gen.h"
 
 namespace dynattn_ref {
 
@@ -42,4 +42,4 @@ Case MakeGoldenCase(const GoldenSpec& spec);
 
 }  // namespace dynattn_ref
 
-#endif  // DYNATTN_TESTS_REFERENCE_GOLDEN_MATRIX_H_
+#endif  // DYNATTN_REFERENCE_GOLDEN_MATRIX_H_
