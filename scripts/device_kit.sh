@@ -180,4 +180,41 @@ if [ "$status" -ne 77 ] || ! grep -q '"status": "no_gpu"' "$kit/out/summary.json
   cat "$kit/dry-run.log" >&2
   exit 1
 fi
-echo "device_kit: dry run passed: run.sh resolved every library and stopped with 77 (no GPU)"
+echo "device_kit: run.sh resolved every library and stopped with 77 (no GPU)"
+
+# The rehearsal: the whole of run.sh on the CUDA emulator. The stand-ins' gpu suite already runs
+# there, the emulated timing program replaces the device one, and two scripts stand in for
+# nvidia-smi and compute-sanitizer (which runs the program as it is). Every run takes the reduced
+# matrix and the timings tiny steps, so that it fits a test run; it proves what the dry run above
+# cannot: the parallel checks, their logs, the timings, the peer and the summary.
+emulated_bench="$standins/bench/dynattn_device_bench_emulated"
+if [ ! -x "$emulated_bench" ]; then
+  echo "device_kit: no emulated timing program in $standins: no rehearsal"
+  exit 0
+fi
+rehearsal="$kit-rehearsal"
+rm -rf "$rehearsal"
+cp -r "$kit" "$rehearsal"
+rm -rf "$rehearsal/out"
+cp -L "$emulated_bench" "$rehearsal/bin/dynattn_device_bench"
+mkdir -p "$rehearsal/stand-ins"
+printf '#!/bin/sh\necho "GPU 0: the CUDA emulator (device kit rehearsal)"\n' \
+  > "$rehearsal/stand-ins/nvidia-smi"
+printf '#!/bin/sh\nwhile [ $# -gt 0 ]; do case "$1" in --*) shift 2 ;; *) break ;; esac; done\nexec "$@"\n' \
+  > "$rehearsal/stand-ins/compute-sanitizer"
+chmod +x "$rehearsal/stand-ins/"*
+status=0
+PATH="$rehearsal/stand-ins:$PATH" DYNATTN_GPU_REDUCED=1 OUT="$rehearsal/out" \
+  DYNATTN_KIT_BENCH_ARGS="--small --iters 2 --warmup 1" "$rehearsal/run.sh" \
+  > "$rehearsal/rehearsal.log" 2>&1 || status=$?
+checks_passed="$(grep -cE $'^(libraries|gpu_suite_seed[12]|sanitizer_(mem|race|sync)check|timings)\tpass\t' \
+  "$rehearsal/out/checks.tsv")"
+if [ "$status" -ne 0 ] || [ "$checks_passed" -ne 7 ] ||
+   ! grep -q '"status": "passed"' "$rehearsal/out/summary.json"; then
+  echo "device_kit: the rehearsal of run.sh on the CUDA emulator exited $status, $checks_passed" \
+    "of 7 checks passed:" >&2
+  cat "$rehearsal/rehearsal.log" >&2
+  exit 1
+fi
+echo "device_kit: dry run passed: run.sh stops with 77 without a GPU, and its rehearsal on the" \
+  "CUDA emulator passed every check"

@@ -82,6 +82,7 @@ fi
 seed1="${DYNATTN_KIT_SEED:-$(date +%s)}"
 seed2=$((seed1 + 1))
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+checks=()  # the background checks' process ids
 check() {  # check NAME TIMEOUT COMMAND...: runs in the background, logs to NAME.log
   local name="$1" limit="$2"
   shift 2
@@ -90,6 +91,7 @@ check() {  # check NAME TIMEOUT COMMAND...: runs in the background, logs to NAME
     timeout -k 10 "$limit" "$@" > "$out/$name.log" 2>&1
     echo "$? $((SECONDS - start))" > "$out/$name.status"
   ) &
+  checks+=($!)
 }
 suite=("$kit/bin/gpu_tests" -ts=gpu)
 echo "== gpu suite (seeds $seed1, $seed2) and compute-sanitizer (reduced matrix), in parallel"
@@ -105,12 +107,12 @@ if [ -x "$sanitizer" ]; then
 else
   record compute_sanitizer fail 0 "compute-sanitizer not found"
 fi
-wait
+wait "${checks[@]}"  # not a bare wait: bash 5.1+ would wait for the log's tee as well
 for name in gpu_suite_seed1 gpu_suite_seed2 "${sanitizer_checks[@]}"; do
   read -r code seconds < "$out/$name.status"
   echo "== $name: exit $code after $seconds s (log: $name.log)"
   tail -n 25 "$out/$name.log"
-  summary_line="$(grep -E '\[doctest\] (test cases|assertions)' "$out/$name.log" | tr '\n' ' ')"
+  summary_line="$(grep -E '\[doctest\] (test cases|assertions)' "$out/$name.log" | tr '\n|' ' ,')"
   case "$code" in
     0) record "$name" pass "$seconds" "$summary_line" ;;
     86) record "$name" fail "$seconds" "compute-sanitizer reported errors" ;;
@@ -122,7 +124,10 @@ done
 # 4. Speed, alone on the device.
 echo "== timings (CUDA events, median of 20 after 5 warm-up calls)"
 start=$SECONDS
-timeout -k 10 100 "$kit/bin/dynattn_device_bench" timings > "$out/timings.json"
+# DYNATTN_KIT_BENCH_ARGS: extra flags (--small when run.sh itself is tested on the emulator).
+# shellcheck disable=SC2086
+timeout -k 10 100 "$kit/bin/dynattn_device_bench" timings ${DYNATTN_KIT_BENCH_ARGS:-} \
+  > "$out/timings.json"
 code=$?
 cat "$out/timings.json"
 if [ "$code" -eq 0 ]; then
