@@ -104,39 +104,71 @@ void WidenIndexTensors(WidenedIndex* widen, Args* args) {
   }
 }
 
-/// The aliasing rule (src/aliasing.h) over the call's tensors, in the order its messages
-/// follow: the reads, the index and host inputs, the outputs, then the PMX cache (when
-/// `pmx_cache`: a raw CacheDesc is trusted) and its scales (when also `quantized`).
+/// Where a role's tensors stand in the aliasing rule's list, in the order its messages follow:
+/// the reads, the index and host inputs, the outputs, the PMX cache, its scales.
+constexpr int AliasingRank(TensorRole role) {
+  switch (role) {
+    case TensorRole::kRead:
+      return 0;
+    case TensorRole::kIndex:
+    case TensorRole::kHost:
+      return 1;
+    case TensorRole::kWritten:
+      return 2;
+    case TensorRole::kCache:
+      return 3;
+    case TensorRole::kScale:
+      return 4;
+  }
+  return 5;
+}
+
+/// The op's fields in aliasing-rule order (table order within a rank), computed at compile time.
 template <class Args>
-Status CheckOpAliasing(const Args& args, bool pmx_cache, bool quantized, CallPhase phase) {
-  static const TensorView kNone;
-  std::array<CallBuffer, std::size(OpTensors<Args>::kFields)> buffers{};
-  size_t count = 0;
-  for (int pass = 0; pass < 5; ++pass) {
-    for (const TensorField<Args>& f : OpTensors<Args>::kFields) {
-      const TensorView& t = args.*f.member;
-      switch (f.role) {
-        case TensorRole::kRead:
-          if (pass == 0) buffers[count++] = ReadBuffer(f.name, t);
-          break;
-        case TensorRole::kIndex:
-        case TensorRole::kHost:
-          if (pass == 1) buffers[count++] = IndexBuffer(f.name, t);
-          break;
-        case TensorRole::kWritten:
-          if (pass == 2) buffers[count++] = WrittenBuffer(f.name, t);
-          break;
-        case TensorRole::kCache:
-          if (pass == 3) buffers[count++] = WrittenBuffer(f.name, pmx_cache ? t : kNone);
-          break;
-        case TensorRole::kScale:
-          if (pass == 4)
-            buffers[count++] = WrittenBuffer(f.name, pmx_cache && quantized ? t : kNone);
-          break;
+constexpr std::array<uint8_t, std::size(OpTensors<Args>::kFields)> AliasingOrder() {
+  constexpr size_t kCount = std::size(OpTensors<Args>::kFields);
+  std::array<uint8_t, kCount> order{};
+  size_t next = 0;
+  for (int rank = 0; rank < 5; ++rank) {
+    for (size_t i = 0; i < kCount; ++i) {
+      if (AliasingRank(OpTensors<Args>::kFields[i].role) == rank) {
+        order[next++] = static_cast<uint8_t>(i);
       }
     }
   }
-  return CheckNoAliasing(buffers.data(), buffers.data() + count, phase);
+  return order;
+}
+
+/// The aliasing rule (src/aliasing.h) over the call's tensors, in AliasingOrder; the PMX cache
+/// counts when `pmx_cache` (a raw CacheDesc is trusted), its scales when also `quantized`.
+template <class Args>
+Status CheckOpAliasing(const Args& args, bool pmx_cache, bool quantized, CallPhase phase) {
+  static const TensorView kNone;
+  static constexpr auto kOrder = AliasingOrder<Args>();
+  std::array<CallBuffer, kOrder.size()> buffers;
+  for (size_t k = 0; k < kOrder.size(); ++k) {
+    const TensorField<Args>& f = OpTensors<Args>::kFields[kOrder[k]];
+    const TensorView& t = args.*f.member;
+    switch (f.role) {
+      case TensorRole::kRead:
+        buffers[k] = ReadBuffer(f.name, t);
+        break;
+      case TensorRole::kIndex:
+      case TensorRole::kHost:
+        buffers[k] = IndexBuffer(f.name, t);
+        break;
+      case TensorRole::kWritten:
+        buffers[k] = WrittenBuffer(f.name, t);
+        break;
+      case TensorRole::kCache:
+        buffers[k] = WrittenBuffer(f.name, pmx_cache ? t : kNone);
+        break;
+      case TensorRole::kScale:
+        buffers[k] = WrittenBuffer(f.name, pmx_cache && quantized ? t : kNone);
+        break;
+    }
+  }
+  return CheckNoAliasing(buffers.data(), buffers.data() + buffers.size(), phase);
 }
 
 }  // namespace dynattn::internal
