@@ -1,8 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The two CUDA constructs that plain C++ cannot spell, as macros: nvcc sees CUDA syntax, an
-// emulated build (testing/cuda_emulator/cuda_runtime.h, which defines DYNATTN_CUDA_EMULATOR) sees the
-// emulator's calls. Everything else in gpu/ is the same source in both builds.
+// emulated build (testing/cuda_emulator/cuda_runtime.h, which defines DYNATTN_CUDA_EMULATOR)
+// sees the emulator's calls. Everything else in gpu/ is the same source in both builds.
 
 #ifndef DYNATTN_GPU_LAUNCH_CUH_
 #define DYNATTN_GPU_LAUNCH_CUH_

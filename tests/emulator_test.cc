@@ -1,8 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The CUDA emulator's own suite (testing/cuda_emulator): small kernels, written as gpu/ writes them, that
-// show each CUDA rule the emulator enforces being enforced, with the diagnostic it gives, and
-// each CUDA operation it provides giving CUDA's result. The gpu suite then relies on it.
+// The CUDA emulator's own suite (testing/cuda_emulator): small kernels, written as gpu/ writes
+// them, that show each CUDA rule the emulator enforces being enforced, with the diagnostic it
+// gives, and each CUDA operation it provides giving CUDA's result. The gpu suite then relies on it.
 
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <cuda_runtime.h>
