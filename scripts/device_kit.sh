@@ -9,6 +9,7 @@
 #       checks that it has every target the kit needs, then assembles DIR from the stand-ins that
 #       BUILD (the test build) compiled under the same names, checks the kit's contents, library
 #       closure and size, and runs DIR/run.sh, which must stop with 77 on a machine without a GPU.
+#       Then it rehearses the whole of run.sh on the CUDA emulator in DIR-rehearsal (see below).
 #
 # The kit's build (build-device-kit/, or $DEVICE_KIT_BUILD) is separate from the test build: the
 # gpu suite runs on the device (-Dgpu_suite=device), the CUDA runtime is linked statically, only
