@@ -330,43 +330,13 @@ RunOptions ToRunOptions(const dynattn_run_options_t* in) {
 // ---------------------------------------------------------------------------------------------
 // Arguments. Each call's C++ args, with the storage their pointers refer to.
 
-struct KeyValueCacheCall {
-  KeyValueCacheArgs args;
-  CacheDesc desc;
-};
-
-struct MultiHeadCacheAttentionCall {
-  MultiHeadCacheAttentionArgs args;
-  CacheDesc desc;
-};
-
-struct UnifiedAttentionCall {
-  UnifiedAttentionArgs args;
-  BlockCache cache;
-};
-
-struct MultiHeadAttentionCall {
-  MultiHeadAttentionArgs args;
-};
-
-/// The Call that holds an op's C++ arguments (and what they point to) for its C arguments.
+/// An op's C++ arguments and the storage their pointers refer to: the cache descriptor of the
+/// cache ops, the block cache of unified attention (each op uses what it needs).
 template <class Args>
-struct CallFor;
-template <>
-struct CallFor<KeyValueCacheArgs> {
-  using Type = KeyValueCacheCall;
-};
-template <>
-struct CallFor<MultiHeadAttentionArgs> {
-  using Type = MultiHeadAttentionCall;
-};
-template <>
-struct CallFor<MultiHeadCacheAttentionArgs> {
-  using Type = MultiHeadCacheAttentionCall;
-};
-template <>
-struct CallFor<UnifiedAttentionArgs> {
-  using Type = UnifiedAttentionCall;
+struct Call {
+  Args args;
+  CacheDesc desc;
+  BlockCache cache;
 };
 
 // `*desc_out` and `*pointer_out` from an optional C descriptor.
@@ -382,21 +352,21 @@ Status ToOptionalDesc(const dynattn_cache_desc_t* in, CacheDesc* desc_out,
 // C++ struct's `a.m`, named m.
 #define DYNATTN_C_TENSOR(member, role) {#member, &in->member, &a.member},
 
-Status ToArgs(const dynattn_key_value_cache_args_t* in, KeyValueCacheCall* out) {
+Status ToArgs(const dynattn_key_value_cache_args_t* in, Call<KeyValueCacheArgs>* out) {
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
   KeyValueCacheArgs& a = out->args;
   DYNATTN_RETURN_IF_ERROR(ToTensors({DYNATTN_KEY_VALUE_CACHE_TENSORS(DYNATTN_C_TENSOR)}));
   return ToOptionalDesc(in->cache_desc, &out->desc, &a.cache_desc);
 }
 
-Status ToArgs(const dynattn_multi_head_attention_args_t* in, MultiHeadAttentionCall* out) {
+Status ToArgs(const dynattn_multi_head_attention_args_t* in, Call<MultiHeadAttentionArgs>* out) {
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
   MultiHeadAttentionArgs& a = out->args;
   return ToTensors({DYNATTN_MULTI_HEAD_ATTENTION_TENSORS(DYNATTN_C_TENSOR)});
 }
 
 Status ToArgs(const dynattn_multi_head_cache_attention_args_t* in,
-              MultiHeadCacheAttentionCall* out) {
+              Call<MultiHeadCacheAttentionArgs>* out) {
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
   MultiHeadCacheAttentionArgs& a = out->args;
   DYNATTN_RETURN_IF_ERROR(
@@ -404,7 +374,7 @@ Status ToArgs(const dynattn_multi_head_cache_attention_args_t* in,
   return ToOptionalDesc(in->cache_desc, &out->desc, &a.cache_desc);
 }
 
-Status ToArgs(const dynattn_unified_attention_args_t* in, UnifiedAttentionCall* out) {
+Status ToArgs(const dynattn_unified_attention_args_t* in, Call<UnifiedAttentionArgs>* out) {
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "args"));
   UnifiedAttentionArgs& a = out->args;
   DYNATTN_RETURN_IF_ERROR(ToTensors({DYNATTN_UNIFIED_ATTENTION_TENSORS(DYNATTN_C_TENSOR)}));
@@ -462,7 +432,7 @@ dynattn_status_t CallOp(const CAttrs* attrs, const CArgs* args,
                         Status (*op)(const Attrs&, const Args&, const RunOptions&)) {
   return Guard([&]() -> Status {
     Attrs cpp_attrs;
-    typename CallFor<Args>::Type call;
+    Call<Args> call;
     DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
     DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
     return op(cpp_attrs, call.args, ToRunOptions(options));
@@ -475,7 +445,7 @@ dynattn_status_t PlanOp(const CAttrs* attrs, const CArgs* args, dynattn_plan_t* 
                         Status (*plan_op)(const Attrs&, const Args&, Plan*)) {
   return Guard([&]() -> Status {
     Attrs cpp_attrs;
-    typename CallFor<Args>::Type call;
+    Call<Args> call;
     DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
     DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
     DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
@@ -488,7 +458,7 @@ template <class CArgs, class Args>
 dynattn_status_t RunOp(const dynattn_plan_t* plan, const CArgs* args, dynattn_context_t* context,
                        Status (*run_op)(const Plan&, const Args&, Context*)) {
   return WithPlan(plan, [&](const Plan& p) -> Status {
-    typename CallFor<Args>::Type call;
+    Call<Args> call;
     DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
     DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
     return run_op(p, call.args, &context->context);
@@ -745,7 +715,7 @@ dynattn_status_t dynattn_describe_unified_step(const dynattn_unified_attention_a
                                                dynattn_unified_step_summary_t* summary) {
   return Guard([&]() -> Status {
     UnifiedAttentionAttrs cpp_attrs;
-    UnifiedAttentionCall call;
+    Call<UnifiedAttentionArgs> call;
     UnifiedStepSummary cpp_summary;
     DYNATTN_RETURN_IF_ERROR(ToAttrs(attrs, &cpp_attrs));
     DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
