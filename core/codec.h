@@ -190,9 +190,11 @@ DYNATTN_HD uint8_t F32ToFp8(float f, Fp8Format format) {
 }
 
 /// A value as an fp8 cache stores it: fp8_satfinite_rne(x / scale), the division correctly
-/// rounded in fp32.
+/// rounded in fp32. A NaN skips the division: NVIDIA hardware turns any NaN result into the
+/// canonical NaN (sign +), x86 keeps the operand's sign, and the byte must be the same on both.
 DYNATTN_HD uint8_t EncodeFp8(float x, float tensor_scale, Fp8Format format) {
-  return F32ToFp8(DivRn(x, tensor_scale), format);
+  const bool nan = (FloatBits(x) & 0x7FFFFFFFu) > 0x7F800000u;
+  return F32ToFp8(nan ? x : DivRn(x, tensor_scale), format);
 }
 
 /// A stored fp8 byte as read back: float(byte) * scale in fp32.
@@ -249,11 +251,19 @@ DYNATTN_HD float LoadScale(const void* scale, int g, bool scale_is_f16) {
                       : static_cast<const float*>(scale)[g];
 }
 
-/// A dequantized element T1(T3(q * s)): the product rounded to the scale type, then to the
-/// activation type (at most one fp16 rounding is ever needed).
-DYNATTN_HD float Dequantize(int q, float s, bool scale_is_f16, bool io_is_f16) {
+/// Whether a dequantized product q * s is rounded to fp16: T1(T3(q * s)) with fp16 activations
+/// (T1) or fp16 scales (T3). bf16 activations read the exact fp32 product whatever the scale type
+/// (then rounded to bf16 only where the KeyValueCache op stores an output): through an fp16
+/// product they would lose 3.7x their tolerance, and values past 65504 would become infinities.
+DYNATTN_HD bool ProductsRoundToF16(bool scale_is_f16, DType io) {
+  return io == DType::kF16 || (scale_is_f16 && io != DType::kBF16);
+}
+
+/// A dequantized element: the fp32 product q * s, rounded to fp16 when `round_to_f16`
+/// (ProductsRoundToF16; at most one fp16 rounding is ever needed).
+DYNATTN_HD float Dequantize(int q, float s, bool round_to_f16) {
   const float product = MulRn(static_cast<float>(q), s);
-  return (scale_is_f16 || io_is_f16) ? RoundToF16(product) : product;
+  return round_to_f16 ? RoundToF16(product) : product;
 }
 
 /// An element of an fp32 cache as T1 sees it.
@@ -378,7 +388,9 @@ DYNATTN_HD bool ReadsExactValues(CacheElem elem, DType io_type) {
 /// Every format decodes to an fp32 value first (an fp8 byte to fp8(b) * tensor_scale); with fp16
 /// activations that value is rounded to fp16 (T1), with fp32 or bf16 activations it is kept.
 DYNATTN_HD float DecodeElement(const void* row, const void* scale, int d, CacheElem elem, int group,
-                               bool scale_is_f16, bool io_is_f16, float tensor_scale = 1.0f) {
+                               bool scale_is_f16, DType io, float tensor_scale = 1.0f) {
+  const bool io_is_f16 = io == DType::kF16;
+  const bool products_round = ProductsRoundToF16(scale_is_f16, io);
   switch (elem) {
     case CacheElem::kBF16:
       return DecodeF32(Bf16ToF32(static_cast<const uint16_t*>(row)[d]), io_is_f16);
@@ -393,10 +405,10 @@ DYNATTN_HD float DecodeElement(const void* row, const void* scale, int d, CacheE
       return F16ToF32(static_cast<const uint16_t*>(row)[d]);
     case CacheElem::kInt8:
       return Dequantize(static_cast<const int8_t*>(row)[d],
-                        LoadScale(scale, d / group, scale_is_f16), scale_is_f16, io_is_f16);
+                        LoadScale(scale, d / group, scale_is_f16), products_round);
     case CacheElem::kInt4:
       return Dequantize(Int4At(static_cast<const uint8_t*>(row), d),
-                        LoadScale(scale, d / group, scale_is_f16), scale_is_f16, io_is_f16);
+                        LoadScale(scale, d / group, scale_is_f16), products_round);
   }
   return 0.0f;
 }

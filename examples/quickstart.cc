@@ -44,7 +44,7 @@ int main() {
   MultiHeadCacheAttentionAttrs attrs;
   attrs.attention = {.num_heads = 32, .num_kv_heads = 8, .head_dim = 128, .is_causal = true};
   attrs.cache.quant_bit = 8;  // quant_group 8, cache_mode 0, cache_layout 0 by default
-  Status s = MultiHeadCacheAttention(attrs, a, RunOptions{/*num_threads=*/0});
+  Status s = MultiHeadCacheAttention(attrs, a, RunOptions{.num_threads = 0});
   if (!s.ok()) fprintf(stderr, "%s\n", s.message().c_str());
   // --- README example ends ---
 

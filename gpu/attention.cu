@@ -262,7 +262,6 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
   const auto vector_ref = [&](int index) {
     return is_shared ? SharedVector(p, *s, index) : RequestVector(p, *w, index);
   };
-  const bool io_f16 = p.io_type == DType::kF16;
   const bool scale_f16 = p.kv.cache.scale_type == ScaleType::kF16;
   const int group = p.kv.cache.quant_group;
   const CachePlane& key_plane = p.kv.cache.key;
@@ -306,10 +305,10 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
           const int64_t slot = slots[j];
           k = DecodeElement(RowAddress(key_plane, kElem, slot, kv_head),
                             ScaleAddress(key_plane, scale_f16, slot, kv_head), d, kElem, group,
-                            scale_f16, io_f16, key_plane.tensor_scale);
+                            scale_f16, p.io_type, key_plane.tensor_scale);
           x = DecodeElement(RowAddress(value_plane, kElem, slot, kv_head),
                             ScaleAddress(value_plane, scale_f16, slot, kv_head), d, kElem, group,
-                            scale_f16, io_f16, value_plane.tensor_scale);
+                            scale_f16, p.io_type, value_plane.tensor_scale);
         }
         keys[j * ks + d] = k;
         values[j * dim + d] = x;

@@ -67,15 +67,23 @@ class Staging {
     return offset;
   }
 
-  /// Grows the workspace when needed and enqueues the copies on its stream.
+  /// Bytes laid out so far.
+  size_t size() const { return size_; }
+
+  /// Grows `workspace` to at least `bytes` (the reserve step does before a Run writes).
+  static Status Grow(DeviceWorkspace* workspace, size_t bytes) {
+    if (workspace->capacity >= bytes) return Status::Ok();
+    if (workspace->buffer != nullptr) DYNATTN_CUDA_RETURN_IF_ERROR(cudaFree(workspace->buffer));
+    workspace->buffer = nullptr;
+    workspace->capacity = 0;
+    DYNATTN_CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace->buffer, bytes));
+    workspace->capacity = bytes;
+    return Status::Ok();
+  }
+
+  /// Grows the workspace when needed (never once reserved) and enqueues the copies on its stream.
   Status Commit(DeviceWorkspace* workspace) {
-    if (workspace->capacity < size_) {
-      if (workspace->buffer != nullptr) DYNATTN_CUDA_RETURN_IF_ERROR(cudaFree(workspace->buffer));
-      workspace->buffer = nullptr;
-      workspace->capacity = 0;
-      DYNATTN_CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace->buffer, size_));
-      workspace->capacity = size_;
-    }
+    DYNATTN_RETURN_IF_ERROR(Grow(workspace, size_));
     base_ = workspace->buffer;
     for (int i = 0; i < num_copies_; ++i) {
       const Copy& c = copies_[i];
@@ -147,6 +155,70 @@ struct StagedIndex {
   }
 };
 
+/// Where an MHA/MHCA run's arrays go in a Staging.
+struct AttentionStaging {
+  StagedIndex index;
+  size_t items, merges, states;
+
+  AttentionStaging(const AttentionProblem& problem, const AttentionPlan& plan, Staging* staging)
+      : index(problem.batch, problem.kv.slots, HeadArraysOf(problem), staging),
+        items(staging->Add(plan.items.data(), static_cast<int64_t>(plan.items.size()))),
+        merges(staging->Add(plan.merges.data(), static_cast<int64_t>(plan.merges.size()))),
+        states(staging->Add<float>(nullptr, plan.num_states * StateFloats(problem.padded_dim))) {}
+};
+
+/// Where a unified run's arrays go in a Staging.
+struct UnifiedStaging {
+  StagedIndex index;
+  size_t blocks, readers, shared_items, items, part_begin, parts, states;
+
+  UnifiedStaging(const AttentionProblem& problem, const UnifiedPlan& plan, Staging* staging)
+      : index(problem.batch, problem.kv.slots, HeadArraysOf(problem), staging) {
+    const auto count = [](const auto& v) { return static_cast<int64_t>(v.size()); };
+    blocks = staging->Add(plan.segment_blocks.data(), count(plan.segment_blocks));
+    readers = staging->Add(plan.readers.data(), count(plan.readers));
+    // Shared items are copied from the workspace's host vector once rebased (see CudaRunUnified).
+    shared_items = staging->Add<SharedItem>(nullptr, count(plan.shared_items));
+    items = staging->Add(plan.request_items.data(), count(plan.request_items));
+    part_begin = staging->Add(plan.part_begin.data(), count(plan.part_begin));
+    parts = staging->Add(plan.parts.data(), count(plan.parts));
+    states = staging->Add<float>(nullptr, plan.num_states * StateFloats(problem.padded_dim));
+  }
+};
+
+/// The reserve step: the Context's CUDA part and a workspace for the largest staging of the Run's
+/// steps, so that the steps after the cache write allocate nothing.
+Status CudaReserve(const BackendKernels&, const RunReservation& r, ContextState* context) {
+  // A non-sticky error left by an earlier call (the caller's own, say) would otherwise be reported
+  // by this Run's first launch check, after its kernel has written the cache.
+  static_cast<void>(cudaGetLastError());
+  DeviceWorkspace* workspace = WorkspaceOf(context);
+  size_t bytes = 0;
+  const auto most = [&bytes](const Staging& staging) { bytes = std::max(bytes, staging.size()); };
+  if (r.write != nullptr) {
+    Staging staging;
+    const StagedIndex index(r.write->batch, r.write->kv.slots, HeadArrays{}, &staging);
+    most(staging);
+  }
+  if (r.gather != nullptr) {
+    Staging staging;
+    const StagedIndex index(r.gather->batch, r.gather->kv.slots, HeadArrays{}, &staging);
+    most(staging);
+  }
+  if (r.attention != nullptr && r.attention_plan != nullptr) {
+    Staging staging;
+    const AttentionStaging layout(*r.attention, *r.attention_plan, &staging);
+    most(staging);
+  }
+  if (r.attention != nullptr && r.unified_plan != nullptr) {
+    Staging staging;
+    const UnifiedStaging layout(*r.attention, *r.unified_plan, &staging);
+    most(staging);
+    workspace->shared.reserve(r.unified_plan->shared_items.size());
+  }
+  return Staging::Grow(workspace, bytes);
+}
+
 /// Waits for the call's work on the workspace's stream.
 Status Finish(const DeviceWorkspace& workspace) {
   DYNATTN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(workspace.stream));
@@ -201,21 +273,17 @@ Status CudaRunAttention(const BackendKernels&, const AttentionProblem& problem,
   if (plan.items.empty()) return Status::Ok();
   DeviceWorkspace* workspace = WorkspaceOf(context);
   Staging staging;
-  const StagedIndex index(problem.batch, problem.kv.slots, HeadArraysOf(problem), &staging);
-  const size_t items = staging.Add(plan.items.data(), static_cast<int64_t>(plan.items.size()));
-  const size_t merges = staging.Add(plan.merges.data(), static_cast<int64_t>(plan.merges.size()));
-  const size_t states =
-      staging.Add<float>(nullptr, plan.num_states * StateFloats(problem.padded_dim));
+  const AttentionStaging layout(problem, plan, &staging);
   DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
   AttentionProblem p = problem;
-  index.Rebase(staging, &p);
+  layout.index.Rebase(staging, &p);
   gpu::AttendWork work;
-  work.items = staging.At<WorkItem>(items);
+  work.items = staging.At<WorkItem>(layout.items);
   work.num_items = static_cast<int64_t>(plan.items.size());
-  work.states = staging.At<float>(states);
+  work.states = staging.At<float>(layout.states);
   work.max_vectors = MaxVectors(problem, plan.items, {});
   DYNATTN_RETURN_IF_ERROR(gpu::LaunchAttend<kElem>(p, work, workspace->stream));
-  DYNATTN_RETURN_IF_ERROR(gpu::LaunchMergeSplits(p, staging.At<MergeTask>(merges),
+  DYNATTN_RETURN_IF_ERROR(gpu::LaunchMergeSplits(p, staging.At<MergeTask>(layout.merges),
                                                  static_cast<int64_t>(plan.merges.size()),
                                                  work.states, workspace->stream));
   return Finish(*workspace);
@@ -225,49 +293,42 @@ template <CacheElem kElem>
 Status CudaRunUnified(const BackendKernels&, const AttentionProblem& problem,
                       const UnifiedPlan& plan, ContextState* context) {
   DeviceWorkspace* workspace = WorkspaceOf(context);
-  Staging staging;
-  const StagedIndex index(problem.batch, problem.kv.slots, HeadArraysOf(problem), &staging);
   const auto count = [](const auto& v) { return static_cast<int64_t>(v.size()); };
-  const size_t blocks = staging.Add(plan.segment_blocks.data(), count(plan.segment_blocks));
-  const size_t readers = staging.Add(plan.readers.data(), count(plan.readers));
+  Staging staging;
+  const UnifiedStaging layout(problem, plan, &staging);
   // Shared items point into the plan's segment_blocks and readers: their device copies point into
-  // the staged copies, so they are rebased first (on the host, in the workspace's own vector).
+  // the staged copies, so they are rebased first (on the host, in the workspace's own vector,
+  // which the reserve step sized), once Commit has placed the workspace.
   std::vector<SharedItem>& shared = workspace->shared;
   shared.assign(plan.shared_items.begin(), plan.shared_items.end());
-  const size_t shared_items = staging.Add<SharedItem>(nullptr, count(shared));
-  const size_t items = staging.Add(plan.request_items.data(), count(plan.request_items));
-  const size_t part_begin = staging.Add(plan.part_begin.data(), count(plan.part_begin));
-  const size_t parts = staging.Add(plan.parts.data(), count(plan.parts));
-  const size_t states =
-      staging.Add<float>(nullptr, plan.num_states * StateFloats(problem.padded_dim));
-  // The shared items need the final addresses of blocks and readers: they are rebased and
-  // copied once Commit has placed the workspace.
   DYNATTN_RETURN_IF_ERROR(staging.Commit(workspace));
   for (size_t i = 0; i < shared.size(); ++i) {
     const SharedItem& item = plan.shared_items[i];
-    shared[i].blocks = staging.At<int64_t>(blocks) + (item.blocks - plan.segment_blocks.data());
-    shared[i].readers = staging.At<SharedReader>(readers) + (item.readers - plan.readers.data());
+    shared[i].blocks =
+        staging.At<int64_t>(layout.blocks) + (item.blocks - plan.segment_blocks.data());
+    shared[i].readers =
+        staging.At<SharedReader>(layout.readers) + (item.readers - plan.readers.data());
   }
   if (!shared.empty()) {
-    DYNATTN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.At<SharedItem>(shared_items),
+    DYNATTN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.At<SharedItem>(layout.shared_items),
                                                  shared.data(), shared.size() * sizeof(SharedItem),
                                                  cudaMemcpyHostToDevice, workspace->stream));
   }
   AttentionProblem p = problem;
-  index.Rebase(staging, &p);
+  layout.index.Rebase(staging, &p);
   gpu::AttendWork work;
-  work.shared = staging.At<SharedItem>(shared_items);
+  work.shared = staging.At<SharedItem>(layout.shared_items);
   work.num_shared = count(shared);
-  work.items = staging.At<WorkItem>(items);
+  work.items = staging.At<WorkItem>(layout.items);
   work.num_items = count(plan.request_items);
-  work.states = staging.At<float>(states);
+  work.states = staging.At<float>(layout.states);
   work.max_vectors = MaxVectors(problem, plan.request_items, plan.shared_items);
   DYNATTN_RETURN_IF_ERROR(gpu::LaunchAttend<kElem>(p, work, workspace->stream));
   const int64_t tokens = count(plan.part_begin) - 1;
   if (tokens > 0 && !plan.parts.empty()) {
-    DYNATTN_RETURN_IF_ERROR(gpu::LaunchMergeParts(p, staging.At<int64_t>(part_begin),
-                                                  staging.At<PartRef>(parts), tokens, work.states,
-                                                  workspace->stream));
+    DYNATTN_RETURN_IF_ERROR(gpu::LaunchMergeParts(p, staging.At<int64_t>(layout.part_begin),
+                                                  staging.At<PartRef>(layout.parts), tokens,
+                                                  work.states, workspace->stream));
   }
   return Finish(*workspace);
 }
@@ -278,6 +339,7 @@ BackendKernels CudaRow(const char* name) {
   row.name = name;
   row.device = Device::kCuda;
   row.elem = kElem;
+  row.reserve = &CudaReserve;
   row.write_new_tokens = &CudaWriteNewTokens<kElem>;
   row.gather_context = &CudaGatherContext<kElem>;
   row.run_attention = &CudaRunAttention<kElem>;

@@ -74,7 +74,6 @@ __global__ void GatherKernel(internal::GatherProblem p, int64_t rows) {
   const int64_t b = OwnerOfRow(p.batch.kvstarts, p.batch.size, row);
   const int64_t slot = p.kv.slots.Slot(b, row - p.batch.kvstarts[b]);
   const CachePlane& plane = plane_index == 0 ? cache.key : cache.value;
-  const bool io_f16 = p.io_type == DType::kF16;
   const bool scale_f16 = cache.scale_type == ScaleType::kF16;
   const int dim = cache.head_dim;
   const char* src = RowAddress(plane, kElem, slot, head);
@@ -82,7 +81,7 @@ __global__ void GatherKernel(internal::GatherProblem p, int64_t rows) {
   void* out = plane_index == 0 ? p.key : p.value;
   const int out_heads = heads * p.num_repeat;
   for (int d = 0; d < dim; ++d) {
-    const float x = DecodeElement(src, scale, d, kElem, cache.quant_group, scale_f16, io_f16,
+    const float x = DecodeElement(src, scale, d, kElem, cache.quant_group, scale_f16, p.io_type,
                                   plane.tensor_scale);
     for (int r = 0; r < p.num_repeat; ++r) {
       StoreActivationOf(x, out, (row * out_heads + head * p.num_repeat + r) * dim + d, p.io_type);

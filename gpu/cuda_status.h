@@ -15,9 +15,12 @@
 
 namespace dynattn::gpu {
 
-/// The Status of `error` returned by the runtime call `what`.
+/// The Status of `error` returned by the runtime call `what`. A failed call also leaves its error
+/// as the runtime's last error; it is consumed here, so that the next launch check (which reads
+/// cudaGetLastError) reports its own launch, not this call.
 inline Status CudaStatus(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return Status::Ok();
+  static_cast<void>(cudaGetLastError());
   return Status::DeviceError(std::string(what) + ": " + cudaGetErrorName(error) + " (" +
                              cudaGetErrorString(error) + ")");
 }

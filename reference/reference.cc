@@ -360,7 +360,10 @@ double LoadDequantized(const CacheGeometry& geo, const Array& cache, const Array
   const uint8_t byte = cache.bytes[offset];
   const int q = geo.quant_bit == 8 ? static_cast<int8_t>(byte) : detail::DecodeNibble(byte, i % 2);
   const double stored_scale = LoadAsDouble(*scale, geo.ScaleOffset(slot, kv, h, i));
-  return detail::Dequantize(q, stored_scale, geo.tc, geo.scale_dt);
+  // bf16 activations read the exact fp32 product, whatever the scale dtype (the library's
+  // numerics contract; an fp16 product would cost them far more than their tolerance).
+  const Dt product_dt = geo.t1 == Dt::kBF16 ? Dt::kF32 : geo.scale_dt;
+  return detail::Dequantize(q, stored_scale, geo.tc, product_dt);
 }
 
 // ----------------------------------------------------------------------------------------------

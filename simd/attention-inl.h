@@ -40,6 +40,16 @@ void Attend(const internal::AttentionProblem& p, const internal::WorkItem& w, fl
   AttendFused<kElem, false, false>(p, w, states, scratch);
 }
 
+/// Scratch floats of any item of at most `max_vectors` query vectors on either path, and of the
+/// merges (two padded rows).
+inline size_t AttentionScratchFloats(const internal::AttentionProblem& p, int max_vectors) {
+  const size_t tiled = internal::Scratch::CarvedFloats(
+      ItemScratch::Sizes(PaddedVectors(std::max(1, max_vectors)), p));
+  const size_t fused = internal::Scratch::CarvedFloats(FusedBlockScratch(p, kFusedMaxVectors));
+  const size_t merge = 2 * static_cast<size_t>(p.padded_dim);
+  return std::max({tiled, fused, merge});
+}
+
 template <CacheElem kElem>
 internal::CpuKernels MakeCpuKernels() {
   internal::CpuKernels k;
@@ -49,6 +59,8 @@ internal::CpuKernels MakeCpuKernels() {
   k.merge = &MergeSplits;
   k.attend_shared = &AttendShared<kElem>;
   k.merge_parts = &MergeParts;
+  k.io_scratch_floats = &IoScratchFloats;
+  k.attention_scratch_floats = &AttentionScratchFloats;
   return k;
 }
 

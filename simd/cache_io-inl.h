@@ -24,14 +24,27 @@ HWY_BEFORE_NAMESPACE();
 namespace dynattn {
 namespace HWY_NAMESPACE {
 
+/// The write kernel's scratch: a row's values, its group scales and its codes.
+HWY_INLINE std::array<size_t, 3> WriteScratch(int dim) {
+  const size_t floats = static_cast<size_t>(dim);
+  return {floats, floats, (floats + 3) / 4};
+}
+
+/// The gather kernel's scratch: a decoded row and its group scales (plus one slack float).
+HWY_INLINE size_t GatherScratchFloats(int dim) { return 2 * static_cast<size_t>(dim) + 1; }
+
+/// Scratch floats write_tokens and gather_rows need for rows of `dim`.
+HWY_INLINE size_t IoScratchFloats(int dim) {
+  return std::max(internal::Scratch::CarvedFloats(WriteScratch(dim)), GatherScratchFloats(dim));
+}
+
 template <CacheElem kElem>
 void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t token_end,
                  internal::Scratch* scratch) {
   const CacheDesc& cache = p.kv.cache;
   const int dim = cache.head_dim;
   const size_t size = p.io_type == DType::kF32 ? 4 : 2;
-  const size_t floats = static_cast<size_t>(dim);
-  const auto [values, scales, code_space] = scratch->Carve({floats, floats, (floats + 3) / 4});
+  const auto [values, scales, code_space] = scratch->Carve(WriteScratch(dim));
   int8_t* codes = reinterpret_cast<int8_t*>(code_space);
   for (int64_t t = token_begin; t < token_end; ++t) {
     const int64_t b = internal::OwnerOfRow(p.batch.seqstarts, p.batch.size, t);
@@ -56,7 +69,7 @@ void GatherRows(const internal::GatherProblem& p, int64_t b, int64_t pos_begin, 
   const CacheDesc& cache = p.kv.cache;
   const int dim = cache.head_dim;
   const RowCodec codec = RowCodec::For(cache, p.io_type);
-  float* row = scratch->Reserve(2 * static_cast<size_t>(dim) + 1);
+  float* row = scratch->Reserve(GatherScratchFloats(dim));
   float* scales = row + dim;
   const size_t size = p.io_type == DType::kF32 ? 4 : 2;
   const int out_heads = cache.num_kv_heads * p.num_repeat;

@@ -130,6 +130,7 @@ struct RowCodec {
   int quant_group = 1;
   bool scale_is_f16 = false;    ///< T3 = fp16 (quantized caches).
   bool io_is_f16 = false;       ///< T1 = fp16: every value read is rounded to fp16.
+  bool io_is_bf16 = false;      ///< T1 = bf16: products stay exact fp32 (ProductsRoundToF16).
   bool exact_products = false;  ///< No rounding at all (attention's values: ReadsExactValues).
 
   /// The cache rule: the KeyValueCache op's dequantized outputs and attention's keys.
@@ -139,6 +140,7 @@ struct RowCodec {
     codec.quant_group = cache.quant_group;
     codec.scale_is_f16 = cache.scale_type == ScaleType::kF16;
     codec.io_is_f16 = io_type == DType::kF16;
+    codec.io_is_bf16 = io_type == DType::kBF16;
     return codec;
   }
 
@@ -149,7 +151,9 @@ struct RowCodec {
     return codec;
   }
 
-  bool RoundsScaled() const { return !exact_products && (scale_is_f16 || io_is_f16); }
+  bool RoundsScaled() const {
+    return !exact_products && ((scale_is_f16 && !io_is_bf16) || io_is_f16);
+  }
   bool RoundsWidened() const { return !exact_products && io_is_f16; }
 
   /// True when values of a cache of `elem` decode with a rounding to fp16.
@@ -404,8 +408,8 @@ HWY_INLINE void DecodeRowWidened(const RowCodec& c, const void* row, float tenso
     hn::StoreU(RoundChain(v, false, c.RoundsWidened()), df, dst + d);
   }
   for (; d < c.head_dim; ++d) {
-    dst[d] =
-        internal::DecodeElement(row, nullptr, d, kElem, 1, false, c.RoundsWidened(), tensor_scale);
+    dst[d] = internal::DecodeElement(row, nullptr, d, kElem, 1, false,
+                                     c.RoundsWidened() ? DType::kF16 : DType::kF32, tensor_scale);
   }
 }
 

@@ -415,6 +415,29 @@ HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w
   PointTileRows<kElem>(cache, cache.value, slots, w.kv_head, tile->count, &tile->values);
 }
 
+/// The fused kernel's scratch for a block of `block` query vectors: queries, their running states,
+/// a tile's scores, slots and flags, two tiles' key and value scales, the query rows.
+HWY_INLINE std::array<size_t, 13> FusedBlockScratch(const AttentionProblem& p, int block) {
+  const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
+  const size_t n = static_cast<size_t>(block), dp = static_cast<size_t>(p.padded_dim);
+  // Quantized tiles widen their group scales here; fp8 tiles keep the plane's tensor scale.
+  const size_t scale_floats = std::max<size_t>(1, size_t{kKeyTile} * lanes.row_floats);
+  constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
+  return {n * dp,
+          n * dp,
+          n,
+          n,
+          dp,
+          n * kKeyTile,
+          2 * kKeyTile,
+          kKeyTile,
+          scale_floats,
+          scale_floats,
+          scale_floats,
+          scale_floats,
+          n * kRowFloats};
+}
+
 /// One fused work item with kBlock >= its query vectors. Rows are prefetched ahead of their use
 /// (the schedule is below): rows of a KV head are strided (often a page apart) in the common
 /// layouts, where the hardware prefetchers do not follow.
@@ -426,12 +449,7 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
   const internal::RowBytes bytes = internal::RowBytesOf(p.kv.cache);
   // Quantized tiles widen their group scales here; fp8 tiles keep the plane's tensor scale.
-  const size_t n = kBlock;
-  const size_t scale_floats = std::max<size_t>(1, size_t{kKeyTile} * lanes.row_floats);
-  constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
-  const auto parts =
-      scratch->Carve({n * dp, n * dp, n, n, size_t(dp), n * kKeyTile, 2 * kKeyTile, kKeyTile,
-                      scale_floats, scale_floats, scale_floats, scale_floats, n * kRowFloats});
+  const auto parts = scratch->Carve(FusedBlockScratch(p, kBlock));
   float* queries = parts[0];
   const VectorStates s{parts[1], parts[2], parts[3], parts[4]};
   float* scores = parts[5];

@@ -31,16 +31,21 @@ struct Scratch {
   /// Reserves consecutive parts of the given sizes (in floats), each 64-byte aligned relative to
   /// the first, and returns their starts.
   template <size_t kParts>
-  std::array<float*, kParts> Carve(const size_t (&sizes)[kParts]) {
-    size_t total = 0;
-    for (size_t size : sizes) total += PaddedSize(size);
-    float* next = Reserve(total);
+  std::array<float*, kParts> Carve(const std::array<size_t, kParts>& sizes) {
+    float* next = Reserve(CarvedFloats(sizes));
     std::array<float*, kParts> parts;
     for (size_t i = 0; i < kParts; ++i) {
       parts[i] = next;
       next += PaddedSize(sizes[i]);
     }
     return parts;
+  }
+  /// The floats Carve(sizes) reserves.
+  template <size_t kParts>
+  static size_t CarvedFloats(const std::array<size_t, kParts>& sizes) {
+    size_t total = 0;
+    for (size_t size : sizes) total += PaddedSize(size);
+    return total;
   }
 
  private:
@@ -64,6 +69,12 @@ struct CpuKernels {
   /// output rows (and log-sum-exp when asked).
   void (*merge_parts)(const AttentionProblem&, int64_t token, const PartRef* parts, int count,
                       const float* states, Scratch*);
+  /// Scratch floats the cache-I/O kernels (write_tokens, gather_rows) need for rows of head_dim.
+  size_t (*io_scratch_floats)(int head_dim);
+  /// Scratch floats the attention kernels (attend, attend_shared, merge, merge_parts) need for
+  /// work items of at most `max_vectors` query vectors: a Run reserves them in every slot
+  /// before it writes anything, so that no kernel allocates once the cache is written.
+  size_t (*attention_scratch_floats)(const AttentionProblem&, int max_vectors);
 };
 
 }  // namespace dynattn::internal

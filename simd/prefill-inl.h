@@ -310,13 +310,28 @@ struct ItemScratch {
   float* scales;        ///< head_dim + 2 * 16 (group scales of one row, with lane slack)
   uint8_t* active;      ///< kKeyTile flags: some vector of the block gives the key weight
 
-  /// Splits the worker's scratch; `vectors` is a multiple of kQueryBlock / 2.
-  static ItemScratch Carve(int vectors, const AttentionProblem& p, internal::Scratch* scratch) {
+  /// The sizes (in floats) of the parts below for `vectors` query vectors.
+  static std::array<size_t, 13> Sizes(int vectors, const AttentionProblem& p) {
     const size_t dp = p.padded_dim, dim = p.head_dim, n = vectors;
     constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
-    const auto parts = scratch->Carve({n * dp, n, n, dp, n * kRowFloats, 4 * kKeyTile, n * dp,
-                                       kKeyTile * dp, dim * kKeyTile, kKeyTile * dp,
-                                       kQueryBlock * kKeyTile, dim + 2 * kVirtualLanes, kKeyTile});
+    return {n * dp,
+            n,
+            n,
+            dp,
+            n * kRowFloats,
+            4 * kKeyTile,
+            n * dp,
+            kKeyTile * dp,
+            dim * kKeyTile,
+            kKeyTile * dp,
+            kQueryBlock * kKeyTile,
+            dim + 2 * kVirtualLanes,
+            kKeyTile};
+  }
+
+  /// Splits the worker's scratch; `vectors` is a multiple of kQueryBlock / 2.
+  static ItemScratch Carve(int vectors, const AttentionProblem& p, internal::Scratch* scratch) {
+    const auto parts = scratch->Carve(Sizes(vectors, p));
     return {{parts[0], parts[1], parts[2], parts[3]},
             reinterpret_cast<QueryRow*>(parts[4]),
             reinterpret_cast<int64_t*>(parts[5]),

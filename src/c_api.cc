@@ -757,6 +757,7 @@ dynattn_status_t dynattn_context_create(const dynattn_context_options_t* options
       cpp_options.cuda_stream = options->cuda_stream;
       cpp_options.pin_threads = options->pin_threads;
     }
+    DYNATTN_RETURN_IF_ERROR(ValidateContextOptions(cpp_options));
     *out = new dynattn_context_t(cpp_options);
     return Status::Ok();
   });

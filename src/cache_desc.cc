@@ -148,10 +148,13 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
   // int4 strides count nibbles: the layout formula with head_dim instead of head_dim / 2 bytes.
   const int64_t elem_bits = internal::CacheElemBits(a.quant_bit, cache.dtype);
   FillPlanes(a, num_kv_heads, slots, head_dim, cache.data, elem_bits, &d);
-  if (internal::IsFp8(d.elem) && scale.present() && scale.NumElements() != 0) {
-    return Status::Invalid("scale",
-                           "must be absent for an fp8 cache (its per-tensor scales are the "
-                           "k_scale and v_scale inputs)");
+  if (a.quant_bit == 0 && scale.present() && scale.NumElements() != 0) {
+    // Nothing would read it: refusing it beats ignoring what the caller believes is used.
+    return Status::Invalid("scale", internal::IsFp8(d.elem)
+                                        ? "must be absent for an fp8 cache (its per-tensor scales "
+                                          "are the k_scale and v_scale inputs)"
+                                        : "must be absent when quant_bit is 0 (only int8 and int4 "
+                                          "caches have group scales)");
   }
   if (a.quant_bit != 0) {
     if (scale.present()) DYNATTN_RETURN_IF_ERROR(internal::CheckStorage("scale", scale));

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string>
 #include <utility>
+
+#include "src/validate.h"
 
 namespace dynattn {
 namespace internal {
@@ -12,6 +15,14 @@ namespace {
 
 int ResolveThreads(int requested) {
   return requested > 0 ? requested : tbb::this_task_arena::max_concurrency();
+}
+
+/// The options a Context runs with: `requested` when valid; one thread when not (it runs nothing,
+/// and a refused thread count must not reach oneTBB, which crashes or hangs on some).
+ContextOptions Usable(const ContextOptions& requested, const Status& status) {
+  ContextOptions options = requested;
+  options.num_threads = status.ok() ? ResolveThreads(requested.num_threads) : 1;
+  return options;
 }
 
 /// Idle contexts of the one-shot calls, any thread count.
@@ -28,8 +39,9 @@ ContextPool& Pool() {
 }  // namespace
 
 ContextState::ContextState(const ContextOptions& requested)
-    : options(requested), arena(ResolveThreads(requested.num_threads)) {
-  options.num_threads = ResolveThreads(requested.num_threads);
+    : status(ValidateContextOptions(requested)),
+      options(Usable(requested, status)),
+      arena(options.num_threads) {
   oversubscribed = options.num_threads > tbb::this_task_arena::max_concurrency();
   scratch.resize(static_cast<size_t>(options.num_threads));
   if (options.num_threads > 1) {
@@ -97,6 +109,17 @@ Context::Context(const ContextOptions& options)
 Context::~Context() = default;
 
 const ContextOptions& Context::options() const { return state_->options; }
+
+const Status& Context::status() const { return state_->status; }
+
+Status ValidateContextOptions(const ContextOptions& options) {
+  if (options.num_threads < 0 || options.num_threads > internal::kMaxThreads) {
+    return Status::Invalid("num_threads", "must be 0 (all cores) or in [1, " +
+                                              std::to_string(internal::kMaxThreads) + "], got " +
+                                              std::to_string(options.num_threads));
+  }
+  return Status::Ok();
+}
 
 size_t Context::workspace_bytes() const {
   size_t bytes = state_->states.capacity() * sizeof(float);

@@ -62,7 +62,8 @@ struct ContextState {
   /// changes from run to run, so after one run of a plan every slot can run any of its pieces.
   void BalanceScratch();
 
-  ContextOptions options;  ///< num_threads resolved (>= 1).
+  Status status;           ///< ValidateContextOptions of the requested options.
+  ContextOptions options;  ///< num_threads resolved (>= 1; 1 when `status` is an error).
   /// More threads than oneTBB lends by default (cores - 1 workers): each parallel call then
   /// raises oneTBB's process-wide worker limit for its own duration (tests do, to prove
   /// determinism under oversubscription).

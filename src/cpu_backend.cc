@@ -16,6 +16,62 @@ namespace {
 /// New tokens per write piece.
 constexpr int64_t kWriteChunk = 16;
 
+/// The most query vectors of any item, the most states any merge reads, and the partial-state
+/// floats of an attention run.
+struct AttentionNeeds {
+  int max_vectors = 1;
+  size_t max_parts = 0;
+  size_t state_floats = 0;
+};
+
+AttentionNeeds NeedsOf(const AttentionProblem& p, const RunReservation& r) {
+  AttentionNeeds n;
+  int64_t states = 0;
+  if (r.attention_plan != nullptr) {
+    for (const WorkItem& w : r.attention_plan->items) {
+      n.max_vectors = std::max(n.max_vectors, p.group_size * (w.row_end - w.row_begin));
+    }
+    for (const MergeTask& m : r.attention_plan->merges) {
+      n.max_parts = std::max(n.max_parts, static_cast<size_t>(m.num_splits));
+    }
+    states = r.attention_plan->num_states;
+  }
+  if (const UnifiedPlan* u = r.unified_plan; u != nullptr) {
+    for (const WorkItem& w : u->request_items) {
+      n.max_vectors = std::max(n.max_vectors, p.group_size * (w.row_end - w.row_begin));
+    }
+    for (const SharedItem& s : u->shared_items) {
+      n.max_vectors = std::max(n.max_vectors, p.group_size * s.num_readers);
+    }
+    for (size_t t = 0; t + 1 < u->part_begin.size(); ++t) {
+      n.max_parts =
+          std::max(n.max_parts, static_cast<size_t>(u->part_begin[t + 1] - u->part_begin[t]));
+    }
+    states = u->num_states;
+  }
+  n.state_floats = static_cast<size_t>(states * StateFloats(p.padded_dim));
+  return n;
+}
+
+Status Reserve(const BackendKernels& row, const RunReservation& r, ContextState* context) {
+  size_t floats = 0, parts = 0;
+  if (r.write != nullptr) floats = row.cpu.io_scratch_floats(r.write->kv.cache.head_dim);
+  if (r.gather != nullptr) {
+    floats = std::max(floats, row.cpu.io_scratch_floats(r.gather->kv.cache.head_dim));
+  }
+  if (r.attention != nullptr) {
+    const AttentionNeeds needs = NeedsOf(*r.attention, r);
+    floats = std::max(floats, row.cpu.attention_scratch_floats(*r.attention, needs.max_vectors));
+    parts = needs.max_parts;
+    context->States(needs.state_floats);
+  }
+  for (Scratch& s : context->scratch) {
+    s.Reserve(floats);
+    s.ReserveParts(parts);
+  }
+  return Status::Ok();
+}
+
 Status WriteNewTokens(const BackendKernels& row, const WriteProblem& problem,
                       ContextState* context) {
   const int64_t tokens = problem.batch.seqstarts[problem.batch.size];
@@ -128,6 +184,7 @@ BackendKernels CpuRow(CacheElem elem, const CpuKernels& kernels) {
   row.device = Device::kCpu;
   row.elem = elem;
   row.cpu = kernels;
+  row.reserve = &Reserve;
   row.write_new_tokens = &WriteNewTokens;
   row.gather_context = &GatherContext;
   row.run_attention = &RunAttention;

@@ -26,12 +26,25 @@ struct ContextState;
 /// Everything a call runs, for one backend and one cache element type. The problems hold the
 /// caller's pointers: device pointers for a CUDA row, whose entries copy the host-side index
 /// arrays and plans they need to the device themselves. Each entry returns when its work is done.
+/// The problems and plan of one Run (those present): what its `reserve` step sizes.
+struct RunReservation {
+  const WriteProblem* write = nullptr;
+  const GatherProblem* gather = nullptr;
+  const AttentionProblem* attention = nullptr;
+  const AttentionPlan* attention_plan = nullptr;  ///< MHA and MHCA.
+  const UnifiedPlan* unified_plan = nullptr;      ///< Unified attention.
+};
+
 struct BackendKernels {
   const char* name = nullptr;  ///< "<backend>/<element type>", e.g. "cpu/int8".
   Device device = Device::kCpu;
   CacheElem elem = CacheElem::kF32;
   CpuKernels cpu = {};      ///< CPU rows: the Highway kernels of `elem` (unused by CUDA rows).
   const char* target = "";  ///< CPU rows: the Highway target of `cpu`, e.g. "AVX2".
+  /// Step 0 of every Run: allocates all the Context memory the Run's steps use (CPU scratch and
+  /// partial states; CUDA workspace), so that nothing fails to allocate once a step has written
+  /// the cache or an output.
+  Status (*reserve)(const BackendKernels&, const RunReservation&, ContextState*) = nullptr;
   /// KeyValueCache step 1 (also MHCA and unified attention): quantize and store new tokens.
   Status (*write_new_tokens)(const BackendKernels&, const WriteProblem&, ContextState*) = nullptr;
   /// KeyValueCache step 2: dequantize every request's context into the key/value outputs.

@@ -151,6 +151,10 @@ Status PlanState::RunCache(const TensorView& tensor, const TensorView& scale, co
   DYNATTN_RETURN_IF_ERROR(CheckAgainstPlanned("cache", tensor, cache.tensor));
   if (cache.scale.present()) {
     DYNATTN_RETURN_IF_ERROR(CheckAgainstPlanned("scale", scale, cache.scale));
+  } else if (scale.present() && scale.NumElements() != 0) {
+    return Status::Invalid("scale",
+                           "must be absent: the step was planned without one (only "
+                           "int8 and int4 caches have group scales)");
   }
   *out = cache.desc;
   out->key = RebasePlane(cache.desc.key, cache, tensor, scale);

@@ -76,7 +76,11 @@ int capi_cpp_mhca(const capi_mhca_case* c) {
   a.attn_output = Act(v, c->out, {t, hq, d});
   SetExtraInputs(v, c->num_heads, &a);
   MultiHeadCacheAttentionAttrs attrs;
-  attrs.attention = {c->num_heads, c->num_kv_heads, c->head_dim, true, false};
+  attrs.attention = {.num_heads = c->num_heads,
+                     .num_kv_heads = c->num_kv_heads,
+                     .head_dim = c->head_dim,
+                     .is_causal = true,
+                     .is_alibi = false};
   SetScore(v, &attrs.attention);
   attrs.cache.quant_bit = v.fp8 ? 0 : 8;
   attrs.cache.quant_group = c->quant_group;

@@ -334,7 +334,7 @@ std::string CheckWindowed(const WindowedCase& c, const WindowedResult& got) {
           const uint8_t* key = c.Row(c.key_cache, c.cachestarts[b] + j, g);
           double dot = 0;
           for (int d = 0; d < c.dim; ++d) {
-            dot += q[d] * DecodeElement(key, nullptr, d, c.elem, 1, false, c.io_f16(), c.k_scale);
+            dot += q[d] * DecodeElement(key, nullptr, d, c.elem, 1, false, c.io, c.k_scale);
           }
           double s0 = c.scale * dot;
           if (c.cap > 0) s0 = c.cap * std::tanh(s0 / c.cap);
@@ -348,7 +348,9 @@ std::string CheckWindowed(const WindowedCase& c, const WindowedResult& got) {
           const uint8_t* value = c.Row(c.value_cache, c.cachestarts[b] + j, g);
           for (int d = 0; d < c.dim; ++d) {
             acc[d] +=
-                e * DecodeElement(value, nullptr, d, c.elem, 1, false, c.values_round(), c.v_scale);
+                e * DecodeElement(value, nullptr, d, c.elem, 1, false,
+                                  c.values_round() ? dynattn::DType::kF16 : dynattn::DType::kF32,
+                                  c.v_scale);
           }
         }
         const double lse = sum > 0 ? max + std::log(sum) : -INFINITY;

@@ -269,7 +269,8 @@ TEST_SUITE("gpu_codec") {
       for (int i = 0; i < group; ++i) {
         const int q = internal::QuantizeCode(x[i], s, qmax, io_f16);
         REQUIRE(q == ref.q[i]);
-        const float value = internal::Dequantize(q, stored, scale_f16, io_f16);
+        const float value = internal::Dequantize(
+            q, stored, internal::ProductsRoundToF16(scale_f16, io_f16 ? DType::kF16 : DType::kF32));
         REQUIRE(static_cast<double>(value) ==
                 dynattn_ref::detail::Dequantize(q, ref.stored, t1, t3));
       }
@@ -461,7 +462,7 @@ TEST_SUITE("gpu_codec") {
               const float value = internal::DecodeElement(
                   gpu_planes[plane].data() + byte,
                   quantized ? gpu_scales[plane].data() + scale_byte : nullptr, d, elem, group,
-                  scale_f16, io_f16, tensor_scales[plane]);
+                  scale_f16, io, tensor_scales[plane]);
               // The gather stores in the activation type; so does the CUDA gather kernel.
               std::vector<uint8_t> stored(4);
               internal::StoreActivationOf(value, stored.data(), 0, io);

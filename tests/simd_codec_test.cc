@@ -330,8 +330,8 @@ int CountDecodeMismatches(const WidenedFormat& f, const std::vector<uint8_t>& ro
                           std::string* first) {
   int mismatches = 0;
   for (int d = 0; d < dim; ++d) {
-    const float want =
-        internal::DecodeElement(row.data(), nullptr, d, f.elem, 1, false, io_f16, scale);
+    const float want = internal::DecodeElement(row.data(), nullptr, d, f.elem, 1, false,
+                                               io_f16 ? DType::kF16 : DType::kF32, scale);
     // With fp16 activations a NaN goes through the vector fp16 rounding, which (as the existing
     // RoundToF16 twin) keeps a NaN a NaN but not its payload bits; every other value is exact.
     const bool both_nan = io_f16 && std::isnan(want) && std::isnan(got[d]);

@@ -568,17 +568,17 @@ TEST_SUITE("unified") {
       const Case c =
           dynattn_ref::RandomUnifiedCase(seed, i % 2 ? options : dynattn_ref::GenOptions{});
       INFO("seed " << seed << ": " << c.description);
-      const LibResult one = RunLibrary(c, dynattn::RunOptions{1});
+      const LibResult one = RunLibrary(c, dynattn::RunOptions{.num_threads = 1});
       REQUIRE_MESSAGE(one.status.ok(), one.status.message());
       for (int threads : {2, 3, 8}) {
-        const LibResult many = RunLibrary(c, dynattn::RunOptions{threads});
+        const LibResult many = RunLibrary(c, dynattn::RunOptions{.num_threads = threads});
         std::string why;
         CHECK_MESSAGE(SameBytes(one.attn_output, many.attn_output, &why), threads << ": " << why);
         CHECK_MESSAGE(SameBytes(one.lse, many.lse, &why), threads << ": " << why);
         CHECK_MESSAGE(SameBytes(one.cache, many.cache, &why), threads << ": " << why);
       }
       const Case reversed = ReverseRequests(c);
-      const LibResult back = RunLibrary(reversed, dynattn::RunOptions{2});
+      const LibResult back = RunLibrary(reversed, dynattn::RunOptions{.num_threads = 2});
       REQUIRE_MESSAGE(back.status.ok(), back.status.message());
       CHECK(SameRowsReversed(c, one.attn_output, back.attn_output));
       CHECK(SameRowsReversed(c, one.lse, back.lse));

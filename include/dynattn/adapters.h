@@ -140,12 +140,14 @@ struct KsanaPoolAttrs {
   /// Sub-blocks between the K and V sub-blocks of a layer (sigma_kv).
   int64_t KvStride() const { return order == KsanaBlockOrder::kKvLayer ? num_layer : 1; }
   /// ATB block id of (Ksana block `block`, layer `layer`): 2L * block + sigma_l * layer.
+  /// In int64: CheckKsanaPool and every ATB function refuse geometries whose ids or slots
+  /// (2L(N + 1) T) do not fit.
   int64_t AtbBlockId(int64_t block, int layer) const {
-    return 2 * num_layer * block + LayerStride() * layer;
+    return 2 * int64_t{num_layer} * block + LayerStride() * layer;
   }
   /// ATB blocks each view declares: 2LN, or 2LN - sigma_kv without the slack block.
   int64_t AtbViewBlocks() const {
-    return 2 * num_layer * num_blocks - (slack_block ? 0 : KvStride());
+    return 2 * int64_t{num_layer} * num_blocks - (slack_block ? 0 : KvStride());
   }
 };
 

@@ -41,7 +41,8 @@ struct StateAccess;
 
 /// How a Context runs its calls.
 struct ContextOptions {
-  int num_threads = 0;  ///< CPU worker threads (the caller's included); 0 = all cores.
+  /// CPU worker threads (the caller's included): 0 = all cores, else [1, 1024].
+  int num_threads = 0;
   /// Opt-in: while a call runs in parallel, pin the caller to the first CPU the process may use
   /// and worker i to the (i+1)-th, restoring each thread's affinity when it leaves (Linux). On
   /// small VMs whose scheduler wakes a worker on its waker's CPU this removes the calls that take
@@ -67,6 +68,9 @@ class DYNATTN_EXPORT Context {
 
   /// The options it was made with (num_threads resolved: never 0).
   const ContextOptions& options() const;
+  /// OK, or why its options were refused (ValidateContextOptions): such a Context runs nothing,
+  /// every Run* on it returns this error.
+  const Status& status() const;
   /// Host bytes held for partial states and scratch (grows, never shrinks).
   size_t workspace_bytes() const;
 
@@ -74,6 +78,10 @@ class DYNATTN_EXPORT Context {
   friend struct internal::StateAccess;
   std::unique_ptr<internal::ContextState> state_;
 };
+
+/// Checks `options`: num_threads 0 (all cores) or in [1, 1024]. The C and Python bindings refuse
+/// to create a Context with options it refuses; a C++ Context made with them holds the error.
+DYNATTN_EXPORT Status ValidateContextOptions(const ContextOptions& options);
 
 /// A validated, planned step of one op. Move-only; empty until a `Plan*` call succeeds.
 class DYNATTN_EXPORT Plan {

@@ -86,14 +86,42 @@ def _shape(x, name, rank, what):
     return shape
 
 
-def _index(x):
+_INT64 = numpy.iinfo(numpy.int64)
+
+
+def _index(x, name):
     """Index tensors and scalars, which the library reads in host memory: Python ints and
-    sequences become int64 NumPy arrays, torch tensors on a GPU are copied to the host."""
+    sequences of them become int64 NumPy arrays (anything else in a sequence, 1.9 or 2**70, is a
+    ValueError naming `name`), torch tensors on a GPU are copied to the host."""
     if isinstance(x, (int, numpy.integer, list, tuple)):
-        return numpy.asarray(x, dtype=numpy.int64)
+        try:
+            array = numpy.asarray(x)
+        except (ValueError, OverflowError) as e:
+            raise ValueError(f"{name}: not a list of integers ({e})") from None
+        if array.size and array.dtype.kind not in "iu":
+            raise ValueError(f"{name}: index values must be integers that fit int64, got "
+                             f"{array.dtype} values" + (f" such as {array.flat[0]!r}"
+                                                        if array.dtype.kind == "O" else ""))
+        if array.dtype.kind == "u" and array.size and array.max() > _INT64.max:
+            raise ValueError(f"{name}: index values must fit int64, got {array.max()}")
+        return array.astype(numpy.int64)
     if _is_torch(x) and x.device.type != "cpu":
         return x.cpu()
     return x
+
+
+class _Unallocated:
+    """An output not allocated yet: its shape and the tensor whose dtype and device it will have.
+    A plan records outputs by shape, so a call is validated with these before its outputs are
+    allocated (a bad index then cannot ask for terabytes)."""
+
+    def __init__(self, shape, like):
+        self._dynattn_unallocated = (tuple(int(n) for n in shape), like)
+
+
+def _indexes(**tensors):
+    """`_index` of each keyword argument, named by its keyword."""
+    return {name: _index(x, name) for name, x in tensors.items()}
 
 
 def _last(x, name):
@@ -129,9 +157,10 @@ def _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache
 
 
 def _score_attrs(window_left, logits_soft_cap, softmax_scale):
-    """The score attributes of every attention op (sliding window, soft-cap, softmax scale)."""
-    return dict(window_left=int(window_left), logits_soft_cap=float(logits_soft_cap),
-                softmax_scale=float(softmax_scale))
+    """The score attributes of every attention op (sliding window, soft-cap, softmax scale), as
+    given: the extension checks that each fits its C type (a ValueError naming it if not)."""
+    return dict(window_left=window_left, logits_soft_cap=logits_soft_cap,
+                softmax_scale=softmax_scale)
 
 
 def _f32(x):
@@ -148,6 +177,16 @@ def _f32(x):
 
 
 _TORCH_FP8 = {"torch.float8_e4m3fn": "fp8_e4m3", "torch.float8_e5m2": "fp8_e5m2"}
+
+
+def _planned_fp8_bytes(cache, planned):
+    """`cache` for a plan made for fp8 format `planned` (None: not an fp8 cache): a torch float8
+    cache must name that format."""
+    cache, named = _fp8_bytes(cache, planned)
+    if named != planned:
+        raise ValueError(f"cache: a {cache.dtype} tensor, but the plan was made for a "
+                         f"{planned or 'non-fp8'} cache")
+    return cache
 
 
 def _fp8_bytes(cache, cache_dtype):
@@ -180,10 +219,11 @@ class Plan:
     ``plan_*`` function, run once per layer with :meth:`run` on tensors of the same shapes,
     dtypes and device (any data; the plan keeps its own copy of the index tensors)."""
 
-    def __init__(self, impl, planned=None):
+    def __init__(self, impl, planned=None, cache_dtype=None):
         self._impl = impl
         # Inputs read when the step was planned (sinks, fp8 scales): passed again on every run.
         self._planned = planned or {}
+        self._cache_dtype = cache_dtype  # the fp8 format of a PMX cache tensor, if any
 
     @property
     def op(self):
@@ -216,17 +256,17 @@ class Plan:
 class KeyValueCachePlan(Plan):
     """Plan of :func:`key_value_cache`."""
 
-    def __init__(self, impl, kv_shape, planned):
-        super().__init__(impl, planned)
+    def __init__(self, impl, kv_shape, planned, cache_dtype):
+        super().__init__(impl, planned, cache_dtype)
         self._kv_shape = kv_shape
 
     def run(self, current_key, current_value, cache, scale=None, *, key=None, value=None,
             context=None):
         """Writes the new tokens into `cache` (and `scale`) and gathers every request's context
         into `key` and `value` (allocated when None). Returns ``(key, value)``."""
+        cache = _planned_fp8_bytes(cache, self._cache_dtype)
         key = _empty(current_key, self._kv_shape) if key is None else key
         value = _empty(current_key, self._kv_shape) if value is None else value
-        cache, _ = _fp8_bytes(cache, None)
         self._run(dict(current_key=current_key, current_value=current_value, cache=cache,
                        scale=scale, key=key, value=value, **self._planned), None, context)
         return key, value
@@ -250,8 +290,8 @@ class MultiHeadCacheAttentionPlan(Plan):
             out=None, context=None):
         """Writes the new K/V into `cache` (and `scale`), then attends as planned; returns
         `out`."""
+        cache = _planned_fp8_bytes(cache, self._cache_dtype)
         out = _empty(query, tuple(query.shape)) if out is None else out
-        cache, _ = _fp8_bytes(cache, None)
         self._run(dict(query=query, current_key=current_key, current_value=current_value,
                        cache=cache, scale=scale, attn_mask=attn_mask, attn_output=out,
                        **self._planned), None, context)
@@ -287,15 +327,15 @@ class UnifiedAttentionPlan(Plan):
 def _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
               max_seqlen, max_kvlen, cache, scale, key, value, attrs, planned):
     _, hkv, d = _shape(current_key, "current_key", 3, "(Tq, Hkv, D)")
+    kvstarts = _index(kvstarts, "kvstarts")
     kv_shape = (_last(kvstarts, "kvstarts"), hkv * attrs["num_repeat"], d)
     cache, attrs["cache_dtype"] = _fp8_bytes(cache, attrs["cache_dtype"])
     tensors = dict(current_key=current_key, current_value=current_value,
-                   seqstarts=_index(seqstarts), kvstarts=_index(kvstarts),
-                   cachestarts=_index(cachestarts), start_pos=_index(start_pos),
-                   max_seqlen=_index(max_seqlen), max_kvlen=_index(max_kvlen), cache=cache,
-                   scale=scale, **planned,
-                   key=_empty(current_key, kv_shape) if key is None else key,
-                   value=_empty(current_key, kv_shape) if value is None else value)
+                   **_indexes(seqstarts=seqstarts, kvstarts=kvstarts, cachestarts=cachestarts,
+                              start_pos=start_pos, max_seqlen=max_seqlen, max_kvlen=max_kvlen),
+                   cache=cache, scale=scale, **planned,
+                   key=_Unallocated(kv_shape, current_key) if key is None else key,
+                   value=_Unallocated(kv_shape, current_key) if value is None else value)
     return tensors, kv_shape
 
 
@@ -313,9 +353,15 @@ def key_value_cache(current_key, current_value, seqstarts, kvstarts, cachestarts
                          page_size, cache_dtype)
     attrs["num_repeat"] = num_repeat
     planned = dict(k_scale=_f32(k_scale), v_scale=_f32(v_scale))
-    tensors, _ = _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts,
-                           start_pos, max_seqlen, max_kvlen, cache, scale, key, value, attrs,
-                           planned)
+    tensors, kv_shape = _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts,
+                                  start_pos, max_seqlen, max_kvlen, cache, scale, key, value,
+                                  attrs, planned)
+    if key is None or value is None:
+        # Validate everything before allocating outputs whose size comes from kvstarts.
+        _C._plan("key_value_cache", attrs, tensors, None)
+        for name in ("key", "value"):
+            if isinstance(tensors[name], _Unallocated):
+                tensors[name] = _empty(current_key, kv_shape)
     _C._run("key_value_cache", attrs, tensors, None, context, num_threads)
     return tensors["key"], tensors["value"]
 
@@ -336,7 +382,7 @@ def plan_key_value_cache(current_key, current_value, seqstarts, kvstarts, caches
                                   start_pos, max_seqlen, max_kvlen, cache, scale, None, None,
                                   attrs, planned)
     return KeyValueCachePlan(_C._plan("key_value_cache", attrs, tensors, None), kv_shape,
-                             planned)
+                             planned, attrs["cache_dtype"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,11 +392,12 @@ def _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches, max_seql
               attn_mask, out, is_causal, is_alibi, score, planned):
     _, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
     hkv = _shape(key, "key", 3, "(kvstarts[B], Hkv, D)")[1]
-    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_causal=int(is_causal),
-                 is_alibi=int(is_alibi), **score)
-    tensors = dict(query=query, key=key, value=value, seqstarts=_index(seqstarts),
-                   kvstarts=_index(kvstarts), decoding_batches=_index(decoding_batches),
-                   max_seqlen=_index(max_seqlen), max_kvlen=_index(max_kvlen),
+    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_causal=is_causal,
+                 is_alibi=is_alibi, **score)
+    tensors = dict(query=query, key=key, value=value,
+                   **_indexes(seqstarts=seqstarts, kvstarts=kvstarts,
+                              decoding_batches=decoding_batches, max_seqlen=max_seqlen,
+                              max_kvlen=max_kvlen),
                    attn_mask=attn_mask, **planned,
                    attn_output=_empty(query, tuple(query.shape)) if out is None else out)
     return attrs, tensors
@@ -398,11 +445,10 @@ def _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestar
     attrs.update(num_heads=hq, num_kv_heads=hkv, head_dim=d)
     cache, attrs["cache_dtype"] = _fp8_bytes(cache, attrs["cache_dtype"])
     return dict(query=query, current_key=current_key, current_value=current_value,
-                seqstarts=_index(seqstarts), kvstarts=_index(kvstarts),
-                cachestarts=_index(cachestarts), start_pos=_index(start_pos),
-                decoding_batches=_index(decoding_batches), max_seqlen=_index(max_seqlen),
-                max_kvlen=_index(max_kvlen), cache=cache, scale=scale, attn_mask=attn_mask,
-                **planned,
+                **_indexes(seqstarts=seqstarts, kvstarts=kvstarts, cachestarts=cachestarts,
+                           start_pos=start_pos, decoding_batches=decoding_batches,
+                           max_seqlen=max_seqlen, max_kvlen=max_kvlen),
+                cache=cache, scale=scale, attn_mask=attn_mask, **planned,
                 attn_output=_empty(query, tuple(query.shape)) if out is None else out)
 
 
@@ -418,7 +464,7 @@ def multi_head_cache_attention(query, current_key, current_value, seqstarts, kvs
     in place, then attends over each request's dequantized context. Returns `out` (Tq, Hq, D)."""
     attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
                          page_size, cache_dtype)
-    attrs.update(is_causal=int(is_causal), is_alibi=int(is_alibi),
+    attrs.update(is_causal=is_causal, is_alibi=is_alibi,
                  **_score_attrs(window_left, logits_soft_cap, softmax_scale))
     planned = dict(sinks=_f32(sinks), k_scale=_f32(k_scale), v_scale=_f32(v_scale))
     tensors = _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts,
@@ -441,14 +487,15 @@ def plan_multi_head_cache_attention(query, current_key, current_value, seqstarts
     runs it."""
     attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
                          page_size, cache_dtype)
-    attrs.update(is_causal=int(is_causal), is_alibi=int(is_alibi),
+    attrs.update(is_causal=is_causal, is_alibi=is_alibi,
                  **_score_attrs(window_left, logits_soft_cap, softmax_scale))
     planned = dict(sinks=_f32(sinks), k_scale=_f32(k_scale), v_scale=_f32(v_scale))
     tensors = _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts,
                          start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale,
                          attn_mask, None, attrs, planned)
     return MultiHeadCacheAttentionPlan(
-        _C._plan("multi_head_cache_attention", attrs, tensors, None), planned)
+        _C._plan("multi_head_cache_attention", attrs, tensors, None), planned,
+        attrs["cache_dtype"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -460,8 +507,9 @@ def _unified_call(query, current_key, current_value, query_start_loc, context_le
     hkv = _shape(current_key, "current_key", 3, "(T, Hkv, D)")[1]
     attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_alibi=int(alibi), **score)
     tensors = dict(query=query, current_key=current_key, current_value=current_value,
-                   query_start_loc=_index(query_start_loc), context_lens=_index(context_lens),
-                   block_table=_index(block_table), **planned,
+                   **_indexes(query_start_loc=query_start_loc, context_lens=context_lens,
+                              block_table=block_table),
+                   **planned,
                    attn_output=_empty(query, (t, hq, d)) if out is None else out, lse=lse)
     return attrs, tensors
 
@@ -640,13 +688,14 @@ def ksana_block_cache(pool, scale_pool=None, *, attrs, layer):
 def ksana_to_atb_block_table(ksana_table, *, attrs, layer):
     """Ksana block table (B, max_blocks) -> ATB block ids of layer `layer` (int64 NumPy array of
     the same shape; -1 padding stays -1)."""
-    return _C._ksana_to_atb_block_table(_index(ksana_table), dataclasses.asdict(attrs), layer)
+    return _C._ksana_to_atb_block_table(_index(ksana_table, "ksana_table"),
+                                        dataclasses.asdict(attrs), layer)
 
 
 def atb_slot_mapping(ksana_table, requests, positions, *, attrs, layer):
     """ATB slot of each (request, position) pair of layer `layer` (int64 NumPy array)."""
-    return _C._atb_slot_mapping(_index(ksana_table), _index(requests), _index(positions),
-                                dataclasses.asdict(attrs), layer)
+    index = _indexes(ksana_table=ksana_table, requests=requests, positions=positions)
+    return _C._atb_slot_mapping(*index.values(), dataclasses.asdict(attrs), layer)
 
 
 UnifiedMetadata = collections.namedtuple("UnifiedMetadata",
@@ -657,14 +706,14 @@ UnifiedMetadata.__doc__ = "Unified-attention index tensors converted from an eng
 def from_vllm(query_start_loc, seq_lens, block_table, slot_mapping=None, *, block_size,
               num_blocks):
     """vLLM attention metadata -> :class:`UnifiedMetadata` (``dynattn::FromVllm``)."""
-    return UnifiedMetadata(*_C._from_vllm(_index(query_start_loc), _index(seq_lens),
-                                          _index(block_table), _index(slot_mapping), block_size,
-                                          num_blocks))
+    index = _indexes(query_start_loc=query_start_loc, seq_lens=seq_lens,
+                     block_table=block_table, slot_mapping=slot_mapping)
+    return UnifiedMetadata(*_C._from_vllm(*index.values(), block_size, num_blocks))
 
 
 def from_flashinfer(qo_indptr, kv_indptr, kv_indices, kv_last_page_len, *, page_size,
                     num_pages):
     """FlashInfer paged-KV metadata -> :class:`UnifiedMetadata` (``dynattn::FromFlashInfer``)."""
-    return UnifiedMetadata(*_C._from_flashinfer(_index(qo_indptr), _index(kv_indptr),
-                                                _index(kv_indices), _index(kv_last_page_len),
-                                                page_size, num_pages))
+    index = _indexes(qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices,
+                     kv_last_page_len=kv_last_page_len)
+    return UnifiedMetadata(*_C._from_flashinfer(*index.values(), page_size, num_pages))

@@ -33,6 +33,19 @@ KsanaBlockOrder ParseOrder(const std::string& order) {
   throw py::value_error("order: must be \"kv_layer\" or \"layer_kv\", got \"" + order + "\"");
 }
 
+// The bytes [begin, end) a present view spans (its data to its last element).
+std::pair<const char*, const char*> Extent(const TensorView& t) {
+  const char* begin = static_cast<const char*>(t.data);
+  return {begin, begin + t.NumBytes()};
+}
+
+bool Overlap(const TensorView& a, const TensorView& b) {
+  if (!a.present() || !b.present() || a.NumBytes() == 0 || b.NumBytes() == 0) return false;
+  const auto [a0, a1] = Extent(a);
+  const auto [b0, b1] = Extent(b);
+  return a0 < b1 && b0 < a1;
+}
+
 Cache NewCache(const char* kind) {
   auto cache = std::make_unique<PyBlockCache>();
   cache->kind = kind;
@@ -46,14 +59,21 @@ void SetTensorScales(float k_scale, float v_scale, BlockCache* cache) {
 }
 
 Cache Paged(const py::object& key, const py::object& value, const py::object& key_scale,
-            const py::object& value_scale, const std::string& layout, int quant_bit,
-            int quant_group, const py::object& cache_dtype, float k_scale, float v_scale) {
+            const py::object& value_scale, const std::string& layout, const py::object& bits,
+            const py::object& group, const py::object& cache_dtype, const py::object& k_arg,
+            const py::object& v_arg) {
   Cache c = NewCache("paged_block_cache");
+  const int quant_bit = ToInt(bits, "quant_bit"), quant_group = ToInt(group, "quant_group");
+  const float k_scale = ToFloat(k_arg, "k_scale"), v_scale = ToFloat(v_arg, "v_scale");
   const std::optional<DType> fp8 = ParseCacheDType(cache_dtype);
   const TensorView k = ToView(key, "key", true, &c->keep, fp8);
   const TensorView v = ToView(value, "value", true, &c->keep, fp8);
   const TensorView ks = ToView(key_scale, "key_scale", true, &c->keep);
   const TensorView vs = ToView(value_scale, "value_scale", true, &c->keep);
+  c->Add("key", k);
+  c->Add("value", v);
+  c->Add("key_scale", ks);
+  c->Add("value_scale", vs);
   Check(
       MakePagedBlockCache(k, v, ks, vs, ParseLayout(layout), {quant_bit, quant_group}, &c->cache));
   SetTensorScales(k_scale, v_scale, &c->cache);
@@ -61,38 +81,54 @@ Cache Paged(const py::object& key, const py::object& value, const py::object& ke
 }
 
 Cache Combined(const py::object& kv, const py::object& kv_scale, const std::string& layout,
-               int quant_bit, int quant_group, const py::object& cache_dtype, float k_scale,
-               float v_scale) {
+               const py::object& bits, const py::object& group, const py::object& cache_dtype,
+               const py::object& k_arg, const py::object& v_arg) {
   Cache c = NewCache("combined_block_cache");
+  const int quant_bit = ToInt(bits, "quant_bit"), quant_group = ToInt(group, "quant_group");
+  const float k_scale = ToFloat(k_arg, "k_scale"), v_scale = ToFloat(v_arg, "v_scale");
   const TensorView t = ToView(kv, "kv", true, &c->keep, ParseCacheDType(cache_dtype));
   const TensorView s = ToView(kv_scale, "kv_scale", true, &c->keep);
+  c->Add("kv", t);
+  c->Add("kv_scale", s);
   Check(MakeCombinedBlockCache(t, s, ParseLayout(layout), {quant_bit, quant_group}, &c->cache));
   SetTensorScales(k_scale, v_scale, &c->cache);
   return c;
 }
 
-Cache VllmCpu(const py::object& kv, const py::object& kv_scale, int quant_bit, int quant_group,
-              const py::object& cache_dtype, float k_scale, float v_scale) {
+Cache VllmCpu(const py::object& kv, const py::object& kv_scale, const py::object& bits,
+              const py::object& group, const py::object& cache_dtype, const py::object& k_arg,
+              const py::object& v_arg) {
   Cache c = NewCache("vllm_cpu_block_cache");
+  const int quant_bit = ToInt(bits, "quant_bit"), quant_group = ToInt(group, "quant_group");
+  const float k_scale = ToFloat(k_arg, "k_scale"), v_scale = ToFloat(v_arg, "v_scale");
   const TensorView t = ToView(kv, "kv", true, &c->keep, ParseCacheDType(cache_dtype));
   const TensorView s = ToView(kv_scale, "kv_scale", true, &c->keep);
+  c->Add("kv", t);
+  c->Add("kv_scale", s);
   Check(MakeVllmCpuBlockCache(t, s, {quant_bit, quant_group}, &c->cache));
   SetTensorScales(k_scale, v_scale, &c->cache);
   return c;
 }
 
-Cache Pmx(const py::object& cache, const py::object& scale, int num_kv_heads, int head_dim,
-          int block_size, int num_layer, int layer_idx, int quant_bit, int quant_group,
-          int cache_layout, const py::object& cache_dtype, float k_scale, float v_scale) {
+Cache Pmx(const py::object& cache, const py::object& scale, const py::object& heads,
+          const py::object& dim, const py::object& block, const py::object& layers,
+          const py::object& layer, const py::object& bits, const py::object& group,
+          const py::object& layout, const py::object& cache_dtype, const py::object& k_arg,
+          const py::object& v_arg) {
   Cache c = NewCache("pmx_block_cache");
+  const int num_kv_heads = ToInt(heads, "num_kv_heads"), head_dim = ToInt(dim, "head_dim");
+  const int block_size = ToInt(block, "block_size");
+  const float k_scale = ToFloat(k_arg, "k_scale"), v_scale = ToFloat(v_arg, "v_scale");
   const TensorView t = ToView(cache, "cache", true, &c->keep, ParseCacheDType(cache_dtype));
   const TensorView s = ToView(scale, "scale", true, &c->keep);
+  c->Add("cache", t);
+  c->Add("scale", s);
   CacheAttrs attrs;
-  attrs.num_layer = num_layer;
-  attrs.layer_idx = layer_idx;
-  attrs.quant_bit = quant_bit;
-  attrs.quant_group = quant_group;
-  attrs.cache_layout = cache_layout;
+  attrs.num_layer = ToInt(layers, "num_layer");
+  attrs.layer_idx = ToInt(layer, "layer_idx");
+  attrs.quant_bit = ToInt(bits, "quant_bit");
+  attrs.quant_group = ToInt(group, "quant_group");
+  attrs.cache_layout = ToInt(layout, "cache_layout");
   Check(MakePmxBlockCache(t, s, attrs, num_kv_heads, head_dim, block_size, &c->cache));
   SetTensorScales(k_scale, v_scale, &c->cache);
   return c;
@@ -101,21 +137,24 @@ Cache Pmx(const py::object& cache, const py::object& scale, int num_kv_heads, in
 KsanaPoolAttrs ReadPool(const py::dict& d) {
   KsanaPoolAttrs a;
   a.order = ParseOrder(d["order"].cast<std::string>());
-  a.num_layer = d["num_layer"].cast<int>();
-  a.num_blocks = d["num_blocks"].cast<int64_t>();
+  a.num_layer = ToInt(d["num_layer"], "num_layer");
+  a.num_blocks = ToInt64(d["num_blocks"], "num_blocks");
   a.slack_block = d["slack_block"].cast<bool>();
-  a.block_size = d["block_size"].cast<int>();
-  a.num_kv_heads = d["num_kv_heads"].cast<int>();
-  a.head_dim = d["head_dim"].cast<int>();
-  a.format = {d["quant_bit"].cast<int>(), d["quant_group"].cast<int>()};
+  a.block_size = ToInt(d["block_size"], "block_size");
+  a.num_kv_heads = ToInt(d["num_kv_heads"], "num_kv_heads");
+  a.head_dim = ToInt(d["head_dim"], "head_dim");
+  a.format = {ToInt(d["quant_bit"], "quant_bit"), ToInt(d["quant_group"], "quant_group")};
   return a;
 }
 
 Cache Ksana(const py::object& pool, const py::object& scale_pool, const py::dict& attrs,
-            int layer) {
+            const py::object& layer_arg) {
+  const int layer = ToInt(layer_arg, "layer");
   Cache c = NewCache("ksana_block_cache");
   const TensorView p = ToView(pool, "pool", true, &c->keep);
   const TensorView s = ToView(scale_pool, "scale_pool", true, &c->keep);
+  c->Add("pool", p);
+  c->Add("scale_pool", s);
   Check(MakeKsanaBlockCache(p, s, ReadPool(attrs), layer, &c->cache));
   return c;
 }
@@ -135,8 +174,10 @@ py::tuple MetadataTuple(const UnifiedMetadata& md) {
 }
 
 py::tuple Vllm(const py::object& query_start_loc, const py::object& seq_lens,
-               const py::object& block_table, const py::object& slot_mapping, int block_size,
-               int64_t num_blocks) {
+               const py::object& block_table, const py::object& slot_mapping,
+               const py::object& block, const py::object& blocks) {
+  const int block_size = ToInt(block, "block_size");
+  const int64_t num_blocks = ToInt64(blocks, "num_blocks");
   Keep keep;
   VllmMetadata in;
   in.query_start_loc = ToView(query_start_loc, "query_start_loc", false, &keep);
@@ -150,7 +191,9 @@ py::tuple Vllm(const py::object& query_start_loc, const py::object& seq_lens,
 
 py::tuple FlashInfer(const py::object& qo_indptr, const py::object& kv_indptr,
                      const py::object& kv_indices, const py::object& kv_last_page_len,
-                     int page_size, int64_t num_pages) {
+                     const py::object& page, const py::object& pages) {
+  const int page_size = ToInt(page, "page_size");
+  const int64_t num_pages = ToInt64(pages, "num_pages");
   Keep keep;
   FlashInferMetadata in;
   in.qo_indptr = ToView(qo_indptr, "qo_indptr", false, &keep);
@@ -162,7 +205,9 @@ py::tuple FlashInfer(const py::object& qo_indptr, const py::object& kv_indptr,
   return MetadataTuple(out);
 }
 
-py::array_t<int64_t> KsanaToAtb(const py::object& table, const py::dict& attrs, int layer) {
+py::array_t<int64_t> KsanaToAtb(const py::object& table, const py::dict& attrs,
+                                const py::object& layer_arg) {
+  const int layer = ToInt(layer_arg, "layer");
   Keep keep;
   const TensorView t = ToView(table, "ksana_table", false, &keep);
   std::vector<int64_t> out;
@@ -172,7 +217,9 @@ py::array_t<int64_t> KsanaToAtb(const py::object& table, const py::dict& attrs, 
 }
 
 py::array_t<int64_t> SlotMapping(const py::object& table, const py::object& requests,
-                                 const py::object& positions, const py::dict& attrs, int layer) {
+                                 const py::object& positions, const py::dict& attrs,
+                                 const py::object& layer_arg) {
+  const int layer = ToInt(layer_arg, "layer");
   Keep keep;
   const TensorView t = ToView(table, "ksana_table", false, &keep);
   const TensorView r = ToView(requests, "requests", false, &keep);
@@ -221,6 +268,29 @@ void BindBlockCache(py::module_& m) {
 }
 
 }  // namespace
+
+void PyBlockCache::Add(const std::string& name, const TensorView& view) {
+  if (!view.present()) return;
+  for (const auto& [other, t] : tensors) {
+    if (Overlap(view, t)) {
+      throw py::value_error(name + ": overlaps " + other +
+                            " (the cache's tensors must not share "
+                            "memory)");
+    }
+  }
+  tensors.emplace_back(name, view);
+}
+
+void PyBlockCache::CheckApart(const TensorMap& views) const {
+  for (const auto& [name, view] : views) {
+    for (const auto& [part, t] : tensors) {
+      if (Overlap(view, t)) {
+        throw py::value_error(name + ": overlaps the block cache's " + part + " tensor (" + kind +
+                              "); a call's tensors must not share memory with its cache");
+      }
+    }
+  }
+}
 
 void BindCaches(py::module_& m) {
   BindBlockCache(m);

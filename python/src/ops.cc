@@ -56,11 +56,22 @@ std::vector<std::string> Written(Op op) {
 }
 
 int Int(const py::dict& d, const char* key, int fallback) {
-  return d.contains(key) ? d[key].cast<int>() : fallback;
+  return d.contains(key) ? ToInt(d[key], key) : fallback;
+}
+
+// A flag (is_causal, is_alibi): any object Python can test for truth.
+bool Flag(const py::dict& d, const char* key, bool fallback) {
+  if (!d.contains(key)) return fallback;
+  const int truth = PyObject_IsTrue(py::object(d[key]).ptr());
+  if (truth < 0) {  // e.g. an array of several elements
+    PyErr_Clear();
+    throw py::type_error(std::string(key) + ": must be a bool");
+  }
+  return truth != 0;
 }
 
 float Real(const py::dict& d, const char* key, float fallback) {
-  return d.contains(key) ? d[key].cast<float>() : fallback;
+  return d.contains(key) ? ToFloat(d[key], key) : fallback;
 }
 
 // The fp8 format of a uint8 PMX cache, from the attrs' "cache_dtype" (None or absent: none).
@@ -94,8 +105,8 @@ AttentionAttrs ReadAttentionAttrs(const py::dict& d) {
   a.num_heads = Int(d, "num_heads", 0);
   a.num_kv_heads = Int(d, "num_kv_heads", 0);
   a.head_dim = Int(d, "head_dim", 0);
-  a.is_causal = Int(d, "is_causal", 1) != 0;
-  a.is_alibi = Int(d, "is_alibi", 0) != 0;
+  a.is_causal = Flag(d, "is_causal", true);
+  a.is_alibi = Flag(d, "is_alibi", false);
   ReadScoreAttrs(d, &a);
   return a;
 }
@@ -114,6 +125,7 @@ struct Call {
 };
 
 Call MakeCall(Op op, const py::dict& attrs, const TensorMap& map, const PyBlockCache* cache) {
+  if (cache != nullptr) cache->CheckApart(map);
   Call c;
   c.op = op;
   const TensorLookup lookup = [&map](const std::string& name) { return Lookup(map, name); };
@@ -192,13 +204,14 @@ const PyBlockCache* CacheOf(const py::object& cache) {
 
 /// One call of `op` (a plan and its run in `context`, or the pooled one-shot call without one).
 void RunOp(const std::string& op_name, const py::dict& attrs, const py::dict& tensors,
-           const py::object& cache, PyContext* context, int num_threads) {
+           const py::object& cache, PyContext* context, const py::object& threads) {
   const Op op = ParseOp(op_name);
+  const int num_threads = ToInt(threads, "num_threads");
   Keep keep;
   const TensorMap map = ToViews(tensors, Written(op), &keep, CacheFp8(attrs));
   const Call call = MakeCall(op, attrs, map, CacheOf(cache));
   if (context == nullptr) {
-    Check(RunReleased([&] { return OneShot(call, RunOptions{num_threads}); }));
+    Check(RunReleased([&] { return OneShot(call, RunOptions{.num_threads = num_threads}); }));
     return;
   }
   Plan plan;
@@ -246,7 +259,8 @@ UnifiedStepSummary Describe(const py::dict& attrs, const py::dict& tensors,
   return summary;
 }
 
-void Merge(const py::dict& tensors, int num_threads) {
+void Merge(const py::dict& tensors, const py::object& threads) {
+  const int num_threads = ToInt(threads, "num_threads");
   Keep keep;
   const TensorMap map = ToViews(tensors, {"merged_out", "merged_lse"}, &keep);
   MergeStatesArgs args;
@@ -257,7 +271,7 @@ void Merge(const py::dict& tensors, int num_threads) {
   args.sum = Lookup(map, "sum");
   args.merged_out = Lookup(map, "merged_out");
   args.merged_lse = Lookup(map, "merged_lse");
-  Check(RunReleased([&] { return MergeStates(args, RunOptions{num_threads}); }));
+  Check(RunReleased([&] { return MergeStates(args, RunOptions{.num_threads = num_threads}); }));
 }
 
 std::string SummaryRepr(const UnifiedStepSummary& s) {
@@ -286,15 +300,21 @@ void BindContext(py::module_& m) {
   py::class_<PyContext>(m, "Context",
                         "Threads, scratch and workspace that run plans (dynattn::Context). Calls "
                         "on one Context are serialized; give each thread its own for parallelism.")
-      .def(py::init([](int num_threads, std::uintptr_t cuda_stream) {
-             ContextOptions options;
-             options.num_threads = num_threads;
-             options.cuda_stream = reinterpret_cast<void*>(cuda_stream);
-             return std::make_unique<PyContext>(options);
-           }),
-           py::arg("num_threads") = 0, py::arg("cuda_stream") = 0)
+      .def(py::init(
+               [](const py::object& num_threads, const py::object& cuda_stream, bool pin_threads) {
+                 ContextOptions options;
+                 options.num_threads = ToInt(num_threads, "num_threads");
+                 options.cuda_stream = reinterpret_cast<void*>(
+                     static_cast<std::uintptr_t>(ToInt64(cuda_stream, "cuda_stream")));
+                 options.pin_threads = pin_threads;
+                 Check(ValidateContextOptions(options));
+                 return std::make_unique<PyContext>(options);
+               }),
+           py::arg("num_threads") = 0, py::arg("cuda_stream") = 0, py::arg("pin_threads") = false)
       .def_property_readonly("num_threads",
                              [](const PyContext& c) { return c.context.options().num_threads; })
+      .def_property_readonly("pin_threads",
+                             [](const PyContext& c) { return c.context.options().pin_threads; })
       .def_property_readonly("workspace_bytes",
                              [](const PyContext& c) { return c.context.workspace_bytes(); })
       .def("__repr__", [](const PyContext& c) {

@@ -8,6 +8,9 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "dynattn/op_signatures.h"
 
 namespace dynattn_py {
 namespace {
@@ -59,6 +62,30 @@ constexpr char kSupported[] =
     "float32, float16, bfloat16 (or its uint16 bit patterns), int8, int32, int64, or uint8 for "
     "an fp8 cache given with cache_dtype";
 
+// The index tensors of the ops (role Index in dynattn/op_signatures.h) and of the adapters.
+bool IsIndexName(const std::string& name) {
+  static const char* const kAdapterIndexes[] = {"ksana_table", "requests",     "positions",
+                                                "seq_lens",    "slot_mapping", "qo_indptr",
+                                                "kv_indptr",   "kv_indices",   "kv_last_page_len"};
+  for (const char* index : kAdapterIndexes) {
+    if (name == index) return true;
+  }
+#define DYNATTN_PY_IS_INDEX(member, role) \
+  if (std::string(#role) == "Index" && name == #member) return true;
+  DYNATTN_KEY_VALUE_CACHE_TENSORS(DYNATTN_PY_IS_INDEX)
+  DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS(DYNATTN_PY_IS_INDEX)
+  DYNATTN_UNIFIED_ATTENTION_TENSORS(DYNATTN_PY_IS_INDEX)
+#undef DYNATTN_PY_IS_INDEX
+  return false;
+}
+
+// What `name` may be: an index tensor's dtypes, a host float input's, or any tensor's.
+std::string SupportedFor(const std::string& name) {
+  if (IsIndexName(name)) return "an index tensor is int32 or int64";
+  if (name == "sinks" || name == "k_scale" || name == "v_scale") return "it is float32";
+  return kSupported;
+}
+
 // A uint8 tensor is an fp8 cache's bytes when the caller named their format (`uint8_as`);
 // anywhere else it is refused rather than read in a format nobody chose.
 DType Uint8DType(const std::optional<DType>& uint8_as, const std::string& name) {
@@ -78,7 +105,7 @@ DType DlDType(DLDataType t, const std::optional<DType>& uint8_as, const std::str
     if (t.code == kDLInt && t.bits == 32) return DType::kI32;
     if (t.code == kDLInt && t.bits == 64) return DType::kI64;
   }
-  Fail(name, "dtype " + DlDTypeName(t) + " is not supported (" + kSupported + ")");
+  Fail(name, "dtype " + DlDTypeName(t) + " is not supported (" + SupportedFor(name) + ")");
 }
 
 Device DlDevice(DLDevice d, const std::string& name) {
@@ -157,7 +184,7 @@ DType BufferDType(const Py_buffer& b, const std::optional<DType>& uint8_as,
   if ((format == "i" || format == "l" || format == "q") && b.itemsize == 4) return DType::kI32;
   if ((format == "i" || format == "l" || format == "q") && b.itemsize == 8) return DType::kI64;
   Fail(name, "buffer format '" + std::string(b.format != nullptr ? b.format : "B") +
-                 "' is not supported (" + kSupported + ")");
+                 "' is not supported (" + SupportedFor(name) + ")");
 }
 
 TensorView FromBuffer(py::handle object, const std::string& name, bool writable,
@@ -200,13 +227,27 @@ void Keep::MoveTo(Keep* other) {
 TensorView ToView(py::handle object, const std::string& name, bool writable, Keep* keep,
                   std::optional<DType> uint8_as) {
   if (object.is_none()) return TensorView{};
+  if (py::hasattr(object, "_dynattn_unallocated")) {
+    // An output the Python layer allocates once the call is validated: its shape, and the
+    // tensor whose dtype and device it will have. Only plans, which record outputs by shape,
+    // accept one.
+    const py::tuple spec = object.attr("_dynattn_unallocated");
+    const TensorView like = ToView(spec[1], name, false, keep, uint8_as);
+    std::vector<int64_t> shape;
+    for (const py::handle extent : spec[0]) shape.push_back(extent.cast<int64_t>());
+    return TensorView::Dense(nullptr, like.dtype, static_cast<int>(shape.size()), shape.data(),
+                             like.device);
+  }
   const bool buffer = PyObject_CheckBuffer(object.ptr()) != 0;
   if (py::hasattr(object, "__dlpack__")) {
     try {
       return FromDlpack(object, name, uint8_as, keep);
     } catch (py::error_already_set& e) {
       // NumPy refuses to export read-only arrays through DLPack: read them as buffers instead.
-      if (!buffer) Fail(name, std::string("cannot be exported through DLPack: ") + e.what());
+      // The exporter's message only (what() would append a Python traceback).
+      if (!buffer) {
+        Fail(name, "cannot be exported through DLPack: " + std::string(py::str(e.value())));
+      }
     }
   }
   if (buffer) return FromBuffer(object, name, writable, uint8_as, keep);

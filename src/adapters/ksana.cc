@@ -61,6 +61,14 @@ Status CheckAttrs(const KsanaPoolAttrs& a) {
                            "a pool of N blocks of 2 * num_layer * block_size * num_kv_heads * "
                            "head_dim elements is too large for any tensor");
   }
+  // ATB block ids (2L * block + layer) and slots (id * T + offset) stay in int64.
+  int64_t atb_slots = 0;
+  if (!internal::CheckedProduct({2, a.num_layer, blocks, a.block_size}, &atb_slots)) {
+    return Status::Invalid("num_blocks",
+                           "2 * num_layer * (num_blocks + 1) * block_size ATB "
+                           "slots overflow int64 (num_blocks = " +
+                               Str(a.num_blocks) + ")");
+  }
   return Status::Ok();
 }
 

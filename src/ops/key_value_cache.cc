@@ -55,9 +55,12 @@ Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context
   gather.value = args.value.data;
   gather.kv.cache = cache;
   const internal::BackendKernels& row = *s->kernels;
+  const internal::WriteProblem write =
+      internal::WriteFor(*s, args.current_key, args.current_value, cache);
+  // Every allocation of the Run happens here, before its first write.
   DYNATTN_RETURN_IF_ERROR(
-      row.write_new_tokens(row, internal::WriteFor(*s, args.current_key, args.current_value, cache),
-                           internal::StateOf(*context)));
+      row.reserve(row, {.write = &write, .gather = &gather}, internal::StateOf(*context)));
+  DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, internal::StateOf(*context)));
   return row.gather_context(row, gather, s->gather_pieces, internal::StateOf(*context));
 }
 

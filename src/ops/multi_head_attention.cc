@@ -55,6 +55,10 @@ Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& arg
   // The plan decides whether there is a mask: an empty one (no elements) counts as none.
   attention.mask = s->attention.mask != nullptr ? args.attn_mask.data : nullptr;
   const internal::BackendKernels& row = *s->kernels;
+  // Every allocation of the Run happens here, before its first write.
+  DYNATTN_RETURN_IF_ERROR(
+      row.reserve(row, {.attention = &attention, .attention_plan = &s->attention_plan},
+                  internal::StateOf(*context)));
   return row.run_attention(row, attention, s->attention_plan, internal::StateOf(*context));
 }
 

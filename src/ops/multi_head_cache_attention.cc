@@ -58,9 +58,13 @@ Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentio
   // The plan decides whether there is a mask: an empty one (no elements) counts as none.
   attention.mask = s->attention.mask != nullptr ? args.attn_mask.data : nullptr;
   const internal::BackendKernels& row = *s->kernels;
-  DYNATTN_RETURN_IF_ERROR(
-      row.write_new_tokens(row, internal::WriteFor(*s, args.current_key, args.current_value, cache),
-                           internal::StateOf(*context)));
+  const internal::WriteProblem write =
+      internal::WriteFor(*s, args.current_key, args.current_value, cache);
+  // Every allocation of the Run happens here, before its first write.
+  DYNATTN_RETURN_IF_ERROR(row.reserve(
+      row, {.write = &write, .attention = &attention, .attention_plan = &s->attention_plan},
+      internal::StateOf(*context)));
+  DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, internal::StateOf(*context)));
   return row.run_attention(row, attention, s->attention_plan, internal::StateOf(*context));
 }
 

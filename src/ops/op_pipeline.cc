@@ -75,7 +75,7 @@ TensorView WidenedIndex::operator()(const TensorView& t) {
 Status CheckRun(const Plan& plan, OpKind op, const Context* context, const PlanState** state) {
   DYNATTN_RETURN_IF_ERROR(PlanOf(plan, op, state));
   if (context == nullptr) return Status::Invalid("context", "must not be null");
-  return Status::Ok();
+  return context->status();
 }
 
 }  // namespace dynattn::internal

@@ -108,9 +108,13 @@ Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, C
       internal::AttentionFor(*s, args.query, args.attn_output, cache);
   attention.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
   const internal::BackendKernels& row = *s->kernels;
+  const internal::WriteProblem write =
+      internal::WriteFor(*s, args.current_key, args.current_value, cache);
+  // Every allocation of the Run happens here, before its first write.
   DYNATTN_RETURN_IF_ERROR(
-      row.write_new_tokens(row, internal::WriteFor(*s, args.current_key, args.current_value, cache),
-                           internal::StateOf(*context)));
+      row.reserve(row, {.write = &write, .attention = &attention, .unified_plan = &s->unified_plan},
+                  internal::StateOf(*context)));
+  DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, internal::StateOf(*context)));
   return row.run_unified(row, attention, s->unified_plan, internal::StateOf(*context));
 }
 

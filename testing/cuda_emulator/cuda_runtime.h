@@ -304,12 +304,20 @@ inline int __all_sync(unsigned mask, int predicate, CUDA_EMU_CALLER) {
 }
 
 // Correctly rounded arithmetic (the emulated build compiles with -ffp-contract=off, and each is a
-// separate operation, so none is fused).
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fdiv_rn(float a, float b) { return a / b; }
-inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+// separate operation, so none is fused). Like NVIDIA hardware, a NaN result is the canonical NaN
+// 0x7FFFFFFF whatever the operands' NaN signs and payloads (x86 keeps an operand's, or gives
+// 0xFFC00000): code that must give the CPU's bits for a NaN input cannot let it pass through
+// arithmetic.
+namespace cuda_emu::detail {
+inline float CanonicalNan(float x) { return std::isnan(x) ? FromBits<float>(0x7FFFFFFFu) : x; }
+}  // namespace cuda_emu::detail
+inline float __fadd_rn(float a, float b) { return cuda_emu::detail::CanonicalNan(a + b); }
+inline float __fsub_rn(float a, float b) { return cuda_emu::detail::CanonicalNan(a - b); }
+inline float __fmul_rn(float a, float b) { return cuda_emu::detail::CanonicalNan(a * b); }
+inline float __fdiv_rn(float a, float b) { return cuda_emu::detail::CanonicalNan(a / b); }
+inline float __fmaf_rn(float a, float b, float c) {
+  return cuda_emu::detail::CanonicalNan(std::fma(a, b, c));
+}
 inline float __expf(float x) { return std::exp(x); }  // the device's is approximate
 inline unsigned __float_as_uint(float x) {
   return cuda_emu::detail::FromBits<unsigned>(cuda_emu::detail::ToBits(x));
@@ -544,6 +552,11 @@ void ResetDevice();
 /// Makes the next `count` launches fail as a device refuses one (cudaErrorLaunchOutOfResources,
 /// not sticky; the kernel does not run): for tests of how callers report CUDA errors.
 void FailNextLaunches(int count);
+
+/// Lets the next `count` cudaMalloc calls succeed and makes every later one fail with
+/// cudaErrorMemoryAllocation (not sticky), as a full device does; a negative count (the default)
+/// turns it off. For tests that prove a call allocates everything before it writes.
+void FailMallocsAfter(int count);
 
 }  // namespace cuda_emu
 

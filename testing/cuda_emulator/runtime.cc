@@ -5,10 +5,12 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -287,11 +289,24 @@ const char* cudaGetErrorString(cudaError_t error) {
   return e != nullptr ? e->text : "unknown error";
 }
 
+namespace {
+std::atomic<int> g_mallocs_before_failure{-1};  // FailMallocsAfter; negative: off
+}  // namespace
+
+namespace cuda_emu {
+void FailMallocsAfter(int count) { g_mallocs_before_failure = count; }
+}  // namespace cuda_emu
+
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   if (const cudaError_t sticky = StickyError()) return sticky;
   if (pointer == nullptr) return RecordError(cudaErrorInvalidValue, "cudaMalloc: null pointer");
   *pointer = nullptr;
   if (bytes == 0) return cudaSuccess;
+  if (g_mallocs_before_failure == 0) {
+    return RecordError(cudaErrorMemoryAllocation, "cudaMalloc: " + std::to_string(bytes) +
+                                                      " bytes refused (FailMallocsAfter)");
+  }
+  if (g_mallocs_before_failure > 0) --g_mallocs_before_failure;
   cuda_emu::detail::InstallFaultReporter();  // host code touching it must be reported
   *pointer = DeviceHeap::Get().Allocate(bytes);
   if (*pointer == nullptr) {

@@ -364,10 +364,21 @@ TEST_SUITE("npy") {
   }
 }
 
+namespace {
+
+/// The Python interpreter with NumPy: DYNATTN_PYTHON (meson passes the one the setup provisions),
+/// else python3 from PATH.
+std::string Python() {
+  const char* python = std::getenv("DYNATTN_PYTHON");
+  return std::string("'") + (python != nullptr && *python != '\0' ? python : "python3") + "'";
+}
+
+}  // namespace
+
 // A suite (and meson test) of its own, so that a machine without NumPy counts it as skipped.
 TEST_SUITE("npy_numpy") {
   TEST_CASE("files are exchanged with NumPy when python3 and NumPy are installed") {
-    if (std::system("python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
+    if (std::system((Python() + " -c 'import numpy' >/dev/null 2>&1").c_str()) != 0) {
       dynattn_test::SkipTest("python3 with NumPy not found; NumPy cross-check not run");
       return;
     }
@@ -394,7 +405,7 @@ TEST_SUITE("npy_numpy") {
                "    assert e.dtype == np.uint8 and e.shape == (12,), (e.dtype, e.shape)\n"
                "    assert e.tobytes() == open(d + '/ours.bin', 'rb').read()\n");
     const std::string dir_arg = "'" + dir.path().string() + "'";
-    REQUIRE(std::system(("python3 '" + script + "' " + dir_arg).c_str()) == 0);
+    REQUIRE(std::system((Python() + " '" + script + "' " + dir_arg).c_str()) == 0);
     for (const char* name : {"f4", "f2", "i1", "i8", "u2", "u1"}) {
       CAPTURE(name);
       NpyArray array;
@@ -419,7 +430,7 @@ TEST_SUITE("npy_numpy") {
     WriteBytes(dir.File("ours.bin"), std::string(ours.begin(), ours.end()));
     REQUIRE(WriteNpy(dir.File("ours_bf16.npy"), DType::kBF16, {3, 2}, ours.data()).ok());
     REQUIRE(WriteNpy(dir.File("ours_fp8.npy"), DType::kF8E5M2, {12}, ours.data()).ok());
-    CHECK(std::system(("python3 '" + script + "' " + dir_arg + " check").c_str()) == 0);
+    CHECK(std::system((Python() + " '" + script + "' " + dir_arg + " check").c_str()) == 0);
   }
 }
 
