@@ -495,6 +495,14 @@ std::string CheckMergedStates(const UnifiedStep& s, const UnifiedPlan& plan,
 
 UnifiedPlan PlanUnified(const UnifiedStep& step) { return Planner(step).Run(); }
 
+int MaxQueryVectors(int group_size, const std::vector<WorkItem>& items,
+                    const std::vector<SharedItem>& shared) {
+  int most = 1;
+  for (const WorkItem& w : items) most = std::max(most, group_size * (w.row_end - w.row_begin));
+  for (const SharedItem& s : shared) most = std::max(most, group_size * s.num_readers);
+  return most;
+}
+
 std::string CheckCoverage(const UnifiedStep& step, const UnifiedPlan& plan) {
   CoverageCounter counter(step);
   WrittenStates written;

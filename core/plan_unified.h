@@ -98,6 +98,11 @@ struct UnifiedPlan {
 /// Plans a validated step.
 UnifiedPlan PlanUnified(const UnifiedStep& step);
 
+/// The most query vectors (GQA group size times query rows, or times readers) of any request item
+/// and shared item: what a kernel's per-item scratch is sized for (at least 1).
+int MaxQueryVectors(int group_size, const std::vector<WorkItem>& items,
+                    const std::vector<SharedItem>& shared);
+
 /// Counts, for every (token, KV head, key position), how many work items of `plan` cover it, as
 /// the kernels interpret the items, and returns "" when every position 0..p of every token is
 /// covered exactly once and nothing else is, else a description of the first violation.

@@ -225,15 +225,6 @@ Status Finish(const DeviceWorkspace& workspace) {
   return Status::Ok();
 }
 
-/// The most query vectors of any request item and shared item.
-int MaxVectors(const AttentionProblem& p, const std::vector<WorkItem>& items,
-               const std::vector<SharedItem>& shared) {
-  int most = 1;
-  for (const WorkItem& w : items) most = std::max(most, p.group_size * (w.row_end - w.row_begin));
-  for (const SharedItem& s : shared) most = std::max(most, p.group_size * s.num_readers);
-  return most;
-}
-
 /// Stages a cache-I/O problem's index arrays, launches `launch(rebased problem, stream)` and waits.
 template <typename Problem, typename Launch>
 Status RunCacheIo(const Problem& problem, int64_t rows, ContextState* context,
@@ -281,7 +272,7 @@ Status CudaRunAttention(const BackendKernels&, const AttentionProblem& problem,
   work.items = staging.At<WorkItem>(layout.items);
   work.num_items = static_cast<int64_t>(plan.items.size());
   work.states = staging.At<float>(layout.states);
-  work.max_vectors = MaxVectors(problem, plan.items, {});
+  work.max_vectors = MaxQueryVectors(problem.group_size, plan.items, {});
   DYNATTN_RETURN_IF_ERROR(gpu::LaunchAttend<kElem>(p, work, workspace->stream));
   DYNATTN_RETURN_IF_ERROR(gpu::LaunchMergeSplits(p, staging.At<MergeTask>(layout.merges),
                                                  static_cast<int64_t>(plan.merges.size()),
@@ -322,7 +313,7 @@ Status CudaRunUnified(const BackendKernels&, const AttentionProblem& problem,
   work.items = staging.At<WorkItem>(layout.items);
   work.num_items = count(plan.request_items);
   work.states = staging.At<float>(layout.states);
-  work.max_vectors = MaxVectors(problem, plan.request_items, plan.shared_items);
+  work.max_vectors = MaxQueryVectors(problem.group_size, plan.request_items, plan.shared_items);
   DYNATTN_RETURN_IF_ERROR(gpu::LaunchAttend<kElem>(p, work, workspace->stream));
   const int64_t tokens = count(plan.part_begin) - 1;
   if (tokens > 0 && !plan.parts.empty()) {

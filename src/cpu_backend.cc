@@ -28,21 +28,14 @@ AttentionNeeds NeedsOf(const AttentionProblem& p, const RunReservation& r) {
   AttentionNeeds n;
   int64_t states = 0;
   if (r.attention_plan != nullptr) {
-    for (const WorkItem& w : r.attention_plan->items) {
-      n.max_vectors = std::max(n.max_vectors, p.group_size * (w.row_end - w.row_begin));
-    }
+    n.max_vectors = MaxQueryVectors(p.group_size, r.attention_plan->items, {});
     for (const MergeTask& m : r.attention_plan->merges) {
       n.max_parts = std::max(n.max_parts, static_cast<size_t>(m.num_splits));
     }
     states = r.attention_plan->num_states;
   }
   if (const UnifiedPlan* u = r.unified_plan; u != nullptr) {
-    for (const WorkItem& w : u->request_items) {
-      n.max_vectors = std::max(n.max_vectors, p.group_size * (w.row_end - w.row_begin));
-    }
-    for (const SharedItem& s : u->shared_items) {
-      n.max_vectors = std::max(n.max_vectors, p.group_size * s.num_readers);
-    }
+    n.max_vectors = MaxQueryVectors(p.group_size, u->request_items, u->shared_items);
     for (size_t t = 0; t + 1 < u->part_begin.size(); ++t) {
       n.max_parts =
           std::max(n.max_parts, static_cast<size_t>(u->part_begin[t + 1] - u->part_begin[t]));
