@@ -48,6 +48,8 @@ static_assert(DYNATTN_STATUS_INVALID_ARGUMENT == static_cast<int>(StatusCode::kI
 static_assert(DYNATTN_STATUS_UNSUPPORTED == static_cast<int>(StatusCode::kUnsupported));
 static_assert(DYNATTN_STATUS_INTERNAL == static_cast<int>(StatusCode::kInternal));
 static_assert(DYNATTN_STATUS_DEVICE_ERROR == static_cast<int>(StatusCode::kDeviceError));
+static_assert(DYNATTN_STATUS_FAILED_PRECONDITION ==
+              static_cast<int>(StatusCode::kFailedPrecondition));
 
 dynattn_status_t Finish(const Status& status) noexcept {
   Record(status.message().c_str());
@@ -491,6 +493,8 @@ const char* dynattn_status_name(dynattn_status_t status) {
       return "DEVICE_ERROR";
     case DYNATTN_STATUS_OUT_OF_MEMORY:
       return "OUT_OF_MEMORY";
+    case DYNATTN_STATUS_FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
     default:
       return "UNKNOWN";
   }

@@ -17,6 +17,7 @@
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -75,6 +76,32 @@ struct ContextState {
   std::vector<float> states;
   DeviceWorkspace* device = nullptr;       ///< Created by the CUDA backend on first use.
   std::unique_ptr<ThreadPinning> pinning;  ///< With ContextOptions::pin_threads.
+  std::atomic<bool> busy{false};           ///< A Run holds it (ContextLease).
+};
+
+/// Holds a Context for one Run. A Context's buffers serve one call at a time: a second caller
+/// (another thread, at the same time) gets FailedPrecondition instead of corrupting them.
+class ContextLease {
+ public:
+  explicit ContextLease(ContextState* context)
+      : context_(context), held_(!context->busy.exchange(true, std::memory_order_acquire)) {}
+  ~ContextLease() {
+    if (held_) context_->busy.store(false, std::memory_order_release);
+  }
+  ContextLease(const ContextLease&) = delete;
+  ContextLease& operator=(const ContextLease&) = delete;
+
+  Status status() const {
+    if (held_) return Status::Ok();
+    return Status::FailedPrecondition(
+        "context",
+        "is running another call: a Context runs one call at a time (give each "
+        "thread its own)");
+  }
+
+ private:
+  ContextState* context_;
+  bool held_;
 };
 
 template <typename Body>

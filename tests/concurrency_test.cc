@@ -11,13 +11,17 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "dynattn/dynattn.h"
 #include "reference/case_gen.h"
 #include "src/thread_pinning.h"
 #include "tests/support/run_case.h"
@@ -160,6 +164,71 @@ TEST_SUITE("concurrency") {
     done = true;
     changer.join();
     CHECK(churn_failures.load() == 0);
+  }
+
+  TEST_CASE("a Context used by two threads at once refuses the second caller") {
+    // One MHA step long enough to overlap (a 64-token prompt over 1024 keys), run in a loop by
+    // two threads on one Context, each into its own output: every Run either gives the serial
+    // bits or FailedPrecondition naming the rule, never corrupted buffers.
+    constexpr int kTokens = 64, kKeys = 1024, kHeads = 4, kDim = 64;
+    std::mt19937 rng(static_cast<uint32_t>(BaseSeed()));
+    std::normal_distribution<float> normal;
+    std::vector<float> q(kTokens * kHeads * kDim), k(kKeys * kHeads * kDim), v(k.size());
+    for (std::vector<float>* t : {&q, &k, &v}) {
+      for (float& x : *t) x = normal(rng);
+    }
+    int64_t seqstarts[] = {0, kTokens}, kvstarts[] = {0, kKeys}, zero = 0;
+    int64_t max_seqlen = kTokens, max_kvlen = kKeys;
+    std::vector<float> outputs[2] = {std::vector<float>(q.size()), std::vector<float>(q.size())};
+    dynattn::MultiHeadAttentionArgs args[2];
+    for (int i = 0; i < 2; ++i) {
+      dynattn::MultiHeadAttentionArgs& a = args[i];
+      a.query = dynattn::TensorView::Dense(q.data(), dynattn::DType::kF32, {kTokens, kHeads, kDim});
+      a.key = dynattn::TensorView::Dense(k.data(), dynattn::DType::kF32, {kKeys, kHeads, kDim});
+      a.value = dynattn::TensorView::Dense(v.data(), dynattn::DType::kF32, {kKeys, kHeads, kDim});
+      a.seqstarts = dynattn::TensorView::Dense(seqstarts, dynattn::DType::kI64, {2});
+      a.kvstarts = dynattn::TensorView::Dense(kvstarts, dynattn::DType::kI64, {2});
+      a.decoding_batches = dynattn::TensorView::Dense(&zero, dynattn::DType::kI64, {});
+      a.max_seqlen = dynattn::TensorView::Dense(&max_seqlen, dynattn::DType::kI64, {});
+      a.max_kvlen = dynattn::TensorView::Dense(&max_kvlen, dynattn::DType::kI64, {});
+      a.attn_output = dynattn::TensorView::Dense(outputs[i].data(), dynattn::DType::kF32,
+                                                 {kTokens, kHeads, kDim});
+    }
+    const dynattn::AttentionAttrs attrs{
+        .num_heads = kHeads, .num_kv_heads = kHeads, .head_dim = kDim, .is_causal = true};
+    dynattn::Plan plan;
+    REQUIRE(dynattn::PlanMultiHeadAttention(attrs, args[0], &plan).ok());
+    dynattn::Context context(dynattn::ContextOptions{.num_threads = 1});
+    REQUIRE(dynattn::RunMultiHeadAttention(plan, args[0], &context).ok());
+    const std::vector<float> serial = outputs[0];
+    std::atomic<int> refused{0}, wrong{0}, other{0};
+    std::atomic<bool> stop{false};
+    auto loop = [&](int i) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!stop && std::chrono::steady_clock::now() < deadline) {
+        std::fill(outputs[i].begin(), outputs[i].end(), std::nanf(""));
+        const dynattn::Status s = dynattn::RunMultiHeadAttention(plan, args[i], &context);
+        if (s.ok()) {
+          if (outputs[i] != serial) ++wrong;
+        } else if (s.code() == dynattn::StatusCode::kFailedPrecondition &&
+                   s.message() ==
+                       "context: is running another call: a Context runs one call at "
+                       "a time (give each thread its own)") {
+          if (++refused >= 20) stop = true;
+        } else {
+          ++other;
+        }
+      }
+    };
+    std::thread first(loop, 0), second(loop, 1);
+    first.join();
+    second.join();
+    CHECK(refused >= 20);
+    CHECK(wrong == 0);
+    CHECK(other == 0);
+    // Once free, the Context serves calls again.
+    CHECK(dynattn::RunMultiHeadAttention(plan, args[1], &context).ok());
+    CHECK(outputs[1] == serial);
   }
 }
 

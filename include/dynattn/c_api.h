@@ -37,19 +37,20 @@ extern "C" {
 
 /** Outcome of a call; mirrors dynattn::StatusCode, plus DYNATTN_STATUS_OUT_OF_MEMORY. */
 typedef enum dynattn_status_t {
-  DYNATTN_STATUS_OK = 0,               /**< Success. */
-  DYNATTN_STATUS_INVALID_ARGUMENT = 1, /**< An input broke a rule; nothing was written. */
-  DYNATTN_STATUS_UNSUPPORTED = 2,      /**< Valid but not available here (e.g. no GPU). */
-  DYNATTN_STATUS_INTERNAL = 3,         /**< A bug in libdynattn (or an unexpected exception). */
-  DYNATTN_STATUS_DEVICE_ERROR = 4,     /**< The CUDA runtime reported an error. */
-  DYNATTN_STATUS_OUT_OF_MEMORY = 5     /**< An allocation failed (std::bad_alloc). */
+  DYNATTN_STATUS_OK = 0,                 /**< Success. */
+  DYNATTN_STATUS_INVALID_ARGUMENT = 1,   /**< An input broke a rule; nothing was written. */
+  DYNATTN_STATUS_UNSUPPORTED = 2,        /**< Valid but not available here (e.g. no GPU). */
+  DYNATTN_STATUS_INTERNAL = 3,           /**< A bug in libdynattn (or an unexpected exception). */
+  DYNATTN_STATUS_DEVICE_ERROR = 4,       /**< The CUDA runtime reported an error. */
+  DYNATTN_STATUS_OUT_OF_MEMORY = 5,      /**< An allocation failed (std::bad_alloc). */
+  DYNATTN_STATUS_FAILED_PRECONDITION = 6 /**< Refused by an object's state (a busy context). */
 } dynattn_status_t;
 
 /** Message of the calling thread's last failed call ("" after a success); never null. Valid
  *  until the thread's next call into this API. */
 DYNATTN_EXPORT const char* dynattn_last_error_message(void);
-/** "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "INTERNAL", "DEVICE_ERROR", "OUT_OF_MEMORY", or
- *  "UNKNOWN" for any other value. */
+/** "OK", "INVALID_ARGUMENT", "UNSUPPORTED", "INTERNAL", "DEVICE_ERROR", "OUT_OF_MEMORY",
+ *  "FAILED_PRECONDITION", or "UNKNOWN" for any other value. */
 DYNATTN_EXPORT const char* dynattn_status_name(dynattn_status_t status);
 /** The library's version, e.g. "0.1.0" (that of the loaded library, not of the headers). */
 DYNATTN_EXPORT const char* dynattn_version(void);

@@ -55,8 +55,9 @@ struct ContextOptions {
 
 /// What runs plans: on the CPU a oneTBB arena of `num_threads`, one scratch per arena slot and the
 /// partial-state workspace; on CUDA the stream and a device workspace. Buffers grow to the
-/// largest plan run and are kept. Owned by the caller and used by one calling thread at a time
-/// (give each engine thread its own). A Context asking for more threads than the machine has
+/// largest plan run and are kept. Owned by the caller; it runs one call at a time (give each
+/// engine thread its own): a Run* while another thread's Run* holds it returns
+/// StatusCode::kFailedPrecondition and touches nothing. A Context asking for more threads than the machine has
 /// cores raises oneTBB's process-wide worker limit for the duration of each of its parallel
 /// loops (tests do, to prove that results do not depend on the thread count).
 class DYNATTN_EXPORT Context {

@@ -17,6 +17,9 @@ enum class StatusCode {
   kUnsupported,      ///< Valid by the spec but not available here (e.g. a CUDA tensor, no GPU).
   kInternal,         ///< A bug in libdynattn.
   kDeviceError,      ///< The CUDA runtime reported an error; the message names the call.
+  /// Valid, but refused by the state of an object now: a Context already running a call on
+  /// another thread. Nothing was written. (6: the C API's 5 is out-of-memory.)
+  kFailedPrecondition = 6,
 };
 
 /// Outcome of a call. On failure, `message()` reads "<input>: <rule it broke>", e.g.
@@ -31,6 +34,10 @@ class [[nodiscard]] Status {
   }
   static Status Unsupported(const std::string& input, const std::string& rule) {
     return Status(StatusCode::kUnsupported, input + ": " + rule);
+  }
+  /// A call refused by the current state of `input` (e.g. a busy Context).
+  static Status FailedPrecondition(const std::string& input, const std::string& rule) {
+    return Status(StatusCode::kFailedPrecondition, input + ": " + rule);
   }
   /// A bug in libdynattn, described by `what`.
   static Status Internal(const std::string& what) {

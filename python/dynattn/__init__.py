@@ -182,9 +182,10 @@ _TORCH_FP8 = {"torch.float8_e4m3fn": "fp8_e4m3", "torch.float8_e5m2": "fp8_e5m2"
 def _planned_fp8_bytes(cache, planned):
     """`cache` for a plan made for fp8 format `planned` (None: not an fp8 cache): a torch float8
     cache must name that format."""
+    given = getattr(cache, "dtype", None)
     cache, named = _fp8_bytes(cache, planned)
     if named != planned:
-        raise ValueError(f"cache: a {cache.dtype} tensor, but the plan was made for a "
+        raise ValueError(f"cache: a {given} tensor, but the plan was made for a "
                          f"{planned or 'non-fp8'} cache")
     return cache
 

@@ -46,6 +46,8 @@ Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArg
 Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context* context) {
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, internal::OpKind::kKeyValueCache, context, &s));
+  internal::ContextLease lease(internal::StateOf(*context));
+  DYNATTN_RETURN_IF_ERROR(lease.status());
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
   CacheDesc cache;
   DYNATTN_RETURN_IF_ERROR(s->RunCache(args.cache, args.scale, args.cache_desc, &cache));

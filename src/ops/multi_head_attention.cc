@@ -44,6 +44,8 @@ Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& arg
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(
       internal::CheckRun(plan, internal::OpKind::kMultiHeadAttention, context, &s));
+  internal::ContextLease lease(internal::StateOf(*context));
+  DYNATTN_RETURN_IF_ERROR(lease.status());
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
   DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun));
   // The packed K/V are the problem's cache: its planes move to this call's tensors.

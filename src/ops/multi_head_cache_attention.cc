@@ -49,6 +49,8 @@ Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentio
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(
       internal::CheckRun(plan, internal::OpKind::kMultiHeadCacheAttention, context, &s));
+  internal::ContextLease lease(internal::StateOf(*context));
+  DYNATTN_RETURN_IF_ERROR(lease.status());
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
   CacheDesc cache;
   DYNATTN_RETURN_IF_ERROR(s->RunCache(args.cache, args.scale, args.cache_desc, &cache));

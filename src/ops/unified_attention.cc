@@ -93,6 +93,8 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
 Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context) {
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, OpKind::kUnifiedAttention, context, &s));
+  internal::ContextLease lease(internal::StateOf(*context));
+  DYNATTN_RETURN_IF_ERROR(lease.status());
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
   DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun));
   if (args.cache == nullptr) return Status::Invalid("cache", "is required but null");
