@@ -57,9 +57,9 @@ struct ContextOptions {
 /// partial-state workspace; on CUDA the stream and a device workspace. Buffers grow to the
 /// largest plan run and are kept. Owned by the caller; it runs one call at a time (give each
 /// engine thread its own): a Run* while another thread's Run* holds it returns
-/// StatusCode::kFailedPrecondition and touches nothing. A Context asking for more threads than the machine has
-/// cores raises oneTBB's process-wide worker limit for the duration of each of its parallel
-/// loops (tests do, to prove that results do not depend on the thread count).
+/// StatusCode::kFailedPrecondition and touches nothing. A Context asking for more threads than
+/// the machine has cores raises oneTBB's process-wide worker limit for the duration of each of
+/// its parallel loops (tests do, to prove that results do not depend on the thread count).
 class DYNATTN_EXPORT Context {
  public:
   explicit Context(const ContextOptions& options = {});
