@@ -448,7 +448,6 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   const int dp = p.padded_dim;
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
   const internal::RowBytes bytes = internal::RowBytesOf(p.kv.cache);
-  // Quantized tiles widen their group scales here; fp8 tiles keep the plane's tensor scale.
   const auto parts = scratch->Carve(FusedBlockScratch(p, kBlock));
   float* queries = parts[0];
   const VectorStates s{parts[1], parts[2], parts[3], parts[4]};
