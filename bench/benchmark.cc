@@ -360,7 +360,8 @@ bool Report(const BenchOptions& options, const MachineLimits& machine, const Pla
 
 }  // namespace
 
-/// The overhead part: a tiny step on 1 thread and on the bench's threads, and unified planning.
+/// The overhead part: a tiny step on 1 thread and on the bench's threads, unified planning, and
+/// a model with per-layer attributes planned per step versus per layer.
 void RunOverhead(const BenchOptions& options) {
   std::fprintf(stderr, "measuring per-call overhead ...\n");
   std::vector<TinyStepResult> tiny;
@@ -369,7 +370,12 @@ void RunOverhead(const BenchOptions& options) {
     tiny.push_back(MeasureTinyStep(threads, 2000));
   }
   std::printf("\nkernels: %s%s\n", CpuTargetName(), options.target.empty() ? "" : " (forced)");
-  PrintOverhead(tiny, MeasureUnifiedPlanning(options.threads, options.repetitions), stdout);
+  std::vector<LayeredModelResult> layered;
+  for (const int requests : {1, 64}) {
+    layered.push_back(MeasureLayeredModel(options.threads, requests, options.repetitions));
+  }
+  PrintOverhead(tiny, MeasureUnifiedPlanning(options.threads, options.repetitions), layered,
+                stdout);
 }
 
 bool RunBenchmark(const BenchOptions& options) {

@@ -236,12 +236,13 @@ struct Outputs {
 /// then times `run` on `stream` (errors land in `row`).
 template <class Args>
 void CheckAndTime(Status planned, const Plan& plan,
-                  Status (*run)(const Plan&, const Args&, Context*), const Args& args,
-                  const Outputs& out, const Settings& settings, cudaStream_t stream, Row* row) {
+                  Status (*run)(const Plan&, const Args&, Context*, const LayerAttrs*),
+                  const Args& args, const Outputs& out, const Settings& settings,
+                  cudaStream_t stream, Row* row) {
   ContextOptions options;
   options.cuda_stream = stream;
   Context context(options);
-  const Status status = planned.ok() ? run(plan, args, &context) : planned;
+  const Status status = planned.ok() ? run(plan, args, &context, nullptr) : planned;
   if (!status.ok()) {
     row->error = "CUDA: " + status.message();
     return;
@@ -249,7 +250,7 @@ void CheckAndTime(Status planned, const Plan& plan,
   out.mirror->Fetch(*out.device);
   Compare(*out.device, *out.cpu, out.allowed, row);
   row->times = TimeOnStream(stream, settings.warmup, settings.iters, [&] {
-    const Status s = run(plan, args, &context);
+    const Status s = run(plan, args, &context, nullptr);
     if (!s.ok()) row->error = "CUDA: " + s.message();
   });
 }

@@ -70,7 +70,102 @@ struct TinyStep {
   }
 };
 
+/// A decode step of `requests` requests over `context` cached tokens each, fp16 paged cache: the
+/// tensors of one layer (every layer of the model runs the same ones, with its own attributes).
+struct DecodeStep {
+  static constexpr int kHeads = 64, kKvHeads = 8, kDim = 64, kPage = 128;
+  std::vector<uint16_t> query, key, value, output, cache;
+  std::vector<int64_t> seqstarts, kvstarts, start_pos, pages;
+  int64_t decoding = 0, max_seqlen = 1, max_kvlen = 0;
+  MultiHeadCacheAttentionAttrs attrs;
+  MultiHeadCacheAttentionArgs args;
+
+  DecodeStep(int requests, int64_t context) {
+    const int64_t pages_per_request = (context + 1 + kPage - 1) / kPage;
+    const int64_t slots = requests * pages_per_request * kPage;
+    query.assign(int64_t{requests} * kHeads * kDim, 0x3C00);
+    key.assign(int64_t{requests} * kKvHeads * kDim, 0x3800);
+    value.assign(key.size(), 0x3400);
+    output.resize(query.size());
+    cache.assign(slots * 2 * kKvHeads * kDim, 0x3000);
+    for (int b = 0; b <= requests; ++b) {
+      seqstarts.push_back(b);
+      kvstarts.push_back(b * (context + 1));
+    }
+    start_pos.assign(static_cast<size_t>(requests), context);
+    for (int64_t p = 0; p < requests * pages_per_request; ++p) pages.push_back(p * kPage);
+    decoding = requests;
+    max_kvlen = context + 1;
+    attrs.attention.num_heads = kHeads;
+    attrs.attention.head_dim = kDim;
+    attrs.attention.num_kv_heads = kKvHeads;
+    attrs.cache.cache_mode = 1;
+    attrs.cache.page_size = kPage;
+    const int64_t t = requests;
+    args.query = TensorView::Dense(query.data(), DType::kF16, {t, kHeads, kDim});
+    args.current_key = TensorView::Dense(key.data(), DType::kF16, {t, kKvHeads, kDim});
+    args.current_value = TensorView::Dense(value.data(), DType::kF16, {t, kKvHeads, kDim});
+    args.seqstarts = TensorView::Dense(seqstarts.data(), DType::kI64, {t + 1});
+    args.kvstarts = TensorView::Dense(kvstarts.data(), DType::kI64, {t + 1});
+    args.cachestarts = TensorView::Dense(pages.data(), DType::kI64, {t, pages_per_request});
+    args.start_pos = TensorView::Dense(start_pos.data(), DType::kI64, {t});
+    args.decoding_batches = TensorView::Dense(&decoding, DType::kI64, {});
+    args.max_seqlen = TensorView::Dense(&max_seqlen, DType::kI64, {});
+    args.max_kvlen = TensorView::Dense(&max_kvlen, DType::kI64, {});
+    args.cache = TensorView::Dense(cache.data(), DType::kF16, {slots, 1, 2, kKvHeads, kDim});
+    args.attn_output = TensorView::Dense(output.data(), DType::kF16, {t, kHeads, kDim});
+  }
+};
+
 }  // namespace
+
+LayeredModelResult MeasureLayeredModel(int threads, int requests, int repetitions) {
+  LayeredModelResult r;
+  r.requests = requests;
+  r.context = 1024;
+  DecodeStep step(requests, r.context);
+  std::vector<std::vector<float>> sinks;
+  std::vector<LayerAttrs> layers(static_cast<size_t>(r.layers));
+  for (int l = 0; l < r.layers; ++l) {
+    sinks.emplace_back(DecodeStep::kHeads, 0.25f * static_cast<float>(l));
+    layers[l].window_left = l % 2 == 0 ? 127 : -1;
+    layers[l].sinks = TensorView::Dense(sinks[l].data(), DType::kF32, {DecodeStep::kHeads});
+  }
+  ContextOptions context_options;
+  context_options.num_threads = threads;
+  Context context(context_options);
+  const auto per_layer = [&] {
+    bool ok = true;
+    for (const LayerAttrs& layer : layers) {
+      MultiHeadCacheAttentionAttrs attrs = step.attrs;
+      attrs.attention.window_left = layer.window_left;
+      MultiHeadCacheAttentionArgs args = step.args;
+      args.sinks = layer.sinks;
+      Plan plan;
+      ok &= PlanMultiHeadCacheAttention(attrs, args, &plan).ok() &&
+            RunMultiHeadCacheAttention(plan, args, &context).ok();
+    }
+    return ok;
+  };
+  const auto per_step = [&] {
+    Plan plan;
+    bool ok = PlanMultiHeadCacheAttention(step.attrs, step.args, &plan).ok();
+    for (const LayerAttrs& layer : layers) {
+      ok &= RunMultiHeadCacheAttention(plan, step.args, &context, &layer).ok();
+    }
+    return ok;
+  };
+  r.plan_per_layer_ms = 1e3 * Quantile(TimeCalls(repetitions, per_layer), 0.5);
+  r.plan_per_step_ms = 1e3 * Quantile(TimeCalls(repetitions, per_step), 0.5);
+  Plan plan;
+  r.plan_ms =
+      1e3 *
+      Quantile(
+          TimeCalls(repetitions,
+                    [&] { return PlanMultiHeadCacheAttention(step.attrs, step.args, &plan).ok(); }),
+          0.5);
+  return r;
+}
 
 TinyStepResult MeasureTinyStep(int threads, int calls) {
   TinyStep step;
@@ -132,7 +227,7 @@ UnifiedPlanningResult MeasureUnifiedPlanning(int threads, int repetitions) {
 }
 
 void PrintOverhead(const std::vector<TinyStepResult>& tiny, const UnifiedPlanningResult& unified,
-                   std::FILE* out) {
+                   const std::vector<LayeredModelResult>& layered, std::FILE* out) {
   std::fprintf(out,
                "\nPer-call overhead: tiny step (1 decode over 16 cached tokens, Hq 32, Hkv 8, "
                "D 128, fp16 paged), medians of warm calls\n");
@@ -152,6 +247,16 @@ void PrintOverhead(const std::vector<TinyStepResult>& tiny, const UnifiedPlannin
                "  a %d-layer step: planning per layer %.1f ms, planning once %.1f ms (%.2fx)\n",
                unified.layers, unified.per_layer_ms(), unified.per_step_ms(),
                unified.per_layer_ms() / unified.per_step_ms());
+  std::fprintf(out,
+               "\nPer-layer attributes: 6 layers (window 127 / full, sinks of their own), decodes "
+               "over 1024 cached tokens, Hq 64, Hkv 8, D 64, fp16 paged (medians per step)\n");
+  std::fprintf(out, "%10s %12s %20s %20s %10s\n", "requests", "plan ms", "plan per layer ms",
+               "plan per step ms", "saved");
+  for (const LayeredModelResult& r : layered) {
+    std::fprintf(out, "%10d %12.3f %20.3f %20.3f %9.1f%%\n", r.requests, r.plan_ms,
+                 r.plan_per_layer_ms, r.plan_per_step_ms,
+                 100.0 * (r.plan_per_layer_ms - r.plan_per_step_ms) / r.plan_per_layer_ms);
+  }
 }
 
 }  // namespace dynattn::bench

@@ -2,7 +2,8 @@
 //
 // What a call costs beyond its kernels' work, measured by `dynattn bench --only overhead` (and in
 // the full run): a tiny decode step through the one-shot call and through Plan/Run on a Context,
-// and a unified step's planning, once per step versus once per layer.
+// a unified step's planning, once per step versus once per layer, and a model whose layers
+// differ in window and sinks, planned once per step (LayerAttrs) versus once per layer.
 
 #ifndef DYNATTN_BENCH_OVERHEAD_H_
 #define DYNATTN_BENCH_OVERHEAD_H_
@@ -35,11 +36,24 @@ struct UnifiedPlanningResult {
   double per_step_ms() const { return plan_ms + layers * run_ms; }     ///< Planning once.
 };
 
+/// A gpt-oss-like model step: `requests` decodes over `context` cached tokens (Hq 64, Hkv 8, D 64,
+/// fp16 paged cache), six layers alternating a 128-token window with full attention, each with its
+/// own sinks. Medians of whole six-layer steps, in milliseconds.
+struct LayeredModelResult {
+  int requests = 0;
+  int64_t context = 0;
+  int layers = 6;
+  double plan_per_layer_ms = 0;  ///< A plan per layer with its attributes, then its Run.
+  double plan_per_step_ms = 0;   ///< One plan, then every layer's Run with its LayerAttrs.
+  double plan_ms = 0;            ///< One PlanMultiHeadCacheAttention.
+};
+
 TinyStepResult MeasureTinyStep(int threads, int calls);
 UnifiedPlanningResult MeasureUnifiedPlanning(int threads, int repetitions);
+LayeredModelResult MeasureLayeredModel(int threads, int requests, int repetitions);
 
 void PrintOverhead(const std::vector<TinyStepResult>& tiny, const UnifiedPlanningResult& unified,
-                   std::FILE* out);
+                   const std::vector<LayeredModelResult>& layered, std::FILE* out);
 
 }  // namespace dynattn::bench
 

@@ -308,11 +308,19 @@ dynattn::ContextOptions ContextOptionsOf(int threads) {
   return options;
 }
 
-/// Plan, then Run twice with the bits of the outputs and the cache compared; or the one-shot.
+/// RunKeyValueCache as a Run op (it has no per-layer attributes).
+Status RunKeyValueCacheOp(const dynattn::Plan& plan, const dynattn::KeyValueCacheArgs& args,
+                          dynattn::Context* context, const dynattn::LayerAttrs*) {
+  return dynattn::RunKeyValueCache(plan, args, context);
+}
+
+/// Plan, then Run twice (the second with the plan's attributes given as a layer's) with the bits
+/// of the outputs and the cache compared; or the one-shot.
 template <typename Attrs_, typename Args>
 Status Invoke(const Call& call, bool plan_only, const Attrs_& attrs, const Args& args,
               Status (*plan_fn)(const Attrs_&, const Args&, dynattn::Plan*),
-              Status (*run_fn)(const dynattn::Plan&, const Args&, dynattn::Context*),
+              Status (*run_fn)(const dynattn::Plan&, const Args&, dynattn::Context*,
+                               const dynattn::LayerAttrs*),
               Status (*one_shot)(const Attrs_&, const Args&, const dynattn::RunOptions&),
               std::vector<Buffer>* buffers) {
   const int threads = call.flags.two_threads ? 2 : 1;
@@ -328,11 +336,13 @@ Status Invoke(const Call& call, bool plan_only, const Attrs_& attrs, const Args&
   static dynattn::Context contexts[2] = {dynattn::Context(ContextOptionsOf(1)),
                                          dynattn::Context(ContextOptionsOf(2))};
   dynattn::Context& context = contexts[threads - 1];
-  status = run_fn(plan, args, &context);
+  status = run_fn(plan, args, &context, nullptr);
   if (!status.ok()) return status;
   std::vector<std::vector<uint64_t>> first;
   for (const Buffer& b : *buffers) first.push_back(b.storage);
-  status = run_fn(plan, args, &context);
+  // The second Run restates the planned attributes as a layer's: the same bits.
+  const dynattn::LayerAttrs planned_layer = plan.layer_attrs();
+  status = run_fn(plan, args, &context, &planned_layer);
   if (!status.ok()) Broken("a second Run of an accepted plan failed: " + status.message());
   for (size_t i = 0; i < buffers->size(); ++i) {
     if ((*buffers)[i].storage != first[i]) {
@@ -351,8 +361,8 @@ Status CallOp(const Call& call, bool plan_only, std::vector<Buffer>* buffers) {
       attrs.cache = CacheAttrsOf(a);
       attrs.num_repeat = static_cast<int>(a.num_repeat);
       return Invoke(call, plan_only, attrs, dynattn::KeyValueCacheArgsByName(tensors),
-                    &dynattn::PlanKeyValueCache, &dynattn::RunKeyValueCache,
-                    &dynattn::KeyValueCache, buffers);
+                    &dynattn::PlanKeyValueCache, &RunKeyValueCacheOp, &dynattn::KeyValueCache,
+                    buffers);
     }
     case Op::kMultiHeadAttention:
       return Invoke(call, plan_only, AttentionAttrsOf(call),

@@ -455,15 +455,27 @@ dynattn_status_t PlanOp(const CAttrs* attrs, const CArgs* args, dynattn_plan_t* 
   });
 }
 
-// An op's run_*: the plan and context handles, then args, then `run_op`.
+// A run_*_layer call's attributes.
+Status ToLayer(const dynattn_layer_attrs_t* in, LayerAttrs* out) {
+  out->window_left = in->window_left;
+  out->logits_soft_cap = in->logits_soft_cap;
+  out->softmax_scale = in->softmax_scale;
+  return ToTensor(in->sinks, "sinks", &out->sinks);
+}
+
+// An op's run_*: the plan and context handles, then args and the layer's attributes (when not
+// null), then `run_op`.
 template <class CArgs, class Args>
 dynattn_status_t RunOp(const dynattn_plan_t* plan, const CArgs* args, dynattn_context_t* context,
-                       Status (*run_op)(const Plan&, const Args&, Context*)) {
+                       Status (*run_op)(const Plan&, const Args&, Context*, const LayerAttrs*),
+                       const dynattn_layer_attrs_t* layer = nullptr) {
   return WithPlan(plan, [&](const Plan& p) -> Status {
     Call<Args> call;
+    LayerAttrs layer_attrs;
     DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
     DYNATTN_RETURN_IF_ERROR(ToArgs(args, &call));
-    return run_op(p, call.args, &context->context);
+    if (layer != nullptr) DYNATTN_RETURN_IF_ERROR(ToLayer(layer, &layer_attrs));
+    return run_op(p, call.args, &context->context, layer != nullptr ? &layer_attrs : nullptr);
   });
 }
 
@@ -835,6 +847,26 @@ dynattn_status_t dynattn_plan_unified_summary(const dynattn_plan_t* plan,
   });
 }
 
+dynattn_status_t dynattn_plan_layer_attrs(const dynattn_plan_t* plan, dynattn_layer_attrs_t* out) {
+  return WithPlan(plan, [&](const Plan& p) -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    const LayerAttrs layer = p.layer_attrs();
+    out->window_left = layer.window_left;
+    out->logits_soft_cap = layer.logits_soft_cap;
+    out->softmax_scale = layer.softmax_scale;
+    MakeAbsent(&out->sinks);
+    if (layer.sinks.present()) {
+      out->sinks.data = layer.sinks.data;
+      out->sinks.dtype = DYNATTN_DTYPE_F32;
+      out->sinks.device = DYNATTN_DEVICE_CPU;
+      out->sinks.rank = 1;
+      out->sinks.shape[0] = layer.sinks.shape[0];
+      out->sinks.strides[0] = 1;
+    }
+    return Status::Ok();
+  });
+}
+
 // The plan_* / run_* pairs: handles first, then attrs and args, then the C++ call.
 dynattn_status_t dynattn_plan_key_value_cache(const dynattn_key_value_cache_attrs_t* attrs,
                                               const dynattn_key_value_cache_args_t* args,
@@ -845,7 +877,10 @@ dynattn_status_t dynattn_plan_key_value_cache(const dynattn_key_value_cache_attr
 dynattn_status_t dynattn_run_key_value_cache(const dynattn_plan_t* plan,
                                              const dynattn_key_value_cache_args_t* args,
                                              dynattn_context_t* context) {
-  return RunOp(plan, args, context, &RunKeyValueCache);
+  auto run = [](const Plan& p, const KeyValueCacheArgs& a, Context* c, const LayerAttrs*) {
+    return RunKeyValueCache(p, a, c);
+  };
+  return RunOp(plan, args, context, +run);
 }
 
 dynattn_status_t dynattn_plan_multi_head_attention(const dynattn_attention_attrs_t* attrs,
@@ -860,6 +895,12 @@ dynattn_status_t dynattn_run_multi_head_attention(const dynattn_plan_t* plan,
   return RunOp(plan, args, context, &RunMultiHeadAttention);
 }
 
+dynattn_status_t dynattn_run_multi_head_attention_layer(
+    const dynattn_plan_t* plan, const dynattn_multi_head_attention_args_t* args,
+    const dynattn_layer_attrs_t* layer, dynattn_context_t* context) {
+  return RunOp(plan, args, context, &RunMultiHeadAttention, layer);
+}
+
 dynattn_status_t dynattn_plan_multi_head_cache_attention(
     const dynattn_multi_head_cache_attention_attrs_t* attrs,
     const dynattn_multi_head_cache_attention_args_t* args, dynattn_plan_t* plan) {
@@ -872,6 +913,12 @@ dynattn_status_t dynattn_run_multi_head_cache_attention(
   return RunOp(plan, args, context, &RunMultiHeadCacheAttention);
 }
 
+dynattn_status_t dynattn_run_multi_head_cache_attention_layer(
+    const dynattn_plan_t* plan, const dynattn_multi_head_cache_attention_args_t* args,
+    const dynattn_layer_attrs_t* layer, dynattn_context_t* context) {
+  return RunOp(plan, args, context, &RunMultiHeadCacheAttention, layer);
+}
+
 dynattn_status_t dynattn_plan_unified_attention(const dynattn_unified_attention_attrs_t* attrs,
                                                 const dynattn_unified_attention_args_t* args,
                                                 dynattn_plan_t* plan) {
@@ -882,4 +929,11 @@ dynattn_status_t dynattn_run_unified_attention(const dynattn_plan_t* plan,
                                                const dynattn_unified_attention_args_t* args,
                                                dynattn_context_t* context) {
   return RunOp(plan, args, context, &RunUnifiedAttention);
+}
+
+dynattn_status_t dynattn_run_unified_attention_layer(const dynattn_plan_t* plan,
+                                                     const dynattn_unified_attention_args_t* args,
+                                                     const dynattn_layer_attrs_t* layer,
+                                                     dynattn_context_t* context) {
+  return RunOp(plan, args, context, &RunUnifiedAttention, layer);
 }

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <iterator>
+#include <string_view>
 #include <tuple>
 
 #include "dynattn/named_args.h"
@@ -140,9 +141,11 @@ constexpr std::array<uint8_t, std::size(OpTensors<Args>::kFields)> AliasingOrder
 }
 
 /// The aliasing rule (src/aliasing.h) over the call's tensors, in AliasingOrder; the PMX cache
-/// counts when `pmx_cache` (a raw CacheDesc is trusted), its scales when also `quantized`.
+/// counts when `pmx_cache` (a raw CacheDesc is trusted), its scales when also `quantized`; a
+/// Run's `layer` sinks replace the args' (and count in the Run phase).
 template <class Args>
-Status CheckOpAliasing(const Args& args, bool pmx_cache, bool quantized, CallPhase phase) {
+Status CheckOpAliasing(const Args& args, bool pmx_cache, bool quantized, CallPhase phase,
+                       const LayerAttrs* layer = nullptr) {
   static const TensorView kNone;
   static constexpr auto kOrder = AliasingOrder<Args>();
   std::array<CallBuffer, kOrder.size()> buffers;
@@ -155,7 +158,10 @@ Status CheckOpAliasing(const Args& args, bool pmx_cache, bool quantized, CallPha
         break;
       case TensorRole::kIndex:
       case TensorRole::kHost:
-        buffers[k] = IndexBuffer(f.name, t);
+        // A layer's sinks are read by the Run itself (the plan's were copied when planned).
+        buffers[k] = layer != nullptr && std::string_view(f.name) == "sinks"
+                         ? ReadBuffer(f.name, layer->sinks)
+                         : IndexBuffer(f.name, t);
         break;
       case TensorRole::kWritten:
         buffers[k] = WrittenBuffer(f.name, t);

@@ -112,6 +112,12 @@ void PlanState::OwnIndexArrays() {
     sinks.assign(attention.sinks, attention.sinks + attention.num_heads);
     attention.sinks = sinks.data();
   }
+  planned_layer = LayerAttrs{.window_left = static_cast<int>(attention.window_left),
+                             .logits_soft_cap = attention.soft_cap,
+                             .softmax_scale = attention.score_scale};
+  if (!sinks.empty()) {
+    planned_layer.sinks = TensorView::Dense(sinks.data(), DType::kF32, {attention.num_heads});
+  }
   UnifiedStep& s = unified_step;
   s.query_start_loc = index.Own(s.query_start_loc, s.num_requests + 1);
   s.context_lens = index.Own(s.context_lens, s.num_requests);
@@ -162,6 +168,48 @@ Status PlanState::RunCache(const TensorView& tensor, const TensorView& scale, co
   return Status::Ok();
 }
 
+namespace {
+
+/// The kept plan of `window_left` in `plans`, made by `make` when there is none yet.
+template <typename Make>
+const WindowPlan& FindOrPlan(std::vector<std::unique_ptr<WindowPlan>>* plans, int64_t window_left,
+                             Make make) {
+  for (const std::unique_ptr<WindowPlan>& p : *plans) {
+    if (p->window_left == window_left) return *p;
+  }
+  auto made = std::make_unique<WindowPlan>();
+  made->window_left = window_left;
+  make(made.get());
+  plans->push_back(std::move(made));
+  return *plans->back();
+}
+
+}  // namespace
+
+const AttentionPlan& PlanState::AttentionPlanFor(int64_t window_left) const {
+  if (window_left == attention.window_left) return attention_plan;
+  std::lock_guard<std::mutex> lock(window_mutex);
+  return FindOrPlan(&window_plans, window_left,
+                    [&](WindowPlan* p) {
+                      AttentionProblem problem = attention;
+                      problem.window_left = window_left;
+                      p->attention = PlanAttention(problem);
+                    })
+      .attention;
+}
+
+const UnifiedPlan& PlanState::UnifiedPlanFor(int64_t window_left) const {
+  if (window_left == unified_step.window_left) return unified_plan;
+  std::lock_guard<std::mutex> lock(window_mutex);
+  return FindOrPlan(&window_plans, window_left,
+                    [&](WindowPlan* p) {
+                      UnifiedStep step = unified_step;
+                      step.window_left = window_left;
+                      p->unified = PlanUnified(step);
+                    })
+      .unified;
+}
+
 Status PlanOf(const Plan& plan, OpKind op, const PlanState** state) {
   if (plan.empty()) return Status::Invalid("plan", "is empty (its Plan* call failed or never ran)");
   const PlanState* planned = StateAccess::Of(plan);
@@ -190,6 +238,11 @@ const char* Plan::backend() const { return state_ ? state_->kernels->name : null
 
 size_t Plan::workspace_bytes() const {
   return state_ ? state_->workspace_floats * sizeof(float) : 0;
+}
+
+LayerAttrs Plan::layer_attrs() const {
+  if (!state_ || state_->op == internal::OpKind::kKeyValueCache) return LayerAttrs{};
+  return state_->planned_layer;
 }
 
 const UnifiedStepSummary* Plan::unified_summary() const {

@@ -9,6 +9,8 @@
 #define DYNATTN_SRC_PLAN_STATE_H_
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -52,6 +54,13 @@ struct PlannedCache {
   CacheDesc desc;     ///< The descriptor of the planning call.
 };
 
+/// The work of a window a Run asked for that the step was not planned with (LayerAttrs).
+struct WindowPlan {
+  int64_t window_left = -1;
+  AttentionPlan attention;  ///< MultiHeadAttention and MultiHeadCacheAttention plans.
+  UnifiedPlan unified;      ///< Unified plans.
+};
+
 struct PlanState {
   OpKind op = OpKind::kMultiHeadAttention;
   const BackendKernels* kernels = nullptr;
@@ -70,6 +79,12 @@ struct PlanState {
   PlannedCache cache;
   BlockCache block_cache;  ///< Unified plans: the block geometry the plan addresses.
   size_t workspace_floats = 0;
+  /// The attributes the step was planned with (its sinks view `sinks`).
+  LayerAttrs planned_layer;
+  /// Windows other than the planned one, planned at their first Run and kept. Runs on different
+  /// Contexts may share a plan, hence the lock (taken only by Runs with such a window).
+  mutable std::mutex window_mutex;
+  mutable std::vector<std::unique_ptr<WindowPlan>> window_plans;
 
   /// Copies the batch's and slot map's arrays (and the ALiBi slopes and sinks) into the plan and
   /// points the problems at the copies.
@@ -81,6 +96,10 @@ struct PlanState {
   /// run's own descriptor once its geometry matches the plan's.
   Status RunCache(const TensorView& tensor, const TensorView& scale, const CacheDesc* desc,
                   CacheDesc* out) const;
+  /// The attention work of `window_left`: the planned work, or that window's (planned once).
+  const AttentionPlan& AttentionPlanFor(int64_t window_left) const;
+  /// The unified work of `window_left`: the planned work, or that window's (planned once).
+  const UnifiedPlan& UnifiedPlanFor(int64_t window_left) const;
 };
 
 /// The state of `plan` when it is a plan of `op`, else an error.

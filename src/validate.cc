@@ -339,8 +339,7 @@ Status CheckScoreOptions(int window_left, float logits_soft_cap, float softmax_s
   return Status::Ok();
 }
 
-Status ReadSinks(const TensorView& t, int num_heads, std::vector<float>* sinks) {
-  sinks->clear();
+Status CheckSinks(const TensorView& t, int num_heads) {
   if (!t.present()) return Status::Ok();
   DYNATTN_RETURN_IF_ERROR(CheckStorage("sinks", t));
   DYNATTN_RETURN_IF_ERROR(CheckOnHost("sinks", t));
@@ -356,7 +355,13 @@ Status ReadSinks(const TensorView& t, int num_heads, std::vector<float>* sinks) 
           "sinks", "entry " + to_string(h) + " is not finite (" + FloatString(values[h]) + ")");
     }
   }
-  sinks->assign(values, values + num_heads);
+  return Status::Ok();
+}
+
+Status ReadSinks(const TensorView& t, int num_heads, std::vector<float>* sinks) {
+  sinks->clear();
+  DYNATTN_RETURN_IF_ERROR(CheckSinks(t, num_heads));
+  if (t.present()) sinks->assign(t.As<const float>(), t.As<const float>() + num_heads);
   return Status::Ok();
 }
 
@@ -594,6 +599,11 @@ Status CheckCacheSide(const CacheAttrs& attrs, const TensorView& cache, const Te
   return CheckDistinctWrites(batch, source->slots);
 }
 
+float ScoreScale(float softmax_scale, int head_dim) {
+  return softmax_scale > 0.0f ? softmax_scale
+                              : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
 void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionProblem* p) {
   p->io_type = io;
   p->num_heads = a.num_heads;
@@ -601,9 +611,7 @@ void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionPro
   p->group_size = a.num_heads / kv_heads;
   p->head_dim = a.head_dim;
   p->padded_dim = static_cast<int>(PadToLanes(a.head_dim));
-  p->score_scale = a.softmax_scale > 0.0f
-                       ? a.softmax_scale
-                       : static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.head_dim)));
+  p->score_scale = ScoreScale(a.softmax_scale, a.head_dim);
   p->soft_cap = a.logits_soft_cap;
   p->window_left = a.window_left;
   p->is_causal = a.is_causal;

@@ -74,8 +74,9 @@ CacheElem PlainCacheElemOf(DType io);
 std::string FloatString(float x);
 /// window_left >= -1; logits_soft_cap and softmax_scale finite and >= 0 (0 = off / default).
 Status CheckScoreOptions(int window_left, float logits_soft_cap, float softmax_scale);
-/// The optional `sinks` input: float32 (num_heads) in CPU memory, every entry finite; copied into
-/// `sinks` (left empty when absent).
+/// The optional `sinks` input: float32 (num_heads) in CPU memory, every entry finite.
+Status CheckSinks(const TensorView& t, int num_heads);
+/// CheckSinks, then the entries copied into `sinks` (left empty when absent).
 Status ReadSinks(const TensorView& t, int num_heads, std::vector<float>* sinks);
 /// The optional fp8 `k_scale` / `v_scale` inputs (0-d float32 in CPU memory) replace the cache's
 /// per-tensor scales; refused for a cache that is not fp8. The resulting scales must be finite
@@ -124,6 +125,8 @@ Status CheckDistinctSlots(const char* name, std::vector<SlotWrite>* writes,
                           const std::function<std::string(int64_t slot)>& where);
 /// No two new tokens of a PMX call write the same slot.
 Status CheckDistinctWrites(const Batch& batch, const SlotMap& map);
+/// The score scale of `softmax_scale` (0 means 1 / sqrt(head_dim)).
+float ScoreScale(float softmax_scale, int head_dim);
 /// Heads, sizes and score scale of an attention problem.
 void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionProblem* p);
 

@@ -634,6 +634,47 @@ static void test_mhca_plan_two_layers(dynattn_context_t* context) {
   }
 }
 
+/* One plan, a layer with its own window, soft-cap, scale and sinks (dynattn_run_*_layer): the
+ * bits of the C++ one-shot call made with that layer's attributes; a bad one is named. */
+static void test_mhca_plan_layer_attrs(dynattn_context_t* context) {
+  capi_variant v = score_variant(0, 0, 4);
+  capi_mhca_case layer;
+  mhca_make_variant(&layer, &v);
+  capi_mhca_case planned = mhca_clone(&layer); /* the same step, planned without the attrs */
+  planned.v.score = 0;
+  capi_mhca_case ref = mhca_clone(&layer);
+  dynattn_multi_head_cache_attention_attrs_t attrs;
+  dynattn_multi_head_cache_attention_args_t plan_args, args;
+  mhca_attrs(&planned, &attrs);
+  mhca_args(&planned, &plan_args);
+  mhca_args(&layer, &args);
+  dynattn_plan_t* plan = NULL;
+  CHECK_OK(dynattn_plan_create(&plan));
+  CHECK_OK(dynattn_plan_multi_head_cache_attention(&attrs, &plan_args, plan));
+  dynattn_layer_attrs_t la;
+  CHECK_OK(dynattn_plan_layer_attrs(plan, &la));
+  CHECK(la.window_left == -1 && la.logits_soft_cap == 0.0f && la.sinks.rank == -1);
+  la.window_left = v.window_left;
+  la.logits_soft_cap = v.logits_soft_cap;
+  la.softmax_scale = v.softmax_scale;
+  la.sinks = dense(v.sinks, DYNATTN_DTYPE_F32, 1, SHAPE(4));
+  CHECK_OK(dynattn_run_multi_head_cache_attention_layer(plan, &args, &la, context));
+  CHECK(capi_cpp_mhca(&ref) == 0);
+  CHECK(mhca_same(&layer, &ref));
+  /* A bad layer attribute: named, nothing written. */
+  memset(layer.out, 0xAB, mhca_io_elems(&layer, layer.num_heads) * 2);
+  la.window_left = -3;
+  CHECK_ERROR(dynattn_run_multi_head_cache_attention_layer(plan, &args, &la, context),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "window_left");
+  CHECK(all_bytes(layer.out, 0xAB, mhca_io_elems(&layer, layer.num_heads) * 2));
+  /* A null layer is the plan's attributes. */
+  CHECK_OK(dynattn_run_multi_head_cache_attention_layer(plan, &plan_args, NULL, context));
+  dynattn_plan_destroy(plan);
+  mhca_free(&layer);
+  mhca_free(&planned);
+  mhca_free(&ref);
+}
+
 /* KeyValueCache, then MultiHeadAttention over what it gathered, each planned and run, and
  * one-shot: the C++ API's bits. The plan handle is planned again for the second op. */
 static void kvc_args(const capi_mhca_case* c, uint16_t* key, uint16_t* value,
@@ -770,6 +811,7 @@ static void test_plans(void) {
   CHECK_OK(dynattn_context_num_threads(context, &threads));
   CHECK(threads == 2);
   test_mhca_plan_two_layers(context);
+  test_mhca_plan_layer_attrs(context);
   test_unified_plan_two_layers(context);
   test_kvc_then_mha(context);
   dynattn_context_destroy(context);

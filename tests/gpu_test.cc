@@ -43,6 +43,7 @@
 #include "reference/reference.h"
 #include "src/context.h"
 #include "src/dispatch.h"
+#include "tests/support/plan_layers.h"
 #include "tests/support/run_case.h"
 
 namespace {
@@ -1492,6 +1493,53 @@ TEST_SUITE("gpu") {
   }
   TEST_CASE("window, soft-cap, scale, sinks, bf16 and fp8 on the CUDA unified rows") {
     feature::RunTrials(16, &feature::CheckUnified);
+  }
+  TEST_CASE("one device plan runs layers with their own window, soft-cap, scale and sinks") {
+    // The step planned without them; its layers pin them (same seed: same step, same history).
+    const auto layer_case = [](const char* op, int window, int cap, int scale, int sinks) {
+      dynattn_ref::GenOptions options;
+      options.max_context = 600;
+      options.pins.window = window;
+      options.pins.soft_cap = cap;
+      options.pins.softmax_scale = scale;
+      options.pins.sinks = sinks;
+      const uint64_t seed = dynattn_test::BaseSeed() + 4242;
+      return std::string(op) == "unified_attention" ? dynattn_ref::RandomUnifiedCase(seed, options)
+                                                    : dynattn_ref::RandomCase(op, seed, options);
+    };
+    for (const char* op :
+         {"multi_head_attention", "multi_head_cache_attention", "unified_attention"}) {
+      const Case planned = layer_case(op, -1, 0, 0, 0);
+      dynattn_test::Layer planning(planned);
+      DevicePlacement planning_placement;
+      planning.PlaceOn(&planning_placement, planned);
+      dynattn::Plan plan;
+      const dynattn::Status s = dynattn_test::PlanLayer(planned, &planning, &plan);
+      REQUIRE_MESSAGE(s.ok(), s.message());
+      dynattn::Context context;
+      const int windows[] = {3, -1, 40, -1};
+      for (int l = 0; l < 4; ++l) {
+        const Case c = layer_case(op, windows[l], l == 1, l == 2, l != 1);
+        CAPTURE(c.description);
+        dynattn_test::Layer layer(c);
+        DevicePlacement placement;
+        layer.PlaceOn(&placement, c);
+        dynattn::LayerAttrs attrs;
+        attrs.window_left = c.attrs.window_left;
+        attrs.logits_soft_cap = static_cast<float>(c.attrs.logits_soft_cap);
+        attrs.softmax_scale = static_cast<float>(c.attrs.softmax_scale);
+        if (c.inputs.count("sinks")) attrs.sinks = dynattn_test::ViewOf(layer.tensors.at("sinks"));
+        const dynattn::Status run = dynattn_test::BoundArgs(c, &layer).Run(plan, &context, &attrs);
+        REQUIRE_MESSAGE(run.ok(), run.message());
+        placement.Fetch();
+        const dynattn_ref::AttnResult ref =
+            c.op == "multi_head_attention" ? dynattn_ref::MultiHeadAttention(c.attrs, c.inputs)
+            : c.op == "unified_attention"  ? dynattn_ref::UnifiedAttention(c.attrs, c.inputs)
+                                          : dynattn_ref::MultiHeadCacheAttention(c.attrs, c.inputs);
+        const std::string error = dynattn_ref::CheckAttention(ref, layer.tensors.at("attn_output"));
+        CHECK_MESSAGE(error.empty(), "CUDA attn_output: ", error);
+      }
+    }
   }
 }
 

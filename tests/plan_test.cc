@@ -25,6 +25,7 @@
 #include "core/plan_unified.h"
 #include "dynattn/dynattn.h"
 #include "reference/case_gen.h"
+#include "tests/support/plan_layers.h"
 #include "tests/support/run_case.h"
 
 // Every C++ heap allocation of this binary is counted while `g_counting` is set. The replacements
@@ -93,167 +94,6 @@ using dynattn::Context;
 using dynattn::Plan;
 using dynattn::Status;
 using dynattn_ref::Dt;
-
-/// One layer's tensors for a case: copies of its inputs (the cache is written) and poisoned
-/// outputs, bound by name.
-struct Layer {
-  dynattn_ref::Tensors tensors;
-  dynattn::BlockCache block_cache;  ///< Unified cases.
-
-  explicit Layer(const Case& c) : tensors(c.inputs) {
-    auto poisoned = [](Dt dt, std::vector<int64_t> shape) {
-      Array a = dynattn_ref::MakeArray(dt, shape);
-      if (!a.bytes.empty()) std::memset(a.bytes.data(), 0xFF, a.bytes.size());
-      return a;
-    };
-    if (c.op == "key_value_cache") {
-      const Array& ck = c.inputs.at("current_key");
-      const Array& kvstarts = c.inputs.at("kvstarts");
-      const std::vector<int64_t> shape = {kvstarts.data<int64_t>()[kvstarts.numel() - 1],
-                                          ck.shape[1] * c.attrs.num_repeat, ck.shape[2]};
-      tensors["key"] = poisoned(ck.dt, shape);
-      tensors["value"] = poisoned(ck.dt, shape);
-    } else {
-      const Array& q = c.inputs.at("query");
-      tensors["attn_output"] = poisoned(q.dt, q.shape);
-      if (c.op == "unified_attention")
-        tensors["lse"] = poisoned(Dt::kF32, {q.shape[0], q.shape[1]});
-    }
-    if (c.op == "unified_attention") {
-      const Status s =
-          dynattn::MakePmxBlockCache(Lookup()("cache"), Lookup()("scale"), CacheAttrsOf(c.attrs),
-                                     static_cast<int>(c.inputs.at("current_key").shape[1]),
-                                     c.attrs.head_dim, c.attrs.block_size, &block_cache);
-      REQUIRE_MESSAGE(s.ok(), s.message());
-    }
-  }
-
-  dynattn::TensorLookup Lookup() {
-    return [this](const std::string& name) {
-      auto it = tensors.find(name);
-      return it == tensors.end() ? dynattn::TensorView{} : ViewOf(it->second);
-    };
-  }
-};
-
-dynattn::KeyValueCacheAttrs KvcAttrs(const Case& c) {
-  dynattn::KeyValueCacheAttrs attrs;
-  attrs.cache = CacheAttrsOf(c.attrs);
-  attrs.num_repeat = c.attrs.num_repeat;
-  return attrs;
-}
-
-dynattn::MultiHeadCacheAttentionAttrs MhcaAttrs(const Case& c) {
-  dynattn::MultiHeadCacheAttentionAttrs attrs;
-  attrs.attention = AttentionAttrsOf(c.attrs);
-  attrs.cache = CacheAttrsOf(c.attrs);
-  return attrs;
-}
-
-dynattn::UnifiedAttentionAttrs UnifiedAttrs(const Case& c) {
-  return UnifiedAttentionAttrsOf(c.attrs);  // window, soft-cap and scale included
-}
-
-/// A layer's arguments, bound once (binding by name allocates: it is the caller's part).
-struct BoundArgs {
-  std::string op;
-  dynattn::KeyValueCacheArgs kvc;
-  dynattn::MultiHeadAttentionArgs mha;
-  dynattn::MultiHeadCacheAttentionArgs mhca;
-  dynattn::UnifiedAttentionArgs unified;
-
-  BoundArgs(const Case& c, Layer* layer) : op(c.op) {
-    const dynattn::TensorLookup lookup = layer->Lookup();
-    if (op == "key_value_cache") kvc = dynattn::KeyValueCacheArgsByName(lookup);
-    if (op == "multi_head_attention") mha = dynattn::MultiHeadAttentionArgsByName(lookup);
-    if (op == "multi_head_cache_attention") {
-      mhca = dynattn::MultiHeadCacheAttentionArgsByName(lookup);
-    }
-    if (op == "unified_attention") {
-      unified = dynattn::UnifiedAttentionArgsByName(lookup, &layer->block_cache);
-    }
-  }
-
-  Status MakePlan(const Case& c, Plan* plan) const {
-    if (op == "key_value_cache") return dynattn::PlanKeyValueCache(KvcAttrs(c), kvc, plan);
-    if (op == "multi_head_attention") {
-      return dynattn::PlanMultiHeadAttention(AttentionAttrsOf(c.attrs), mha, plan);
-    }
-    if (op == "multi_head_cache_attention") {
-      return dynattn::PlanMultiHeadCacheAttention(MhcaAttrs(c), mhca, plan);
-    }
-    return dynattn::PlanUnifiedAttention(UnifiedAttrs(c), unified, plan);
-  }
-
-  /// Every index tensor of the bound op.
-  std::vector<dynattn::TensorView*> IndexTensors() {
-    return {&kvc.seqstarts,           &kvc.kvstarts,         &kvc.cachestarts,
-            &kvc.start_pos,           &kvc.max_seqlen,       &kvc.max_kvlen,
-            &mha.seqstarts,           &mha.kvstarts,         &mha.decoding_batches,
-            &mha.max_seqlen,          &mha.max_kvlen,        &mhca.seqstarts,
-            &mhca.kvstarts,           &mhca.cachestarts,     &mhca.start_pos,
-            &mhca.decoding_batches,   &mhca.max_seqlen,      &mhca.max_kvlen,
-            &unified.query_start_loc, &unified.context_lens, &unified.block_table};
-  }
-
-  Status Run(const Plan& plan, Context* context) const {
-    if (op == "key_value_cache") return dynattn::RunKeyValueCache(plan, kvc, context);
-    if (op == "multi_head_attention") return dynattn::RunMultiHeadAttention(plan, mha, context);
-    if (op == "multi_head_cache_attention") {
-      return dynattn::RunMultiHeadCacheAttention(plan, mhca, context);
-    }
-    return dynattn::RunUnifiedAttention(plan, unified, context);
-  }
-};
-
-Status PlanLayer(const Case& c, Layer* layer, Plan* plan) {
-  return BoundArgs(c, layer).MakePlan(c, plan);
-}
-
-Status RunLayer(const Case& c, Layer* layer, const Plan& plan, Context* context) {
-  return BoundArgs(c, layer).Run(plan, context);
-}
-
-/// Another layer of the same step: the same metadata and cache history, the activations negated
-/// (their sign bits flipped), so every output differs from the first layer's.
-Case NextLayer(const Case& c) {
-  Case next = c;
-  for (const char* name : {"query", "current_key", "current_value", "key", "value"}) {
-    auto it = next.inputs.find(name);
-    if (it == next.inputs.end()) continue;
-    Array& a = it->second;
-    const size_t width = a.dt == Dt::kF16 ? 2 : 4;
-    for (size_t i = width - 1; i < a.bytes.size(); i += width) a.bytes[i] ^= 0x80;
-  }
-  return next;
-}
-
-/// The outputs (and the written cache) of a layer, to compare with a one-shot LibResult.
-void CheckSameAsOneShot(const Case& c, Layer* layer) {
-  const LibResult one_shot = RunLibrary(c);
-  REQUIRE_MESSAGE(one_shot.status.ok(), one_shot.status.message());
-  const std::pair<const char*, const Array*> expected[] = {{"attn_output", &one_shot.attn_output},
-                                                           {"lse", &one_shot.lse},
-                                                           {"key", &one_shot.key},
-                                                           {"value", &one_shot.value},
-                                                           {"cache", &one_shot.cache},
-                                                           {"scale", &one_shot.scale}};
-  for (const auto& entry : expected) {  // not a structured binding: doctest captures it
-    const std::string& name = entry.first;
-    const auto* want = entry.second;
-    auto it = layer->tensors.find(name);
-    if (it == layer->tensors.end() || (want->shape.empty() && want->bytes.empty())) continue;
-    std::string why;
-    CHECK_MESSAGE(SameBytes(it->second, *want, &why), name << ": " << why);
-  }
-}
-
-std::vector<Case> CasesOfEveryOp(uint64_t seed) {
-  return {dynattn_ref::RandomCase("key_value_cache", seed),
-          dynattn_ref::RandomCase("multi_head_attention", seed + 1),
-          dynattn_ref::RandomCase("multi_head_cache_attention", seed + 2),
-          dynattn_ref::RandomUnifiedCase(seed + 3)};
-}
 
 /// A batch of (seqlen, kvlen) requests for the attention planner, with its offset arrays.
 struct PlannedBatch {
@@ -690,7 +530,7 @@ TEST_SUITE("plan") {
     CHECK(plan.unified_summary()->cache_bytes_read == described.cache_bytes_read);
   }
 
-  TEST_CASE("in steady state a Run allocates nothing") {
+  TEST_CASE("in steady state a Run allocates nothing, with a layer's attributes too") {
     for (const int threads : {1, 2}) {
       for (const Case& c : CasesOfEveryOp(BaseSeed() + 31)) {
         INFO(c.op << " on " << threads << " threads: " << c.description);
@@ -701,12 +541,17 @@ TEST_SUITE("plan") {
         Plan plan;
         REQUIRE(PlanLayer(c, &layer, &plan).ok());
         const BoundArgs args(c, &layer);
+        // Every other layer has a window of its own and no sinks (planned at its first Run).
+        dynattn::LayerAttrs local = plan.layer_attrs();
+        local.window_left = 3;
+        local.sinks = {};
         REQUIRE(args.Run(plan, &context).ok());  // the Context grows to the plan
-        for (int warm = 0; warm < 3; ++warm) REQUIRE(args.Run(plan, &context).ok());
+        for (int warm = 0; warm < 3; ++warm) REQUIRE(args.Run(plan, &context, &local).ok());
         g_allocations = 0;
         g_counting = true;
         bool ok = true;
-        for (int run = 0; run < 20; ++run) ok &= args.Run(plan, &context).ok();
+        for (int run = 0; run < 20; ++run)
+          ok &= args.Run(plan, &context, run % 2 ? &local : nullptr).ok();
         g_counting = false;
         CHECK(ok);
         CHECK(g_allocations.load() == 0);

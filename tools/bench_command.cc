@@ -21,7 +21,8 @@ CLI::App* AddBenchCommand(CLI::App* app, bench::BenchOptions* options) {
       ->add_option("--only", options->only,
                    "Run one part alone: steps (the step matrix and its baselines), unified "
                    "(the shared-prefix steps, unified vs independent decodes) or overhead "
-                   "(a tiny step's per-call cost, unified planning per step vs per layer)")
+                   "(a tiny step's per-call cost, unified planning per step vs per layer, "
+                   "per-layer attributes on one plan vs a plan per layer)")
       ->check(CLI::IsMember({"steps", "unified", "overhead"}));
   bench->add_option("--rows", options->rows,
                     "Only the step-matrix rows whose name contains one of these comma-separated "

@@ -458,6 +458,19 @@ DYNATTN_EXPORT dynattn_status_t dynattn_plan_workspace_bytes(const dynattn_plan_
 DYNATTN_EXPORT dynattn_status_t dynattn_plan_unified_summary(const dynattn_plan_t* plan,
                                                              dynattn_unified_step_summary_t* out);
 
+/** Score attributes that may change from layer to layer of one plan (dynattn::LayerAttrs): a
+ *  run_*_layer call uses all four instead of the plan's. Start from dynattn_plan_layer_attrs. */
+typedef struct dynattn_layer_attrs_t {
+  int window_left;        /**< Sliding window: -1 off; W >= 0: keys i - W <= j <= i. */
+  float logits_soft_cap;  /**< 0 off; cap > 0: s = cap * tanh(s0 / cap). */
+  float softmax_scale;    /**< 0: 1 / sqrt(head_dim); else finite > 0. */
+  dynattn_tensor_t sinks; /**< Optional fp32 (Hq) sinks in host memory (rank -1: none). */
+} dynattn_layer_attrs_t;
+
+/** The attributes `plan` was made with (its sinks view the plan's copy, valid while it lives). */
+DYNATTN_EXPORT dynattn_status_t dynattn_plan_layer_attrs(const dynattn_plan_t* plan,
+                                                         dynattn_layer_attrs_t* out);
+
 /** dynattn::PlanKeyValueCache: validates and plans (writes nothing). */
 DYNATTN_EXPORT dynattn_status_t
 dynattn_plan_key_value_cache(const dynattn_key_value_cache_attrs_t* attrs,
@@ -474,6 +487,10 @@ DYNATTN_EXPORT dynattn_status_t dynattn_plan_multi_head_attention(
 DYNATTN_EXPORT dynattn_status_t dynattn_run_multi_head_attention(
     const dynattn_plan_t* plan, const dynattn_multi_head_attention_args_t* args,
     dynattn_context_t* context);
+/** dynattn_run_multi_head_attention with `layer`'s attributes (null: the plan's). */
+DYNATTN_EXPORT dynattn_status_t dynattn_run_multi_head_attention_layer(
+    const dynattn_plan_t* plan, const dynattn_multi_head_attention_args_t* args,
+    const dynattn_layer_attrs_t* layer, dynattn_context_t* context);
 /** dynattn::PlanMultiHeadCacheAttention. */
 DYNATTN_EXPORT dynattn_status_t dynattn_plan_multi_head_cache_attention(
     const dynattn_multi_head_cache_attention_attrs_t* attrs,
@@ -482,6 +499,10 @@ DYNATTN_EXPORT dynattn_status_t dynattn_plan_multi_head_cache_attention(
 DYNATTN_EXPORT dynattn_status_t dynattn_run_multi_head_cache_attention(
     const dynattn_plan_t* plan, const dynattn_multi_head_cache_attention_args_t* args,
     dynattn_context_t* context);
+/** dynattn_run_multi_head_cache_attention with `layer`'s attributes (null: the plan's). */
+DYNATTN_EXPORT dynattn_status_t dynattn_run_multi_head_cache_attention_layer(
+    const dynattn_plan_t* plan, const dynattn_multi_head_cache_attention_args_t* args,
+    const dynattn_layer_attrs_t* layer, dynattn_context_t* context);
 /** dynattn::PlanUnifiedAttention. */
 DYNATTN_EXPORT dynattn_status_t
 dynattn_plan_unified_attention(const dynattn_unified_attention_attrs_t* attrs,
@@ -490,6 +511,10 @@ dynattn_plan_unified_attention(const dynattn_unified_attention_attrs_t* attrs,
 DYNATTN_EXPORT dynattn_status_t dynattn_run_unified_attention(
     const dynattn_plan_t* plan, const dynattn_unified_attention_args_t* args,
     dynattn_context_t* context);
+/** dynattn_run_unified_attention with `layer`'s attributes (null: the plan's). */
+DYNATTN_EXPORT dynattn_status_t dynattn_run_unified_attention_layer(
+    const dynattn_plan_t* plan, const dynattn_unified_attention_args_t* args,
+    const dynattn_layer_attrs_t* layer, dynattn_context_t* context);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -19,6 +19,15 @@
 // kernels in the caller's Context. Once a Context has run a plan, running plans of that size
 // again allocates nothing. Results are bit-identical to the one-shot calls of dynattn/ops.h and
 // dynattn/unified.h, which are Plan + Run over a pooled Context.
+//
+// Layers of one model may differ in their score attributes (gpt-oss: learned sinks per layer and
+// 128-token windows on every other layer; Gemma 2/3: local window layers between global ones).
+// One plan serves them all: a Run given a `LayerAttrs` uses its window, soft-cap, scale and sinks
+// instead of the plan's, with the bits of a one-shot call made with those attributes.
+//
+//   dynattn::LayerAttrs local = plan.layer_attrs();  // the planned attributes
+//   local.window_left = 127;
+//   s = dynattn::RunMultiHeadCacheAttention(plan, layer_args, &context, &local);
 
 #ifndef DYNATTN_PLAN_H_
 #define DYNATTN_PLAN_H_
@@ -84,6 +93,20 @@ class DYNATTN_EXPORT Context {
 /// to create a Context with options it refuses; a C++ Context made with them holds the error.
 DYNATTN_EXPORT Status ValidateContextOptions(const ContextOptions& options);
 
+/// The score attributes that may change from layer to layer of one planned step. A Run given a
+/// LayerAttrs uses all four fields instead of the plan's; everything else (heads, causality,
+/// ALiBi, the batch, the cache) stays the plan's. Its fields follow AttentionAttrs' rules.
+struct LayerAttrs {
+  /// Sliding window: -1 = off, W >= 0 = keys [i - W, i]. A window the plan was not made with is
+  /// planned at the first Run that asks for it (kept in the plan, so one plan per step plans each
+  /// distinct window once); its Runs read only the blocks that window needs.
+  int window_left = -1;
+  float logits_soft_cap = 0.0f;  ///< 0 = off, else cap > 0 (s = cap * tanh(s0 / cap)).
+  float softmax_scale = 0.0f;    ///< 0 = 1 / sqrt(head_dim), else finite > 0.
+  /// Optional fp32 (Hq) attention sinks in host memory, read by the Run (absent = none).
+  TensorView sinks;
+};
+
 /// A validated, planned step of one op. Move-only; empty until a `Plan*` call succeeds.
 class DYNATTN_EXPORT Plan {
  public:
@@ -103,6 +126,9 @@ class DYNATTN_EXPORT Plan {
   size_t workspace_bytes() const;
   /// Unified plans: what the planner made of the step. Null for the other ops.
   const UnifiedStepSummary* unified_summary() const;
+  /// The attention attributes it was planned with, as a Run's LayerAttrs (its sinks view the
+  /// plan's own copy). Default LayerAttrs for an empty plan and for KeyValueCache plans.
+  LayerAttrs layer_attrs() const;
 
  private:
   friend struct internal::StateAccess;
@@ -119,26 +145,30 @@ DYNATTN_EXPORT Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs
 /// Validates a MultiHeadAttention call and plans it.
 DYNATTN_EXPORT Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
                                              const MultiHeadAttentionArgs& args, Plan* plan);
-/// Attention of `args`' query over its key and value, as planned.
+/// Attention of `args`' query over its key and value, as planned (with `layer`'s attributes
+/// when given).
 DYNATTN_EXPORT Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& args,
-                                            Context* context);
+                                            Context* context, const LayerAttrs* layer = nullptr);
 
 /// Validates a MultiHeadCacheAttention call and plans it (writes nothing).
 DYNATTN_EXPORT Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
                                                   const MultiHeadCacheAttentionArgs& args,
                                                   Plan* plan);
-/// Writes the new K/V of `args` into its cache, then attends over the contexts, as planned.
+/// Writes the new K/V of `args` into its cache, then attends over the contexts, as planned
+/// (with `layer`'s attributes when given).
 DYNATTN_EXPORT Status RunMultiHeadCacheAttention(const Plan& plan,
                                                  const MultiHeadCacheAttentionArgs& args,
-                                                 Context* context);
+                                                 Context* context,
+                                                 const LayerAttrs* layer = nullptr);
 
 /// Validates a unified-attention step and plans its three paths (writes nothing); the plan's
 /// `unified_summary()` is what DescribeUnifiedStep reports.
 DYNATTN_EXPORT Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
                                            const UnifiedAttentionArgs& args, Plan* plan);
-/// Writes the fresh K/V of `args` into its block cache, then runs the planned step.
+/// Writes the fresh K/V of `args` into its block cache, then runs the planned step (with
+/// `layer`'s attributes when given).
 DYNATTN_EXPORT Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args,
-                                          Context* context);
+                                          Context* context, const LayerAttrs* layer = nullptr);
 
 }  // namespace dynattn
 

@@ -247,11 +247,22 @@ class Plan:
         """Unified plans: the :class:`UnifiedStepSummary`; None for the other ops."""
         return self._impl.unified_summary
 
-    def _run(self, tensors, cache, context):
-        self._impl.run(tensors, cache, context if context is not None else _default_context())
+    def _run(self, tensors, cache, context, layer=None):
+        self._impl.run(tensors, cache, context if context is not None else _default_context(),
+                       layer)
 
     def __repr__(self):
         return f"<dynattn.Plan {self.op} on {self.backend}>"
+
+
+def _layer(tensors, window_left, logits_soft_cap, softmax_scale, sinks):
+    """A run's per-layer attributes (None: all the plan's); a run's `sinks` replace the plan's."""
+    if window_left is None and logits_soft_cap is None and softmax_scale is None and sinks is None:
+        return None
+    if sinks is not None:
+        tensors["sinks"] = sinks
+    return dict(window_left=window_left, logits_soft_cap=logits_soft_cap,
+                softmax_scale=softmax_scale, sinks=sinks is not None)
 
 
 class KeyValueCachePlan(Plan):
@@ -276,11 +287,17 @@ class KeyValueCachePlan(Plan):
 class MultiHeadAttentionPlan(Plan):
     """Plan of :func:`multi_head_attention`."""
 
-    def run(self, query, key, value, attn_mask=None, *, out=None, context=None):
-        """Attention of `query` over `key` and `value` as planned; returns `out`."""
+    def run(self, query, key, value, attn_mask=None, *, out=None, context=None, window_left=None,
+            logits_soft_cap=None, softmax_scale=None, sinks=None):
+        """Attention of `query` over `key` and `value` as planned; returns `out`.
+        `window_left`, `logits_soft_cap`, `softmax_scale` and `sinks`, when given, replace the
+        plan's for this layer (each left None keeps the plan's): one plan serves models whose
+        layers alternate sliding-window and global attention or carry their own sinks."""
         out = _empty(query, tuple(query.shape)) if out is None else out
-        self._run(dict(query=query, key=key, value=value, attn_mask=attn_mask, attn_output=out,
-                       **self._planned), None, context)
+        tensors = dict(query=query, key=key, value=value, attn_mask=attn_mask, attn_output=out,
+                       **self._planned)
+        layer = _layer(tensors, window_left, logits_soft_cap, softmax_scale, sinks)
+        self._run(tensors, None, context, layer)
         return out
 
 
@@ -288,14 +305,18 @@ class MultiHeadCacheAttentionPlan(Plan):
     """Plan of :func:`multi_head_cache_attention`."""
 
     def run(self, query, current_key, current_value, cache, scale=None, attn_mask=None, *,
-            out=None, context=None):
+            out=None, context=None, window_left=None, logits_soft_cap=None, softmax_scale=None,
+            sinks=None):
         """Writes the new K/V into `cache` (and `scale`), then attends as planned; returns
-        `out`."""
+        `out`. `window_left`, `logits_soft_cap`, `softmax_scale` and `sinks`, when given,
+        replace the plan's for this layer (each left None keeps the plan's)."""
         cache = _planned_fp8_bytes(cache, self._cache_dtype)
         out = _empty(query, tuple(query.shape)) if out is None else out
-        self._run(dict(query=query, current_key=current_key, current_value=current_value,
+        tensors = dict(query=query, current_key=current_key, current_value=current_value,
                        cache=cache, scale=scale, attn_mask=attn_mask, attn_output=out,
-                       **self._planned), None, context)
+                       **self._planned)
+        layer = _layer(tensors, window_left, logits_soft_cap, softmax_scale, sinks)
+        self._run(tensors, None, context, layer)
         return out
 
 
@@ -307,18 +328,23 @@ class UnifiedAttentionPlan(Plan):
         self._with_lse = with_lse
 
     def run(self, query, current_key, current_value, cache, *, out=None, lse=None,
-            return_lse=False, context=None):
+            return_lse=False, context=None, window_left=None, logits_soft_cap=None,
+            softmax_scale=None, sinks=None):
         """Writes `current_key`/`current_value` into `cache` (a :class:`BlockCache` of the
         planned geometry), then runs the planned step. Returns `out` (T, Hq, D), or
         ``(out, lse)`` with ``return_lse=True``. A plan made with ``with_lse=True`` (the
         default) computes the log-sum-exp into `lse`, allocated when None; one made with
-        ``with_lse=False`` refuses `lse`."""
+        ``with_lse=False`` refuses `lse`. `window_left`, `logits_soft_cap`, `softmax_scale` and
+        `sinks`, when given, replace the plan's for this layer (each left None keeps the
+        plan's)."""
         t, hq, d = _shape(query, "query", 3, "(T, Hq, D)")
         out = _empty(query, (t, hq, d)) if out is None else out
         if lse is None and self._with_lse:
             lse = _empty(query, (t, hq), "float32")
-        self._run(dict(query=query, current_key=current_key, current_value=current_value,
-                       attn_output=out, lse=lse, **self._planned), cache, context)
+        tensors = dict(query=query, current_key=current_key, current_value=current_value,
+                       attn_output=out, lse=lse, **self._planned)
+        layer = _layer(tensors, window_left, logits_soft_cap, softmax_scale, sinks)
+        self._run(tensors, cache, context, layer)
         return (out, lse) if return_lse else out
 
 

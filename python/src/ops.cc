@@ -170,16 +170,17 @@ Status PlanCall(const Call& c, Plan* plan) {
   return Status::Internal("unknown op");
 }
 
-Status RunCall(const Call& c, const Plan& plan, Context* context) {
+Status RunCall(const Call& c, const Plan& plan, Context* context,
+               const LayerAttrs* layer = nullptr) {
   switch (c.op) {
     case Op::kKeyValueCache:
       return RunKeyValueCache(plan, c.kvc, context);
     case Op::kMultiHeadAttention:
-      return RunMultiHeadAttention(plan, c.mha, context);
+      return RunMultiHeadAttention(plan, c.mha, context, layer);
     case Op::kMultiHeadCacheAttention:
-      return RunMultiHeadCacheAttention(plan, c.mhca, context);
+      return RunMultiHeadCacheAttention(plan, c.mhca, context, layer);
     case Op::kUnified:
-      return RunUnifiedAttention(plan, c.unified, context);
+      return RunUnifiedAttention(plan, c.unified, context, layer);
   }
   return Status::Internal("unknown op");
 }
@@ -240,12 +241,32 @@ std::unique_ptr<PyPlan> MakePlan(const std::string& op_name, const py::dict& att
   return plan;
 }
 
+/// A run's per-layer attributes: the plan's, with the entries of `layer` that are not None
+/// (its "sinks" entry is a flag: the run's `sinks` tensor replaces the plan's).
+LayerAttrs LayerOf(const Plan& plan, const py::dict& layer, const TensorMap& map) {
+  LayerAttrs attrs = plan.layer_attrs();
+  if (!layer["window_left"].is_none())
+    attrs.window_left = ToInt(layer["window_left"], "window_left");
+  if (!layer["logits_soft_cap"].is_none()) {
+    attrs.logits_soft_cap = ToFloat(layer["logits_soft_cap"], "logits_soft_cap");
+  }
+  if (!layer["softmax_scale"].is_none()) {
+    attrs.softmax_scale = ToFloat(layer["softmax_scale"], "softmax_scale");
+  }
+  if (layer["sinks"].cast<bool>()) attrs.sinks = Lookup(map, "sinks");
+  return attrs;
+}
+
 void RunPlan(const PyPlan& plan, const py::dict& tensors, const py::object& cache,
-             PyContext* context) {
+             PyContext* context, const py::object& layer) {
   Keep keep;
   const TensorMap map = ToViews(tensors, Written(plan.op), &keep, plan.cache_fp8);
   const Call call = MakeCall(plan.op, py::dict(), map, CacheOf(cache));
-  Check(RunLocked(context, [&](Context* ctx) { return RunCall(call, plan.plan, ctx); }));
+  std::optional<LayerAttrs> attrs;
+  if (!layer.is_none()) attrs = LayerOf(plan.plan, layer.cast<py::dict>(), map);
+  const LayerAttrs* layer_attrs = attrs ? &*attrs : nullptr;
+  Check(
+      RunLocked(context, [&](Context* ctx) { return RunCall(call, plan.plan, ctx, layer_attrs); }));
 }
 
 UnifiedStepSummary Describe(const py::dict& attrs, const py::dict& tensors,
@@ -335,7 +356,8 @@ void BindPlan(py::module_& m) {
                                const UnifiedStepSummary* s = p.plan.unified_summary();
                                return s == nullptr ? py::none() : py::cast(*s);
                              })
-      .def("run", &RunPlan, py::arg("tensors"), py::arg("cache"), py::arg("context"));
+      .def("run", &RunPlan, py::arg("tensors"), py::arg("cache"), py::arg("context"),
+           py::arg("layer") = py::none());
 }
 
 }  // namespace

@@ -68,7 +68,10 @@ Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context
 
 Status KeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
                      const RunOptions& options) {
-  return internal::PlanAndRun(attrs, args, options, &PlanKeyValueCache, &RunKeyValueCache);
+  auto run = [](const Plan& plan, const KeyValueCacheArgs& a, Context* context, const LayerAttrs*) {
+    return RunKeyValueCache(plan, a, context);
+  };
+  return internal::PlanAndRun(attrs, args, options, &PlanKeyValueCache, +run);
 }
 
 }  // namespace dynattn

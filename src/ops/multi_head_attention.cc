@@ -13,8 +13,9 @@ namespace dynattn {
 namespace {
 
 /// The aliasing rule (src/aliasing.h) over the call's tensors.
-Status CheckAliasing(const MultiHeadAttentionArgs& a, internal::CallPhase phase) {
-  return internal::CheckOpAliasing(a, false, false, phase);
+Status CheckAliasing(const MultiHeadAttentionArgs& a, internal::CallPhase phase,
+                     const LayerAttrs* layer = nullptr) {
+  return internal::CheckOpAliasing(a, false, false, phase, layer);
 }
 
 }  // namespace
@@ -39,15 +40,15 @@ Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
   return Status::Ok();
 }
 
-Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& args,
-                             Context* context) {
+Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& args, Context* context,
+                             const LayerAttrs* layer) {
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(
       internal::CheckRun(plan, internal::OpKind::kMultiHeadAttention, context, &s));
   internal::ContextLease lease(internal::StateOf(*context));
   DYNATTN_RETURN_IF_ERROR(lease.status());
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun));
+  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun, layer));
   // The packed K/V are the problem's cache: its planes move to this call's tensors.
   CacheDesc cache = s->attention.kv.cache;
   cache.key.data = args.key.data;
@@ -56,12 +57,13 @@ Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& arg
       internal::AttentionFor(*s, args.query, args.attn_output, cache);
   // The plan decides whether there is a mask: an empty one (no elements) counts as none.
   attention.mask = s->attention.mask != nullptr ? args.attn_mask.data : nullptr;
+  DYNATTN_RETURN_IF_ERROR(internal::ApplyLayer(layer, &attention));
+  const internal::AttentionPlan& work = s->AttentionPlanFor(attention.window_left);
   const internal::BackendKernels& row = *s->kernels;
   // Every allocation of the Run happens here, before its first write.
-  DYNATTN_RETURN_IF_ERROR(
-      row.reserve(row, {.attention = &attention, .attention_plan = &s->attention_plan},
-                  internal::StateOf(*context)));
-  return row.run_attention(row, attention, s->attention_plan, internal::StateOf(*context));
+  DYNATTN_RETURN_IF_ERROR(row.reserve(row, {.attention = &attention, .attention_plan = &work},
+                                      internal::StateOf(*context)));
+  return row.run_attention(row, attention, work, internal::StateOf(*context));
 }
 
 Status MultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,

@@ -14,8 +14,8 @@ namespace {
 
 /// The aliasing rule (src/aliasing.h) over the call's tensors.
 Status CheckAliasing(const MultiHeadCacheAttentionArgs& a, bool quantized,
-                     internal::CallPhase phase) {
-  return internal::CheckOpAliasing(a, a.cache_desc == nullptr, quantized, phase);
+                     internal::CallPhase phase, const LayerAttrs* layer = nullptr) {
+  return internal::CheckOpAliasing(a, a.cache_desc == nullptr, quantized, phase, layer);
 }
 
 }  // namespace
@@ -45,7 +45,7 @@ Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
 }
 
 Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentionArgs& args,
-                                  Context* context) {
+                                  Context* context, const LayerAttrs* layer) {
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(
       internal::CheckRun(plan, internal::OpKind::kMultiHeadCacheAttention, context, &s));
@@ -54,20 +54,23 @@ Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentio
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
   CacheDesc cache;
   DYNATTN_RETURN_IF_ERROR(s->RunCache(args.cache, args.scale, args.cache_desc, &cache));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, s->cache.scale.present(), internal::CallPhase::kRun));
+  DYNATTN_RETURN_IF_ERROR(
+      CheckAliasing(args, s->cache.scale.present(), internal::CallPhase::kRun, layer));
   internal::AttentionProblem attention =
       internal::AttentionFor(*s, args.query, args.attn_output, cache);
   // The plan decides whether there is a mask: an empty one (no elements) counts as none.
   attention.mask = s->attention.mask != nullptr ? args.attn_mask.data : nullptr;
+  DYNATTN_RETURN_IF_ERROR(internal::ApplyLayer(layer, &attention));
+  const internal::AttentionPlan& work = s->AttentionPlanFor(attention.window_left);
   const internal::BackendKernels& row = *s->kernels;
   const internal::WriteProblem write =
       internal::WriteFor(*s, args.current_key, args.current_value, cache);
   // Every allocation of the Run happens here, before its first write.
-  DYNATTN_RETURN_IF_ERROR(row.reserve(
-      row, {.write = &write, .attention = &attention, .attention_plan = &s->attention_plan},
-      internal::StateOf(*context)));
+  DYNATTN_RETURN_IF_ERROR(
+      row.reserve(row, {.write = &write, .attention = &attention, .attention_plan = &work},
+                  internal::StateOf(*context)));
   DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, internal::StateOf(*context)));
-  return row.run_attention(row, attention, s->attention_plan, internal::StateOf(*context));
+  return row.run_attention(row, attention, work, internal::StateOf(*context));
 }
 
 Status MultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,

@@ -46,6 +46,18 @@ AttentionProblem AttentionFor(const PlanState& state, const TensorView& query,
   return attention;
 }
 
+Status ApplyLayer(const LayerAttrs* layer, AttentionProblem* attention) {
+  if (layer == nullptr) return Status::Ok();
+  DYNATTN_RETURN_IF_ERROR(
+      CheckScoreOptions(layer->window_left, layer->logits_soft_cap, layer->softmax_scale));
+  DYNATTN_RETURN_IF_ERROR(CheckSinks(layer->sinks, attention->num_heads));
+  attention->window_left = layer->window_left;
+  attention->soft_cap = layer->logits_soft_cap;
+  attention->score_scale = ScoreScale(layer->softmax_scale, attention->head_dim);
+  attention->sinks = layer->sinks.present() ? layer->sinks.As<const float>() : nullptr;
+  return Status::Ok();
+}
+
 void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantized,
                  const CacheDesc* raw, const CacheDesc& desc, PlanState* state) {
   state->cache.raw = raw != nullptr;

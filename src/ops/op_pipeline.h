@@ -42,11 +42,18 @@ WriteProblem WriteFor(const PlanState& state, const TensorView& current_key,
 AttentionProblem AttentionFor(const PlanState& state, const TensorView& query,
                               const TensorView& output, const CacheDesc& cache);
 
+/// A Run's score attributes: the plan's when `layer` is null, else `layer`'s once they pass
+/// the rules of AttentionAttrs and `sinks` (sinks are read in place: the Run borrows them).
+Status ApplyLayer(const LayerAttrs* layer, AttentionProblem* attention);
+
+/// A Run op with its per-layer attributes.
+template <typename Args>
+using RunOp = Status (*)(const Plan&, const Args&, Context*, const LayerAttrs*);
+
 /// A one-shot call: plan, then run on a pooled Context.
 template <typename Attrs, typename Args>
 Status PlanAndRun(const Attrs& attrs, const Args& args, const RunOptions& options,
-                  Status (*plan_op)(const Attrs&, const Args&, Plan*),
-                  Status (*run_op)(const Plan&, const Args&, Context*));
+                  Status (*plan_op)(const Attrs&, const Args&, Plan*), RunOp<Args> run_op);
 
 /// Records where the cache came from: PMX tensors (`scale` only when `quantized`) or `raw`.
 void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantized,
@@ -73,13 +80,12 @@ Status CheckRun(const Plan& plan, OpKind op, const Context* context, const PlanS
 
 template <typename Attrs, typename Args>
 Status PlanAndRun(const Attrs& attrs, const Args& args, const RunOptions& options,
-                  Status (*plan_op)(const Attrs&, const Args&, Plan*),
-                  Status (*run_op)(const Plan&, const Args&, Context*)) {
+                  Status (*plan_op)(const Attrs&, const Args&, Plan*), RunOp<Args> run_op) {
   DYNATTN_RETURN_IF_ERROR(ValidateRunOptions(options));
   Plan plan;
   DYNATTN_RETURN_IF_ERROR(plan_op(attrs, args, &plan));
   PooledContext context(options.num_threads, options.pin_threads);
-  return run_op(plan, args, context.get());
+  return run_op(plan, args, context.get(), nullptr);
 }
 
 }  // namespace dynattn::internal

@@ -49,8 +49,9 @@ UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::
 }
 
 /// The aliasing rule (src/aliasing.h) over the call's tensors.
-Status CheckAliasing(const UnifiedAttentionArgs& a, internal::CallPhase phase) {
-  return internal::CheckOpAliasing(a, false, false, phase);
+Status CheckAliasing(const UnifiedAttentionArgs& a, internal::CallPhase phase,
+                     const LayerAttrs* layer = nullptr) {
+  return internal::CheckOpAliasing(a, false, false, phase, layer);
 }
 
 }  // namespace
@@ -90,13 +91,14 @@ Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   return Status::Ok();
 }
 
-Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context) {
+Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context,
+                           const LayerAttrs* layer) {
   const internal::PlanState* s = nullptr;
   DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, OpKind::kUnifiedAttention, context, &s));
   internal::ContextLease lease(internal::StateOf(*context));
   DYNATTN_RETURN_IF_ERROR(lease.status());
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun));
+  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun, layer));
   if (args.cache == nullptr) return Status::Invalid("cache", "is required but null");
   const BlockCache& planned = s->block_cache;
   if (args.cache->block_size != planned.block_size || args.cache->Stride() != planned.Stride() ||
@@ -109,15 +111,17 @@ Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, C
   internal::AttentionProblem attention =
       internal::AttentionFor(*s, args.query, args.attn_output, cache);
   attention.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
+  DYNATTN_RETURN_IF_ERROR(internal::ApplyLayer(layer, &attention));
+  const internal::UnifiedPlan& work = s->UnifiedPlanFor(attention.window_left);
   const internal::BackendKernels& row = *s->kernels;
   const internal::WriteProblem write =
       internal::WriteFor(*s, args.current_key, args.current_value, cache);
   // Every allocation of the Run happens here, before its first write.
   DYNATTN_RETURN_IF_ERROR(
-      row.reserve(row, {.write = &write, .attention = &attention, .unified_plan = &s->unified_plan},
+      row.reserve(row, {.write = &write, .attention = &attention, .unified_plan = &work},
                   internal::StateOf(*context)));
   DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, internal::StateOf(*context)));
-  return row.run_unified(row, attention, s->unified_plan, internal::StateOf(*context));
+  return row.run_unified(row, attention, work, internal::StateOf(*context));
 }
 
 Status UnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,

@@ -154,6 +154,53 @@ def test_mha_score_attributes_match_float64_torch_and_cli(rng, tmp_path, window,
     np.testing.assert_array_equal(plan.run(q, k, v).view(np.uint32), out.numpy().view(np.uint32))
 
 
+def test_one_plan_runs_layers_with_their_own_score_attributes(rng):
+    """A plan made without window, cap, scale or sinks runs six layers that each have their own
+    (Plan.run keywords): the bits of the one-shot call with those attributes, float64-close; a
+    keyword left None keeps the plan's."""
+    seqstarts, kvstarts, q, k, v = packed_batch(rng)
+    index = mha_index(seqstarts, kvstarts)
+    plan = dynattn.plan_multi_head_attention(q, k, v, **index)
+    for layer, (window, cap, scale, with_sinks) in enumerate(SCORES):
+        sinks = rng.uniform(-1, 3, q.shape[1]).astype(np.float32) if with_sinks else None
+        q = -q if layer % 2 else q  # each layer its own activations
+        score = dict(window_left=window, logits_soft_cap=cap, softmax_scale=scale)
+        got = plan.run(q, k, v, **score, sinks=sinks)
+        one_shot = dynattn.multi_head_attention(q, k, v, **index, **score, sinks=sinks)
+        np.testing.assert_array_equal(got.view(np.uint32), one_shot.view(np.uint32))
+        ref, vmax = reference_mha(q, k, v, seqstarts, kvstarts, 1, window, cap, scale, sinks)
+        assert_close(got, ref, vmax, "float32", f"layer {layer}")
+    # Only the window given: cap and scale stay the plan's (off, 1/sqrt(D)).
+    np.testing.assert_array_equal(
+        plan.run(q, k, v, window_left=2).view(np.uint32),
+        dynattn.multi_head_attention(q, k, v, **index, window_left=2).view(np.uint32))
+    with pytest.raises(ValueError, match="window_left"):
+        plan.run(q, k, v, window_left=-5)
+    with pytest.raises(ValueError, match="sinks"):
+        plan.run(q, k, v, sinks=np.zeros(3, np.float32))
+
+
+def test_unified_plan_runs_layers_with_their_own_windows_and_sinks(rng):
+    """gpt-oss's pattern on one unified plan: windowed layers with sinks between full ones."""
+    step = fp8_step(rng, "fp8_e5m2")
+    index = (step.query_start_loc, step.context_lens, step.block_table)
+
+    def blocks():
+        return dynattn.pmx_block_cache(step.cache.copy(), num_kv_heads=step.hkv,
+                                       head_dim=step.d, block_size=step.block_size,
+                                       cache_layout=2, cache_dtype="fp8_e5m2")
+
+    plan = dynattn.plan_unified_attention(step.query, step.current_key, step.current_value,
+                                          *index, blocks())
+    for layer in range(6):
+        score = dict(window_left=(3 if layer % 2 == 0 else -1),
+                     sinks=rng.uniform(-1, 2, step.hq).astype(np.float32))
+        got = plan.run(step.query, step.current_key, step.current_value, blocks(), **score)
+        one_shot = dynattn.unified_attention(step.query, step.current_key, step.current_value,
+                                             *index, blocks(), **score)
+        np.testing.assert_array_equal(got.view(np.uint32), one_shot.view(np.uint32))
+
+
 def test_sinks_only_scale_the_denominator(rng):
     """With a sink s_h, each output is the sinkless one times Z / (Z + e^s_h), Z = sum_j e^s_j."""
     seqstarts, kvstarts, q, k, v = packed_batch(rng)
