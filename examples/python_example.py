@@ -22,5 +22,11 @@ context = dynattn.Context(num_threads=0)
 for layer in range(2):
     layer_out = plan.run(q, k, v, cache, context=context)
 assert torch.equal(layer_out, out)  # the same bits as the one-shot call
+
+# Layers may differ in window, soft-cap, scale and sinks (gpt-oss, Gemma): the same plan runs them.
+sinks = torch.full((8,), 0.5)  # this layer's learned sinks: float32, one per query head
+local = plan.run(q, k, v, cache, context=context, window_left=3, sinks=sinks)
+assert torch.equal(local, dynattn.unified_attention(q, k, v, query_start_loc, context_lens,
+                                                    block_table, cache, window_left=3, sinks=sinks))
 print(f"dynattn {dynattn.__version__} ({dynattn.cpu_target()}): {plan.backend}, "
       f"{plan.unified_summary.phase}, out {tuple(out.shape)} {out.dtype}")
