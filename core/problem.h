@@ -105,13 +105,25 @@ struct AttentionProblem {
   bool is_causal = false;
   const float* alibi_slopes = nullptr;  ///< (Hq) slopes when ALiBi is on, else null.
   const float* sinks = nullptr;         ///< (Hq) attention sinks, or null.
-  const void* query = nullptr;          ///< (Tq, Hq, D).
-  void* output = nullptr;               ///< (Tq, Hq, D).
+  const void* query = nullptr;          ///< (Tq, Hq, D), rows query_row_stride apart.
+  void* output = nullptr;               ///< (Tq, Hq, D), rows output_row_stride apart.
+  int64_t query_row_stride = 0;         ///< Elements between query rows; 0 = dense (Hq * D).
+  int64_t output_row_stride = 0;        ///< Elements between output rows; 0 = dense (Hq * D).
   float* lse = nullptr;                 ///< Optional (Tq, Hq) natural-log log-sum-exp.
   const void* mask = nullptr;           ///< Additive mask or null.
   int64_t mask_head_stride = 0;         ///< 0 for a 2-D mask.
   int64_t mask_row_stride = 0;          ///< Padded last dim of the mask.
   KvSource kv;
+
+  /// Element offset of (packed row, query head) in the query / the output.
+  DYNATTN_HD int64_t QueryOffset(int64_t token, int head) const {
+    return token * (query_row_stride > 0 ? query_row_stride : int64_t{num_heads} * head_dim) +
+           int64_t{head} * head_dim;
+  }
+  DYNATTN_HD int64_t OutputOffset(int64_t token, int head) const {
+    return token * (output_row_stride > 0 ? output_row_stride : int64_t{num_heads} * head_dim) +
+           int64_t{head} * head_dim;
+  }
 
   /// True when request b's query row i may only see keys j <= kvlen - seqlen + i (spec §5.3:
   /// the causal mask is bottom-right aligned, decodes are never masked, and ALiBi carries its own
@@ -151,6 +163,15 @@ struct WriteProblem {
   const void* current_key = nullptr;    ///< (Tq, Hkv, D).
   const void* current_value = nullptr;  ///< (Tq, Hkv, D).
   KvSource kv;
+  int64_t key_row_stride = 0;    ///< Elements between current_key rows; 0 = dense (Hkv * D).
+  int64_t value_row_stride = 0;  ///< Elements between current_value rows; 0 = dense.
+
+  /// Element offset of (new token, KV head) in current_key (plane 0) or current_value (1).
+  DYNATTN_HD int64_t SourceOffset(int plane, int64_t token, int head) const {
+    const int64_t stride = plane == 0 ? key_row_stride : value_row_stride;
+    const int64_t dense = int64_t{kv.cache.num_kv_heads} * kv.cache.head_dim;
+    return token * (stride > 0 ? stride : dense) + int64_t{head} * kv.cache.head_dim;
+  }
 };
 
 /// One validated gather (KeyValueCache step 2).
@@ -161,6 +182,15 @@ struct GatherProblem {
   void* key = nullptr;    ///< (kvstarts[B], Hkv * num_repeat, D).
   void* value = nullptr;  ///< Same shape.
   KvSource kv;
+  int64_t key_row_stride = 0;    ///< Elements between key rows; 0 = dense (Hkv * R * D).
+  int64_t value_row_stride = 0;  ///< Elements between value rows; 0 = dense.
+
+  /// Element offset of (context row, output head) in key (plane 0) or value (1).
+  DYNATTN_HD int64_t OutputOffset(int plane, int64_t row, int head) const {
+    const int64_t stride = plane == 0 ? key_row_stride : value_row_stride;
+    const int64_t dense = int64_t{kv.cache.num_kv_heads} * num_repeat * kv.cache.head_dim;
+    return row * (stride > 0 ? stride : dense) + int64_t{head} * kv.cache.head_dim;
+  }
 };
 
 }  // namespace dynattn::internal

@@ -175,7 +175,7 @@ __device__ void StoreRow(const AttentionProblem& p, int64_t token, int head, con
     sum = folded.sum;
     acc_scale = folded.acc_scale;
   }
-  const int64_t first = (token * p.num_heads + head) * p.head_dim;
+  const int64_t first = p.OutputOffset(token, head);
   for (int d = lane; d < p.head_dim; d += 32) {
     const float a = p.sinks != nullptr ? MulRn(acc[d], acc_scale) : acc[d];
     StoreActivationOf(sum > 0.0f ? DivRn(a, sum) : 0.0f, p.output, first + d, p.io_type);
@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
     // Each warp loads and resets the vectors it owns (v % kWarps == warp) for the whole pass.
     for (int v = warp; v < n; v += kWarps) {
       const VectorRef r = vector_ref(c0 + v);
-      const int64_t first = (r.token * p.num_heads + r.head) * dim;
+      const int64_t first = p.QueryOffset(r.token, r.head);
       for (int d = lane; d < dim; d += 32) {
         queries[v * dim + d] = LoadActivationOf(p.query, first + d, p.io_type);
         acc[v * dim + d] = 0.0f;

@@ -53,7 +53,7 @@ __global__ void WriteTokensKernel(internal::WriteProblem p, int64_t tokens) {
   const bool scale_f16 = cache.scale_type == ScaleType::kF16;
   const int dim = cache.head_dim;
   const void* src = plane_index == 0 ? p.current_key : p.current_value;
-  const int64_t first = (t * heads + head) * dim;
+  const int64_t first = p.SourceOffset(plane_index, t, head);
   const auto load = [&](int d) { return LoadActivationOf(src, first + d, p.io_type); };
   EncodeRow(load, kElem, dim, cache.quant_group, scale_f16, io_f16,
             RowAddress(plane, kElem, slot, head), ScaleAddress(plane, scale_f16, slot, head),
@@ -79,12 +79,12 @@ __global__ void GatherKernel(internal::GatherProblem p, int64_t rows) {
   const char* src = RowAddress(plane, kElem, slot, head);
   const char* scale = ScaleAddress(plane, scale_f16, slot, head);
   void* out = plane_index == 0 ? p.key : p.value;
-  const int out_heads = heads * p.num_repeat;
   for (int d = 0; d < dim; ++d) {
     const float x = DecodeElement(src, scale, d, kElem, cache.quant_group, scale_f16, p.io_type,
                                   plane.tensor_scale);
     for (int r = 0; r < p.num_repeat; ++r) {
-      StoreActivationOf(x, out, (row * out_heads + head * p.num_repeat + r) * dim + d, p.io_type);
+      StoreActivationOf(x, out, p.OutputOffset(plane_index, row, head * p.num_repeat + r) + d,
+                        p.io_type);
     }
   }
 }

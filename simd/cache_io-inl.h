@@ -51,12 +51,11 @@ void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t t
     const int64_t position = p.batch.start_pos[b] + (t - p.batch.seqstarts[b]);
     const int64_t slot = p.kv.slots.Slot(b, position);
     for (int h = 0; h < cache.num_kv_heads; ++h) {
-      const int64_t offset = (t * cache.num_kv_heads + h) * dim;
-      LoadActivations(static_cast<const char*>(p.current_key) + offset * size, p.io_type, dim,
-                      values);
+      LoadActivations(static_cast<const char*>(p.current_key) + p.SourceOffset(0, t, h) * size,
+                      p.io_type, dim, values);
       EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.key, slot, h, values, codes, scales);
-      LoadActivations(static_cast<const char*>(p.current_value) + offset * size, p.io_type, dim,
-                      values);
+      LoadActivations(static_cast<const char*>(p.current_value) + p.SourceOffset(1, t, h) * size,
+                      p.io_type, dim, values);
       EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.value, slot, h, values, codes,
                        scales);
     }
@@ -72,7 +71,6 @@ void GatherRows(const internal::GatherProblem& p, int64_t b, int64_t pos_begin, 
   float* row = scratch->Reserve(GatherScratchFloats(dim));
   float* scales = row + dim;
   const size_t size = p.io_type == DType::kF32 ? 4 : 2;
-  const int out_heads = cache.num_kv_heads * p.num_repeat;
   for (int64_t pos = pos_begin; pos < pos_end; ++pos) {
     const int64_t slot = p.kv.slots.Slot(b, pos);
     const int64_t out_row = p.batch.kvstarts[b] + pos;
@@ -82,7 +80,7 @@ void GatherRows(const internal::GatherProblem& p, int64_t b, int64_t pos_begin, 
       for (int h = 0; h < cache.num_kv_heads; ++h) {
         DecodeRow<kElem>(cache, codec, source, slot, h, row, scales);
         for (int r = 0; r < p.num_repeat; ++r) {
-          const int64_t offset = (out_row * out_heads + h * p.num_repeat + r) * dim;
+          const int64_t offset = p.OutputOffset(plane, out_row, h * p.num_repeat + r);
           StoreActivations(row, p.io_type, dim, out + offset * size);
         }
       }

@@ -282,18 +282,13 @@ HWY_INLINE float FinishScores(const AttentionProblem& p, const QueryRow& r, int6
   return hn::GetLane(hn::MaxOfLanes(df, row_max));
 }
 
-/// Element offset of (packed row, head) in the query or the output.
-HWY_INLINE int64_t TokenOffset(const AttentionProblem& p, int64_t token, int head) {
-  return (token * p.num_heads + head) * p.head_dim;
-}
-
 /// Bytes per element of the query and the output (fp32, or fp16 / bf16).
 HWY_INLINE size_t ActivationBytes(const AttentionProblem& p) {
   return p.io_type == DType::kF32 ? 4 : 2;
 }
 
 HWY_INLINE void* OutputRow(const AttentionProblem& p, int64_t token, int head) {
-  return static_cast<char*>(p.output) + TokenOffset(p, token, head) * ActivationBytes(p);
+  return static_cast<char*>(p.output) + p.OutputOffset(token, head) * ActivationBytes(p);
 }
 
 /// The query vectors of a request work item, in (head of the group, row) order: vector
@@ -329,7 +324,7 @@ HWY_INLINE int64_t FirstTileKey(const QueryRow* rows, int vectors, int64_t key_b
 
 /// Where query vector `r` starts in p.query.
 HWY_INLINE const char* QuerySource(const AttentionProblem& p, const QueryRow& r) {
-  return static_cast<const char*>(p.query) + TokenOffset(p, r.token, r.head) * ActivationBytes(p);
+  return static_cast<const char*>(p.query) + p.QueryOffset(r.token, r.head) * ActivationBytes(p);
 }
 
 /// Fetches query vectors [0, vectors) into the caches. Their rows are strided (a token apart):

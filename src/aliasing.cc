@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "src/validate.h"
+
 namespace dynattn::internal {
 
 namespace {
@@ -19,8 +21,9 @@ struct ByteSpan {
 ByteSpan SpanOf(const TensorView& t) {
   if (!t.present() || t.data == nullptr) return {};
   const auto begin = reinterpret_cast<uintptr_t>(t.data);
-  // Extents are validated (at most 2^46 elements) before this runs: the end cannot wrap.
-  return {begin, begin + t.NumBytes()};
+  // Extents are validated (at most 2^46 elements) before this runs: the end cannot wrap. A
+  // row-strided view spans its first row to its last (the gaps between rows included).
+  return {begin, begin + static_cast<uintptr_t>(SpannedElements(t)) * DTypeSize(t.dtype)};
 }
 
 bool Overlap(ByteSpan a, ByteSpan b) {

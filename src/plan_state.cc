@@ -72,6 +72,7 @@ bool SameGeometry(const CacheDesc& a, const CacheDesc& b) {
          SamePlaneGeometry(a.value, b.value);
 }
 
+/// Same dtype, shape and device (a Run's row strides are its own).
 bool SameMetadata(const TensorView& a, const TensorView& b) {
   if (a.rank != b.rank || a.dtype != b.dtype || a.device != b.device) return false;
   for (int i = 0; i < a.rank; ++i) {
@@ -82,8 +83,9 @@ bool SameMetadata(const TensorView& a, const TensorView& b) {
 
 std::string Describe(const TensorView& t) {
   if (!t.present()) return "absent";
-  return std::string(DTypeName(t.dtype)) + " " + ShapeString(t) + " in " + DeviceName(t.device) +
-         " memory";
+  std::string text = std::string(DTypeName(t.dtype)) + " " + ShapeString(t);
+  if (!t.IsDense()) text += " with row stride " + std::to_string(RowStride(t));
+  return text + " in " + DeviceName(t.device) + " memory";
 }
 
 /// `view` must have the planned tensor's presence, dtype, shape and device, and valid storage.
@@ -112,9 +114,10 @@ void PlanState::OwnIndexArrays() {
     sinks.assign(attention.sinks, attention.sinks + attention.num_heads);
     attention.sinks = sinks.data();
   }
-  planned_layer = LayerAttrs{.window_left = static_cast<int>(attention.window_left),
-                             .logits_soft_cap = attention.soft_cap,
-                             .softmax_scale = attention.score_scale};
+  planned_layer = LayerAttrs();
+  planned_layer.window_left = static_cast<int>(attention.window_left);
+  planned_layer.logits_soft_cap = attention.soft_cap;
+  planned_layer.softmax_scale = attention.score_scale;
   if (!sinks.empty()) {
     planned_layer.sinks = TensorView::Dense(sinks.data(), DType::kF32, {attention.num_heads});
   }

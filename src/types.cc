@@ -88,13 +88,21 @@ int64_t TensorView::NumElements() const {
 }
 
 bool TensorView::IsDense() const {
-  if (rank < 0 || rank > kMaxRank) return false;
+  if (rank == 0) return true;
+  if (!IsRowStrided()) return false;
+  int64_t row = 1;
+  for (int i = 1; i < rank; ++i) row = SaturatingMul(row, shape[i]);
+  return shape[0] <= 1 || strides[0] == row;
+}
+
+bool TensorView::IsRowStrided() const {
+  if (rank < 1 || rank > kMaxRank) return false;
   int64_t stride = 1;
-  for (int i = rank - 1; i >= 0; --i) {
+  for (int i = rank - 1; i >= 1; --i) {
     if (shape[i] > 1 && strides[i] != stride) return false;
     stride = SaturatingMul(stride, shape[i]);
   }
-  return true;
+  return shape[0] <= 1 || strides[0] >= stride;
 }
 
 const char* DeviceName(Device device) { return device == Device::kCpu ? "CPU" : "CUDA"; }

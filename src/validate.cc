@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,7 +31,48 @@ std::string ShapeString(const int64_t* shape, int rank) {
 
 std::string ShapeString(const TensorView& t) { return ShapeString(t.shape, t.rank); }
 
-/// Common checks of a present tensor: rank range, extents, density, data pointer.
+bool RowStridable(const char* name) {
+  for (const char* stridable :
+       {"query", "current_key", "current_value", "key", "value", "attn_output"}) {
+    if (std::strcmp(name, stridable) == 0) return true;
+  }
+  return false;
+}
+
+int64_t RowStride(const TensorView& t) {
+  int64_t row = 1;
+  for (int i = 1; i < t.rank; ++i) row *= t.shape[i];
+  return t.rank >= 1 && t.shape[0] > 1 ? t.strides[0] : row;
+}
+
+int64_t SpannedElements(const TensorView& t) {
+  const int64_t count = t.NumElements();
+  if (count == 0 || t.IsDense()) return count;
+  return (t.shape[0] - 1) * RowStride(t) + count / t.shape[0];
+}
+
+namespace {
+
+/// Dense, or (for the activations that may be) row-strided within the element limit.
+Status CheckLayout(const char* name, const TensorView& t) {
+  if (t.IsDense()) return Status::Ok();
+  if (!RowStridable(name)) return Status::Invalid(name, "must be dense row-major (C order)");
+  if (!t.IsRowStrided()) {
+    return Status::Invalid(name,
+                           "must be dense row-major, or rows of dense heads (strides (S, D, 1) "
+                           "with S >= heads * D), got strides " +
+                               ShapeString(t.strides, t.rank));
+  }
+  if (t.NumElements() > 0 && RowStride(t) > kMaxElements / t.shape[0]) {
+    return Status::Invalid(
+        name, "spans more than 2^46 elements (row stride " + to_string(RowStride(t)) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+/// Common checks of a present tensor: rank range, extents, layout, data pointer.
 Status CheckStorage(const char* name, const TensorView& t, PlanData data_rule) {
   if (t.rank > kMaxRank) return Status::Invalid(name, "rank must be <= 6");
   for (int i = 0; i < t.rank; ++i) {
@@ -40,7 +82,7 @@ Status CheckStorage(const char* name, const TensorView& t, PlanData data_rule) {
   if (count < 0 || count > kMaxElements) {
     return Status::Invalid(name, "is too large " + ShapeString(t) + " (more than 2^46 elements)");
   }
-  if (!t.IsDense()) return Status::Invalid(name, "must be dense row-major (C order)");
+  DYNATTN_RETURN_IF_ERROR(CheckLayout(name, t));
   if (count > 0 && t.data == nullptr && data_rule == PlanData::kRequired) {
     return Status::Invalid(name, "data is null");
   }
@@ -599,6 +641,26 @@ Status CheckCacheSide(const CacheAttrs& attrs, const TensorView& cache, const Te
   return CheckDistinctWrites(batch, source->slots);
 }
 
+WriteProblem WriteOf(const Batch& batch, DType io, const TensorView& current_key,
+                     const TensorView& current_value, const KvSource& source) {
+  WriteProblem write;
+  write.batch = batch;
+  write.io_type = io;
+  write.current_key = current_key.data;
+  write.current_value = current_value.data;
+  write.kv = source;
+  write.key_row_stride = RowStride(current_key);
+  write.value_row_stride = RowStride(current_value);
+  return write;
+}
+
+void SetActivations(const TensorView& query, const TensorView& output, AttentionProblem* p) {
+  p->query = query.data;
+  p->output = output.data;
+  p->query_row_stride = RowStride(query);
+  p->output_row_stride = RowStride(output);
+}
+
 float ScoreScale(float softmax_scale, int head_dim) {
   return softmax_scale > 0.0f ? softmax_scale
                               : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
@@ -662,9 +724,11 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
                                                          {"current_value", &args.current_value},
                                                          {"key", &args.key},
                                                          {"value", &args.value}}));
-  call->write = WriteProblem{shape.batch, io, ck.data, args.current_value.data, source};
+  call->write = WriteOf(shape.batch, io, ck, args.current_value, source);
   call->gather =
       GatherProblem{shape.batch, io, attrs.num_repeat, args.key.data, args.value.data, source};
+  call->gather.key_row_stride = RowStride(args.key);
+  call->gather.value_row_stride = RowStride(args.value);
   return Status::Ok();
 }
 
@@ -700,17 +764,17 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
                                                               {"attn_output", &args.attn_output}}));
   FillAttention(attrs, kv_heads, io, &p);
   p.batch = shape.batch;
-  p.query = args.query.data;
-  p.output = args.attn_output.data;
-  // The packed K/V tensors are an unquantized cache addressed by kvstarts.
+  SetActivations(args.query, args.attn_output, &p);
+  // The packed K/V tensors are an unquantized cache addressed by kvstarts (their row strides
+  // are its slot strides).
   CacheDesc& c = p.kv.cache;
   c.elem = PlainCacheElemOf(io);
   c.quant_group = attrs.head_dim;
   c.num_kv_heads = kv_heads;
   c.head_dim = attrs.head_dim;
   c.num_slots = rows;
-  c.key = CachePlane{args.key.data, int64_t{kv_heads} * attrs.head_dim, attrs.head_dim};
-  c.value = CachePlane{args.value.data, int64_t{kv_heads} * attrs.head_dim, attrs.head_dim};
+  c.key = CachePlane{args.key.data, RowStride(args.key), attrs.head_dim};
+  c.value = CachePlane{args.value.data, RowStride(args.value), attrs.head_dim};
   c.device = args.query.device;
   p.kv.slots = SlotMap{SlotMap::Mode::kOffset, shape.batch.kvstarts, 0, 1};
   if (attrs.is_alibi) {
@@ -760,16 +824,14 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
                                                          {"attn_output", &args.attn_output}}));
   FillAttention(a, kv_heads, io, &p);
   p.batch = shape.batch;
-  p.query = args.query.data;
-  p.output = args.attn_output.data;
+  SetActivations(args.query, args.attn_output, &p);
   p.kv = source;
   if (a.is_alibi) {
     call->alibi_slopes = AlibiSlopes(a.num_heads);
     p.alibi_slopes = call->alibi_slopes.data();
   }
   p.sinks = call->sinks.empty() ? nullptr : call->sinks.data();
-  call->write =
-      WriteProblem{shape.batch, io, args.current_key.data, args.current_value.data, source};
+  call->write = WriteOf(shape.batch, io, args.current_key, args.current_value, source);
   return Status::Ok();
 }
 

@@ -52,6 +52,15 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
 /// Largest element count a view may have (keeps every offset product far from int64 overflow).
 inline constexpr int64_t kMaxElements = int64_t{1} << 46;
 
+/// The activations that may be row-strided (TensorView::IsRowStrided): query, current_key,
+/// current_value, key, value and attn_output.
+bool RowStridable(const char* name);
+/// Elements between a row and the next of a validated view: strides[0] when it has more than one
+/// row, else the dense row's length (then any stride is as good as dense).
+int64_t RowStride(const TensorView& t);
+/// Elements from a validated view's first element to one past its last (0 when it is empty).
+int64_t SpannedElements(const TensorView& t);
+
 /// "(2, 3, 4)"; rank 1 reads "(5,)" and rank 0 "()", as NumPy prints shapes.
 std::string ShapeString(const int64_t* shape, int rank);
 std::string ShapeString(const TensorView& t);
@@ -125,6 +134,11 @@ Status CheckDistinctSlots(const char* name, std::vector<SlotWrite>* writes,
                           const std::function<std::string(int64_t slot)>& where);
 /// No two new tokens of a PMX call write the same slot.
 Status CheckDistinctWrites(const Batch& batch, const SlotMap& map);
+/// The write problem of a call's new keys and values (with their row strides).
+WriteProblem WriteOf(const Batch& batch, DType io, const TensorView& current_key,
+                     const TensorView& current_value, const KvSource& source);
+/// Points an attention problem at its query and output (with their row strides).
+void SetActivations(const TensorView& query, const TensorView& output, AttentionProblem* p);
 /// The score scale of `softmax_scale` (0 means 1 / sqrt(head_dim)).
 float ScoreScale(float softmax_scale, int head_dim);
 /// Heads, sizes and score scale of an attention problem.

@@ -44,6 +44,7 @@
 #include "src/context.h"
 #include "src/dispatch.h"
 #include "tests/support/plan_layers.h"
+#include "tests/support/row_padding.h"
 #include "tests/support/run_case.h"
 
 namespace {
@@ -1493,6 +1494,37 @@ TEST_SUITE("gpu") {
   }
   TEST_CASE("window, soft-cap, scale, sinks, bf16 and fp8 on the CUDA unified rows") {
     feature::RunTrials(16, &feature::CheckUnified);
+  }
+  TEST_CASE("row-strided activations on the device give the dense call's bits") {
+    const char* const ops[] = {"key_value_cache", "multi_head_attention",
+                               "multi_head_cache_attention", "unified_attention"};
+    for (int i = 0; i < 3; ++i) {
+      for (const char* op : ops) {
+        const uint64_t seed = dynattn_test::BaseSeed() + 5000 + 17 * i;
+        const Case c = std::string(op) == "unified_attention" ? dynattn_ref::RandomUnifiedCase(seed)
+                                                              : dynattn_ref::RandomCase(op, seed);
+        CAPTURE(c.description);
+        DevicePlacement dense_placement;
+        const LibResult dense = dynattn_test::RunLibrary(c, {}, &dense_placement);
+        REQUIRE_MESSAGE(dense.status.ok(), dense.status.message());
+        DevicePlacement device;
+        dynattn_test::RowPadding padding(8 * i + 3, &device);
+        const LibResult strided = dynattn_test::RunLibrary(c, {}, &padding);
+        REQUIRE_MESSAGE(strided.status.ok(), strided.status.message());
+        CHECK(padding.gaps_written().empty());
+        const std::pair<const char*, std::pair<const Array*, const Array*>> outputs[] = {
+            {"attn_output", {&dense.attn_output, &strided.attn_output}},
+            {"lse", {&dense.lse, &strided.lse}},
+            {"key", {&dense.key, &strided.key}},
+            {"value", {&dense.value, &strided.value}},
+            {"cache", {&dense.cache, &strided.cache}}};
+        for (const auto& output : outputs) {  // not a structured binding: doctest captures it
+          std::string why;
+          CHECK_MESSAGE(dynattn_test::SameBytes(*output.second.first, *output.second.second, &why),
+                        output.first, ": ", why);
+        }
+      }
+    }
   }
   TEST_CASE("one device plan runs layers with their own window, soft-cap, scale and sinks") {
     // The step planned without them; its layers pin them (same seed: same step, same history).

@@ -306,8 +306,14 @@ TEST_SUITE("validation") {
       for (uint8_t byte : out.bytes) REQUIRE(byte == 0xFF);
     };
     dynattn::MultiHeadAttentionArgs bad = args;
-    bad.query.strides[0] = 64;
+    bad.query.strides[0] = 31;  // rows may be further apart than dense, never closer
     expect_error(bad, "query", dynattn::StatusCode::kInvalidArgument);
+    bad = args;
+    bad.query.strides[2] = 2;  // a row's elements are dense
+    expect_error(bad, "query", dynattn::StatusCode::kInvalidArgument);
+    bad = args;
+    bad.kvstarts.strides[0] = 2;  // index tensors are dense
+    expect_error(bad, "kvstarts", dynattn::StatusCode::kInvalidArgument);
     bad = args;
     bad.key.device = dynattn::Device::kCuda;
     expect_error(bad, "key", dynattn::StatusCode::kUnsupported);

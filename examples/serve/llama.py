@@ -74,9 +74,7 @@ class LayerWeights:
     """Weights of one decoder layer, float32, in torch's (out_features, in_features) order."""
 
     input_norm: torch.Tensor
-    q_proj: torch.Tensor
-    k_proj: torch.Tensor
-    v_proj: torch.Tensor
+    qkv_proj: torch.Tensor  # q_proj, k_proj and v_proj stacked: one matmul gives q, k and v
     o_proj: torch.Tensor
     post_norm: torch.Tensor
     gate_proj: torch.Tensor
@@ -164,12 +162,17 @@ class LlamaModel:
         x = self.embed[tokens]
         for index, layer in enumerate(self.layers):
             h = rms_norm(x, layer.input_norm, cfg.rms_norm_eps)
-            q = (h @ layer.q_proj.t()).view(-1, cfg.num_attention_heads, cfg.head_dim)
-            k = (h @ layer.k_proj.t()).view(-1, cfg.num_key_value_heads, cfg.head_dim)
-            v = (h @ layer.v_proj.t()).view(-1, cfg.num_key_value_heads, cfg.head_dim)
+            # Column slices of the fused projection (row stride (Hq + 2 Hkv) * D): the attention
+            # backends take them as they are, without a copy.
+            qkv = h @ layer.qkv_proj.t()
+            nq = cfg.num_attention_heads * cfg.head_dim
+            nk = cfg.num_key_value_heads * cfg.head_dim
+            q = qkv[:, :nq].view(-1, cfg.num_attention_heads, cfg.head_dim)
+            k = qkv[:, nq:nq + nk].view(-1, cfg.num_key_value_heads, cfg.head_dim)
+            v = qkv[:, nq + nk:].view(-1, cfg.num_key_value_heads, cfg.head_dim)
             q = self.rope.apply(q, positions)
             k = self.rope.apply(k, positions)
-            attn = attend(index, q.contiguous(), k.contiguous(), v.contiguous())
+            attn = attend(index, q, k, v)
             x = x + attn.float().reshape(x.shape[0], -1) @ layer.o_proj.t()
             h = rms_norm(x, layer.post_norm, cfg.rms_norm_eps)
             gated = torch.nn.functional.silu(h @ layer.gate_proj.t()) * (h @ layer.up_proj.t())
@@ -187,8 +190,9 @@ def _layer_weights(weights: Dict[str, torch.Tensor], i: int) -> LayerWeights:
         return weights[p + name].float()
 
     return LayerWeights(
-        input_norm=get("input_layernorm.weight"), q_proj=get("self_attn.q_proj.weight"),
-        k_proj=get("self_attn.k_proj.weight"), v_proj=get("self_attn.v_proj.weight"),
+        input_norm=get("input_layernorm.weight"),
+        qkv_proj=torch.cat([get("self_attn.q_proj.weight"), get("self_attn.k_proj.weight"),
+                            get("self_attn.v_proj.weight")]),
         o_proj=get("self_attn.o_proj.weight"), post_norm=get("post_attention_layernorm.weight"),
         gate_proj=get("mlp.gate_proj.weight"), up_proj=get("mlp.up_proj.weight"),
         down_proj=get("mlp.down_proj.weight"))

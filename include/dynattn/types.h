@@ -44,8 +44,10 @@ inline constexpr int kMaxRank = 6;
 ///
 /// Never owns its memory. A default-constructed view is *absent* (`rank == -1`), which is how an
 /// optional input is left out. A present view may have zero elements (and a null `data`).
-/// Every op input must currently be dense row-major (`strides` as `Dense` makes them); the
-/// validator says so by name when it is not.
+/// Op tensors are dense row-major (`strides` as `Dense` makes them), except that the activations
+/// `query`, `current_key`, `current_value`, `key`, `value` and `attn_output` may be row-strided
+/// (`IsRowStrided`): each token's heads dense, tokens any distance apart, as column slices of a
+/// fused QKV projection are. The validator names a tensor whose strides it refuses.
 struct DYNATTN_EXPORT TensorView {
   void* data = nullptr;            ///< First element; may be null when `NumElements() == 0`.
   DType dtype = DType::kF32;       ///< Element type.
@@ -68,6 +70,10 @@ struct DYNATTN_EXPORT TensorView {
   int64_t NumElements() const;
   /// True when the strides are those of a dense row-major array of this shape.
   bool IsDense() const;
+  /// True when every dimension but the first is dense row-major and rows (the first dimension)
+  /// lie at least a dense row apart: `strides[0] >= shape[1] * ... * shape[rank - 1]`. Dense
+  /// views are row-strided.
+  bool IsRowStrided() const;
   /// Size in bytes of the dense array (`NumElements() * DTypeSize(dtype)`).
   size_t NumBytes() const {
     const size_t elements = static_cast<size_t>(NumElements());

@@ -121,26 +121,38 @@ std::string Join(const int64_t* values, int n) {
   return s + (n == 1 ? ",)" : ")");
 }
 
-// A dense row-major view of `shape`, after checking that `strides` (elements; null = dense) are
-// those of one. Extents of 1 may have any stride (frameworks leave them arbitrary).
+// The activations the library reads and writes row by row: a view of one may be row-strided
+// (each token's heads dense, tokens any distance apart), e.g. a column slice of a fused QKV.
+bool RowStridable(const std::string& name) {
+  return name == "query" || name == "current_key" || name == "current_value" || name == "key" ||
+         name == "value" || name == "attn_output";
+}
+
+// A view of `shape` after checking `strides` (elements; null = dense): dense row-major, or for
+// the row-stridable activations, dense but for the first dimension's stride (which the library
+// checks). Extents of 1 may have any stride (frameworks leave them arbitrary).
 TensorView DenseView(void* data, DType dtype, int rank, const int64_t* shape,
                      const int64_t* strides, Device device, const std::string& name) {
   if (rank > dynattn::kMaxRank) {
     Fail(name, "rank " + std::to_string(rank) + " exceeds " + std::to_string(dynattn::kMaxRank));
   }
+  TensorView view = TensorView::Dense(data, dtype, rank, shape, device);
   if (strides != nullptr) {
     bool empty = false;
     for (int i = 0; i < rank; ++i) empty |= shape[i] == 0;
     int64_t expected = 1;
     for (int i = rank - 1; i >= 0 && !empty; --i) {
-      if (shape[i] != 1 && strides[i] != expected) {
-        Fail(name, "must be dense row-major (C-contiguous): shape " + Join(shape, rank) +
-                       ", strides " + Join(strides, rank) + " (elements)");
+      const bool row = i == 0 && RowStridable(name) && strides[0] > 0;
+      if (shape[i] != 1 && strides[i] != expected && !row) {
+        Fail(name, std::string("must be dense row-major (C-contiguous)") +
+                       (RowStridable(name) ? " but for its row stride" : "") + ": shape " +
+                       Join(shape, rank) + ", strides " + Join(strides, rank) + " (elements)");
       }
+      if (row) view.strides[0] = strides[0];
       expected *= shape[i];
     }
   }
-  return TensorView::Dense(data, dtype, rank, shape, device);
+  return view;
 }
 
 // Owns an exported DLManagedTensor: its deleter runs when the capsule holding this dies.

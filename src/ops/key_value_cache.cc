@@ -55,6 +55,8 @@ Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context
   internal::GatherProblem gather = s->gather;
   gather.key = args.key.data;
   gather.value = args.value.data;
+  gather.key_row_stride = internal::RowStride(args.key);
+  gather.value_row_stride = internal::RowStride(args.value);
   gather.kv.cache = cache;
   const internal::BackendKernels& row = *s->kernels;
   const internal::WriteProblem write =

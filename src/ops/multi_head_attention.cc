@@ -49,10 +49,13 @@ Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& arg
   DYNATTN_RETURN_IF_ERROR(lease.status());
   DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
   DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun, layer));
-  // The packed K/V are the problem's cache: its planes move to this call's tensors.
+  // The packed K/V are the problem's cache: its planes move to this call's tensors (their row
+  // strides are its slot strides).
   CacheDesc cache = s->attention.kv.cache;
   cache.key.data = args.key.data;
   cache.value.data = args.value.data;
+  cache.key.slot_stride = internal::RowStride(args.key);
+  cache.value.slot_stride = internal::RowStride(args.value);
   internal::AttentionProblem attention =
       internal::AttentionFor(*s, args.query, args.attn_output, cache);
   // The plan decides whether there is a mask: an empty one (no elements) counts as none.

@@ -33,6 +33,8 @@ WriteProblem WriteFor(const PlanState& state, const TensorView& current_key,
   WriteProblem write = state.write;
   write.current_key = current_key.data;
   write.current_value = current_value.data;
+  write.key_row_stride = RowStride(current_key);
+  write.value_row_stride = RowStride(current_value);
   write.kv.cache = cache;
   return write;
 }
@@ -40,8 +42,7 @@ WriteProblem WriteFor(const PlanState& state, const TensorView& current_key,
 AttentionProblem AttentionFor(const PlanState& state, const TensorView& query,
                               const TensorView& output, const CacheDesc& cache) {
   AttentionProblem attention = state.attention;
-  attention.query = query.data;
-  attention.output = output.data;
+  SetActivations(query, output, &attention);
   attention.kv.cache = cache;
   return attention;
 }

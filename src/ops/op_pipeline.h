@@ -35,10 +35,11 @@ void RecordTensors(const DataTensors& tensors, PlanState* state);
 /// Checks a Run's data tensors against the recorded ones.
 Status CheckTensors(const PlanState& state, const DataTensors& tensors);
 
-/// The plan's write problem on a Run's new keys, values and cache.
+/// The plan's write problem on a Run's new keys, values (their row strides too) and cache.
 WriteProblem WriteFor(const PlanState& state, const TensorView& current_key,
                       const TensorView& current_value, const CacheDesc& cache);
-/// The plan's attention problem on a Run's query, output and cache (mask and LSE left to the op).
+/// The plan's attention problem on a Run's query, output (their row strides too) and cache (mask
+/// and LSE left to the op).
 AttentionProblem AttentionFor(const PlanState& state, const TensorView& query,
                               const TensorView& output, const CacheDesc& cache);
 

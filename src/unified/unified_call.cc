@@ -213,7 +213,7 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
   source.slots =
       SlotMap{SlotMap::Mode::kBlocks, s.block_table, s.table_stride, s.block_size, s.block_stride};
   const DType io = args.query.dtype;
-  call->write = WriteProblem{batch, io, args.current_key.data, args.current_value.data, source};
+  call->write = WriteOf(batch, io, args.current_key, args.current_value, source);
   AttentionProblem& p = call->attention;
   FillAttention(AttentionAttrs{.num_heads = a.num_heads,
                                .num_kv_heads = kv_heads,
@@ -225,8 +225,7 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
                                .softmax_scale = a.softmax_scale},
                 kv_heads, io, &p);
   p.batch = batch;
-  p.query = args.query.data;
-  p.output = args.attn_output.data;
+  SetActivations(args.query, args.attn_output, &p);
   p.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
   p.kv = source;
   if (a.is_alibi) {

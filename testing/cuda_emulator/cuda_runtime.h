@@ -393,7 +393,7 @@ struct InitializableFrom<T, std::index_sequence<I...>,
 
 template <class T, size_t N = 0>
 constexpr size_t FieldCount() {
-  if constexpr (N < 24 && InitializableFrom<T, std::make_index_sequence<N + 1>>::value) {
+  if constexpr (N < 28 && InitializableFrom<T, std::make_index_sequence<N + 1>>::value) {
     return FieldCount<T, N + 1>();
   } else {
     return N;
@@ -408,7 +408,7 @@ constexpr size_t FieldCount() {
 template <class T, class Visit>
 void VisitFields(const T& value, const Visit& visit) {
   constexpr size_t count = FieldCount<T>();
-  static_assert(count <= 20, "kernel argument struct with more than 20 fields");
+  static_assert(count <= 24, "kernel argument struct with more than 24 fields");
   CUDA_EMU_FIELDS(1, a)
   CUDA_EMU_FIELDS(2, a, b)
   CUDA_EMU_FIELDS(3, a, b, c)
@@ -429,6 +429,10 @@ void VisitFields(const T& value, const Visit& visit) {
   CUDA_EMU_FIELDS(18, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r)
   CUDA_EMU_FIELDS(19, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s)
   CUDA_EMU_FIELDS(20, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t)
+  CUDA_EMU_FIELDS(21, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t, u)
+  CUDA_EMU_FIELDS(22, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t, u, v)
+  CUDA_EMU_FIELDS(23, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t, u, v, w)
+  CUDA_EMU_FIELDS(24, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t, u, v, w, x)
 }
 #undef CUDA_EMU_FIELDS
 

@@ -303,3 +303,52 @@ def test_other_tensor_kinds_get_numpy_outputs(rng):
     with pytest.raises(ValueError, match="pass out="):
         dynattn.unified_attention(FakeDlpack(step.query), step.current_key, step.current_value,
                                   *index, block_cache)
+
+
+def test_fused_qkv_column_slices_are_read_in_place(rng):
+    """q, k and v as column slices of one fused projection (x @ W_qkv), and an output that is a
+    column slice of a wider buffer: the bits of contiguous copies, no copy made, the output's
+    other columns untouched."""
+    t, hq, hkv, d = 7, 4, 2, 16
+    qkv = torch.from_numpy(rng.standard_normal((t, (hq + 2 * hkv) * d)).astype(np.float32))
+    q = qkv[:, :hq * d].view(t, hq, d)
+    k = qkv[:, hq * d:(hq + hkv) * d].view(t, hkv, d)
+    v = qkv[:, (hq + hkv) * d:].view(t, hkv, d)
+    assert not q.is_contiguous() and q.stride() == ((hq + 2 * hkv) * d, d, 1)
+    index = dict(seqstarts=np.array([0, 3, 7]), kvstarts=np.array([0, 3, 7]), decoding_batches=0,
+                 max_seqlen=4, max_kvlen=4)
+    wide = torch.full((t, hq * d + 5), float("nan"))
+    out = wide[:, :hq * d].view(t, hq, d)
+    got = dynattn.multi_head_attention(q, k, v, **index, out=out)
+    assert got.data_ptr() == wide.data_ptr()
+    dense = dynattn.multi_head_attention(q.contiguous(), k.contiguous(), v.contiguous(), **index)
+    assert torch.equal(out, dense)
+    assert torch.isnan(wide[:, hq * d:]).all()
+
+    # A unified step over a block cache, planned and run on the same kind of slices.
+    step = Step(rng, dtype="float16")
+    fused = torch.from_numpy(np.concatenate(
+        [step.query.reshape(step.tokens, -1), step.current_key.reshape(step.tokens, -1),
+         step.current_value.reshape(step.tokens, -1)], axis=1))
+    widths = [step.hq * step.d, step.hkv * step.d]
+    q = fused[:, :widths[0]].view(step.tokens, step.hq, step.d)
+    k = fused[:, widths[0]:widths[0] + widths[1]].view(step.tokens, step.hkv, step.d)
+    v = fused[:, widths[0] + widths[1]:].view(step.tokens, step.hkv, step.d)
+    index = (step.query_start_loc, step.context_lens, step.block_table)
+
+    def cache():
+        return dynattn.pmx_block_cache(torch.from_numpy(step.cache.copy()), num_kv_heads=step.hkv,
+                                       head_dim=step.d, block_size=step.block_size,
+                                       cache_layout=2)
+
+    plan = dynattn.plan_unified_attention(q, k, v, *index, cache())
+    strided = plan.run(q, k, v, cache())
+    dense = dynattn.unified_attention(q.contiguous(), k.contiguous(), v.contiguous(), *index,
+                                      cache())
+    assert torch.equal(strided, dense)
+    # A Run's strides are its own: the plan runs contiguous copies too.
+    assert torch.equal(plan.run(q.contiguous(), k, v.contiguous(), cache()), dense)
+    # A slice whose heads are not dense within a row is refused by name.
+    with pytest.raises(ValueError, match="query"):
+        dynattn.unified_attention(fused[:, :widths[0]:2].view(step.tokens, step.hq, -1), k, v,
+                                  *index, cache())
