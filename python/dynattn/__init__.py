@@ -62,6 +62,8 @@ _default_context_instance = None
 def _default_context():
     """The module-level Context that runs plans when ``context=None`` (created on first use)."""
     global _default_context_instance
+    if _default_context_instance is not None:  # made once; reading it needs no lock
+        return _default_context_instance
     with _default_context_lock:
         if _default_context_instance is None:
             _default_context_instance = Context()
@@ -190,10 +192,27 @@ def _planned_fp8_bytes(cache, planned):
     return cache
 
 
+_DTYPE_FP8_NAMES = {}  # dtype object -> its fp8 format name, or None: str() once per dtype
+
+
+def _fp8_name(dtype):
+    """The fp8 format a torch float8 dtype names (None for every other dtype)."""
+    try:
+        return _DTYPE_FP8_NAMES[dtype]
+    except (KeyError, TypeError):
+        name = _TORCH_FP8.get(str(dtype))
+        try:
+            _DTYPE_FP8_NAMES[dtype] = name
+        except TypeError:  # an unhashable dtype: not cached
+            pass
+        return name
+
+
 def _fp8_bytes(cache, cache_dtype):
     """A torch float8 cache (newer PyTorch) as its uint8 bytes, with the format it names; any
     other tensor as it is, with `cache_dtype` as given."""
-    name = _TORCH_FP8.get(str(getattr(cache, "dtype", "")))
+    dtype = getattr(cache, "dtype", None)
+    name = _fp8_name(dtype) if dtype is not None else None
     if name is None or not _is_torch(cache):
         return cache, cache_dtype
     if cache_dtype is not None and cache_dtype != name:
@@ -248,6 +267,8 @@ class Plan:
         return self._impl.unified_summary
 
     def _run(self, tensors, cache, context, layer=None):
+        """Runs the plan on `tensors`: the op's Run tensors (read, written, cache and scale) in
+        the order of its table, dynattn/op_signatures.h."""
         self._impl.run(tensors, cache, context if context is not None else _default_context(),
                        layer)
 
@@ -255,14 +276,12 @@ class Plan:
         return f"<dynattn.Plan {self.op} on {self.backend}>"
 
 
-def _layer(tensors, window_left, logits_soft_cap, softmax_scale, sinks):
-    """A run's per-layer attributes (None: all the plan's); a run's `sinks` replace the plan's."""
+def _layer(window_left, logits_soft_cap, softmax_scale, sinks):
+    """A run's per-layer attributes (None: all the plan's)."""
     if window_left is None and logits_soft_cap is None and softmax_scale is None and sinks is None:
         return None
-    if sinks is not None:
-        tensors["sinks"] = sinks
     return dict(window_left=window_left, logits_soft_cap=logits_soft_cap,
-                softmax_scale=softmax_scale, sinks=sinks is not None)
+                softmax_scale=softmax_scale, sinks=sinks)
 
 
 class KeyValueCachePlan(Plan):
@@ -279,8 +298,7 @@ class KeyValueCachePlan(Plan):
         cache = _planned_fp8_bytes(cache, self._cache_dtype)
         key = _empty(current_key, self._kv_shape) if key is None else key
         value = _empty(current_key, self._kv_shape) if value is None else value
-        self._run(dict(current_key=current_key, current_value=current_value, cache=cache,
-                       scale=scale, key=key, value=value, **self._planned), None, context)
+        self._run((current_key, current_value, cache, scale, key, value), None, context)
         return key, value
 
 
@@ -294,10 +312,8 @@ class MultiHeadAttentionPlan(Plan):
         plan's for this layer (each left None keeps the plan's): one plan serves models whose
         layers alternate sliding-window and global attention or carry their own sinks."""
         out = _empty(query, tuple(query.shape)) if out is None else out
-        tensors = dict(query=query, key=key, value=value, attn_mask=attn_mask, attn_output=out,
-                       **self._planned)
-        layer = _layer(tensors, window_left, logits_soft_cap, softmax_scale, sinks)
-        self._run(tensors, None, context, layer)
+        self._run((query, key, value, attn_mask, out), None, context,
+                  _layer(window_left, logits_soft_cap, softmax_scale, sinks))
         return out
 
 
@@ -312,11 +328,8 @@ class MultiHeadCacheAttentionPlan(Plan):
         replace the plan's for this layer (each left None keeps the plan's)."""
         cache = _planned_fp8_bytes(cache, self._cache_dtype)
         out = _empty(query, tuple(query.shape)) if out is None else out
-        tensors = dict(query=query, current_key=current_key, current_value=current_value,
-                       cache=cache, scale=scale, attn_mask=attn_mask, attn_output=out,
-                       **self._planned)
-        layer = _layer(tensors, window_left, logits_soft_cap, softmax_scale, sinks)
-        self._run(tensors, None, context, layer)
+        self._run((query, current_key, current_value, cache, scale, attn_mask, out), None,
+                  context, _layer(window_left, logits_soft_cap, softmax_scale, sinks))
         return out
 
 
@@ -332,19 +345,17 @@ class UnifiedAttentionPlan(Plan):
             softmax_scale=None, sinks=None):
         """Writes `current_key`/`current_value` into `cache` (a :class:`BlockCache` of the
         planned geometry), then runs the planned step. Returns `out` (T, Hq, D), or
-        ``(out, lse)`` with ``return_lse=True``. A plan made with ``with_lse=True`` (the
-        default) computes the log-sum-exp into `lse`, allocated when None; one made with
-        ``with_lse=False`` refuses `lse`. `window_left`, `logits_soft_cap`, `softmax_scale` and
+        ``(out, lse)`` with ``return_lse=True``. The log-sum-exp is computed only when asked
+        for (``return_lse=True``, allocated then, or ``lse=``) and only by a plan made with
+        ``with_lse=True`` (the default; one made with ``with_lse=False`` refuses it). `window_left`, `logits_soft_cap`, `softmax_scale` and
         `sinks`, when given, replace the plan's for this layer (each left None keeps the
         plan's)."""
-        t, hq, d = _shape(query, "query", 3, "(T, Hq, D)")
-        out = _empty(query, (t, hq, d)) if out is None else out
-        if lse is None and self._with_lse:
-            lse = _empty(query, (t, hq), "float32")
-        tensors = dict(query=query, current_key=current_key, current_value=current_value,
-                       attn_output=out, lse=lse, **self._planned)
-        layer = _layer(tensors, window_left, logits_soft_cap, softmax_scale, sinks)
-        self._run(tensors, cache, context, layer)
+        if out is None:
+            out = _empty(query, tuple(_shape(query, "query", 3, "(T, Hq, D)")))
+        if lse is None and return_lse:
+            lse = _empty(query, tuple(query.shape[:2]), "float32")
+        self._run((query, current_key, current_value, out, lse), cache, context,
+                  _layer(window_left, logits_soft_cap, softmax_scale, sinks))
         return (out, lse) if return_lse else out
 
 
@@ -584,7 +595,7 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
     tensors. Returns a :class:`Plan` whose ``run(query, current_key, current_value, cache, *,
     out=None, lse=None, return_lse=False, context=None)`` runs it per layer on tensors of the same
     shapes. ``with_lse`` (default True) plans the step with the log-sum-exp output, so that
-    ``run`` accepts ``lse=``; ``with_lse=False`` saves its (small) allocation per run."""
+    ``run`` may compute it (``return_lse=True`` or ``lse=``); runs that ask for none skip it."""
     lse = None
     if with_lse:
         lse = _empty(query, (_shape(query, "query", 3, "(T, Hq, D)")[0], query.shape[1]),

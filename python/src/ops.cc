@@ -241,33 +241,113 @@ std::unique_ptr<PyPlan> MakePlan(const std::string& op_name, const py::dict& att
   return plan;
 }
 
-/// A run's per-layer attributes: the plan's, with the entries of `layer` that are not None
-/// (its "sinks" entry is a flag: the run's `sinks` tensor replaces the plan's).
-LayerAttrs LayerOf(const Plan& plan, const py::dict& layer, const TensorMap& map) {
+/// A Run's per-layer attributes: the plan's, with the entries of `layer` that are not None
+/// (window_left, logits_soft_cap, softmax_scale, and sinks: a tensor replacing the plan's).
+LayerAttrs LayerOf(const Plan& plan, const py::dict& layer, Keep* keep) {
   LayerAttrs attrs = plan.layer_attrs();
-  if (!layer["window_left"].is_none())
+  if (!layer["window_left"].is_none()) {
     attrs.window_left = ToInt(layer["window_left"], "window_left");
+  }
   if (!layer["logits_soft_cap"].is_none()) {
     attrs.logits_soft_cap = ToFloat(layer["logits_soft_cap"], "logits_soft_cap");
   }
   if (!layer["softmax_scale"].is_none()) {
     attrs.softmax_scale = ToFloat(layer["softmax_scale"], "softmax_scale");
   }
-  if (layer["sinks"].cast<bool>()) attrs.sinks = Lookup(map, "sinks");
+  if (!layer["sinks"].is_none()) attrs.sinks = ToView(layer["sinks"], "sinks", false, keep);
   return attrs;
 }
 
-void RunPlan(const PyPlan& plan, const py::dict& tensors, const py::object& cache,
+/// One tensor of an op's table (dynattn/op_signatures.h) as the fast Run path binds it.
+#define DYNATTN_PY_RUN_FIELD(member, role) RunField<Args>{#member, #role, &Args::member},
+
+template <class Args>
+struct RunField {
+  const char* name;
+  const char* role;
+  TensorView Args::*member;
+  bool ForRun() const {
+    const std::string r = role;
+    return r == "Read" || r == "Written" || r == "Cache" || r == "Scale";
+  }
+  bool Written() const {
+    const std::string r = role;
+    return r == "Written" || r == "Cache" || r == "Scale";
+  }
+};
+
+/// The op's Args of a Run: `tensors` holds, in the op's table order, the tensors a Run reads or
+/// writes (roles Read, Written, Cache, Scale); index and host tensors are the plan's. The views
+/// are also listed by name in `views` when given.
+template <class Args, size_t N>
+Args BindRunTensors(const RunField<Args> (&fields)[N], const py::tuple& tensors,
+                    std::optional<DType> cache_fp8, Keep* keep, TensorMap* views) {
+  Args args;
+  size_t next = 0;
+  for (const RunField<Args>& f : fields) {
+    if (!f.ForRun()) continue;
+    if (next >= tensors.size()) throw py::value_error("too few tensors for this plan's op");
+    const bool cache = std::string(f.name) == "cache";
+    const TensorView view =
+        ToView(tensors[next++], f.name, f.Written(), keep, cache ? cache_fp8 : std::nullopt);
+    args.*f.member = view;
+    if (views != nullptr && view.present()) (*views)[f.name] = view;
+  }
+  if (next != tensors.size()) throw py::value_error("too many tensors for this plan's op");
+  return args;
+}
+
+/// Plan.run: the Run's tensors by position (no name lookups, no dict), torch tensors read
+/// through their attributes; `layer` is None or the per-layer attributes (LayerOf).
+void RunPlan(const PyPlan& plan, const py::tuple& tensors, const py::object& cache,
              PyContext* context, const py::object& layer) {
   Keep keep;
-  const TensorMap map = ToViews(tensors, Written(plan.op), &keep, plan.cache_fp8);
-  const Call call = MakeCall(plan.op, py::dict(), map, CacheOf(cache));
+  Call call;
+  call.op = plan.op;
+  TensorMap views;
+  const PyBlockCache* block_cache = CacheOf(cache);
+  switch (plan.op) {
+    case Op::kKeyValueCache: {
+      using Args = KeyValueCacheArgs;
+      static const RunField<Args> kFields[] = {
+          DYNATTN_KEY_VALUE_CACHE_TENSORS(DYNATTN_PY_RUN_FIELD)};
+      call.kvc = BindRunTensors(kFields, tensors, plan.cache_fp8, &keep, nullptr);
+      break;
+    }
+    case Op::kMultiHeadAttention: {
+      using Args = MultiHeadAttentionArgs;
+      static const RunField<Args> kFields[] = {
+          DYNATTN_MULTI_HEAD_ATTENTION_TENSORS(DYNATTN_PY_RUN_FIELD)};
+      call.mha = BindRunTensors(kFields, tensors, plan.cache_fp8, &keep, nullptr);
+      break;
+    }
+    case Op::kMultiHeadCacheAttention: {
+      using Args = MultiHeadCacheAttentionArgs;
+      static const RunField<Args> kFields[] = {
+          DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS(DYNATTN_PY_RUN_FIELD)};
+      call.mhca = BindRunTensors(kFields, tensors, plan.cache_fp8, &keep, nullptr);
+      break;
+    }
+    case Op::kUnified: {
+      using Args = UnifiedAttentionArgs;
+      static const RunField<Args> kFields[] = {
+          DYNATTN_UNIFIED_ATTENTION_TENSORS(DYNATTN_PY_RUN_FIELD)};
+      if (block_cache == nullptr)
+        throw py::value_error("cache: is required (a dynattn.BlockCache)");
+      call.unified = BindRunTensors(kFields, tensors, plan.cache_fp8, &keep, &views);
+      call.unified.cache = &block_cache->cache;
+      block_cache->CheckApart(views);
+      break;
+    }
+  }
   std::optional<LayerAttrs> attrs;
-  if (!layer.is_none()) attrs = LayerOf(plan.plan, layer.cast<py::dict>(), map);
+  if (!layer.is_none()) attrs = LayerOf(plan.plan, layer.cast<py::dict>(), &keep);
   const LayerAttrs* layer_attrs = attrs ? &*attrs : nullptr;
   Check(
       RunLocked(context, [&](Context* ctx) { return RunCall(call, plan.plan, ctx, layer_attrs); }));
 }
+
+#undef DYNATTN_PY_RUN_FIELD
 
 UnifiedStepSummary Describe(const py::dict& attrs, const py::dict& tensors,
                             const py::object& cache) {

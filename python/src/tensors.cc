@@ -229,6 +229,76 @@ TensorView FromBuffer(py::handle object, const std::string& name, bool writable,
   return DenseView(buffer->buf, dtype, buffer->ndim, shape, strides, Device::kCpu, name);
 }
 
+// The torch.Tensor type and its dtypes, once torch is imported (null before: then no object
+// can be a tensor of it). Looked up once; torch is never imported here.
+struct TorchTypes {
+  PyObject* tensor = nullptr;
+  std::vector<std::pair<PyObject*, int>> dtypes;  // dtype object, DType (or -1: uint8)
+};
+
+const TorchTypes* Torch() {
+  static TorchTypes types;
+  static bool found = false;
+  if (found) return &types;
+  PyObject* torch = PyDict_GetItemString(PySys_GetObject("modules"), "torch");  // borrowed
+  if (torch == nullptr) return nullptr;
+  const py::module_ module = py::reinterpret_borrow<py::module_>(torch);
+  types.tensor = py::object(module.attr("Tensor")).release().ptr();
+  const std::pair<const char*, int> names[] = {{"float32", static_cast<int>(DType::kF32)},
+                                               {"float16", static_cast<int>(DType::kF16)},
+                                               {"bfloat16", static_cast<int>(DType::kBF16)},
+                                               {"int8", static_cast<int>(DType::kI8)},
+                                               {"int32", static_cast<int>(DType::kI32)},
+                                               {"int64", static_cast<int>(DType::kI64)},
+                                               {"uint8", -1}};
+  for (const auto& [dtype, value] : names) {
+    types.dtypes.emplace_back(py::object(module.attr(dtype)).release().ptr(), value);
+  }
+  found = true;
+  return &types;
+}
+
+// A torch.Tensor read through its attributes, which costs a fraction of exporting a DLPack
+// capsule (what every Plan.run pays per tensor). False, leaving the object to DLPack (which
+// names what is wrong), for anything else: not a tensor, one that requires grad, a dtype or a
+// device the library does not take.
+bool FromTorch(py::handle object, const std::string& name, const std::optional<DType>& uint8_as,
+               TensorView* out) {
+  const TorchTypes* torch = Torch();
+  if (torch == nullptr || PyObject_IsInstance(object.ptr(), torch->tensor) != 1) return false;
+  // Attribute names made once (interned): a lookup by C string makes a new one each time.
+  // Kept for the process (handles, never released: no destructor runs after Python's end).
+  static const py::handle kRequiresGrad = py::str("requires_grad").release(),
+                          kIsCuda = py::str("is_cuda").release(),
+                          kIsCpu = py::str("is_cpu").release(), kDType = py::str("dtype").release(),
+                          kShape = py::str("shape").release(),
+                          kStride = py::str("stride").release(),
+                          kDataPtr = py::str("data_ptr").release();
+  if (object.attr(kRequiresGrad).cast<bool>()) return false;
+  const bool cuda = object.attr(kIsCuda).cast<bool>();
+  if (!cuda && !object.attr(kIsCpu).cast<bool>()) return false;
+  const py::object dtype = object.attr(kDType);
+  int code = -2;
+  for (const auto& [type, value] : torch->dtypes) {
+    if (dtype.ptr() == type) code = value;
+  }
+  if (code == -2) return false;
+  const py::tuple shape = object.attr(kShape);
+  const py::tuple strides = object.attr(kStride)();
+  const int rank = static_cast<int>(shape.size());
+  if (rank > dynattn::kMaxRank) return false;
+  int64_t extents[dynattn::kMaxRank] = {}, steps[dynattn::kMaxRank] = {};
+  for (int i = 0; i < rank; ++i) {
+    extents[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), i));
+    steps[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides.ptr(), i));
+  }
+  void* data = reinterpret_cast<void*>(
+      static_cast<uintptr_t>(object.attr(kDataPtr)().cast<unsigned long long>()));
+  const DType type = code == -1 ? Uint8DType(uint8_as, name) : static_cast<DType>(code);
+  *out = DenseView(data, type, rank, extents, steps, cuda ? Device::kCuda : Device::kCpu, name);
+  return true;
+}
+
 }  // namespace
 
 void Keep::MoveTo(Keep* other) {
@@ -239,6 +309,11 @@ void Keep::MoveTo(Keep* other) {
 TensorView ToView(py::handle object, const std::string& name, bool writable, Keep* keep,
                   std::optional<DType> uint8_as) {
   if (object.is_none()) return TensorView{};
+  TensorView torch_view;
+  if (FromTorch(object, name, uint8_as, &torch_view)) {
+    keep->Add(py::reinterpret_borrow<py::object>(object));  // alive while the call runs
+    return torch_view;
+  }
   if (py::hasattr(object, "_dynattn_unallocated")) {
     // An output the Python layer allocates once the call is validated: its shape, and the
     // tensor whose dtype and device it will have. Only plans, which record outputs by shape,
