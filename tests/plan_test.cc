@@ -514,6 +514,29 @@ TEST_SUITE("plan") {
     }
   }
 
+  TEST_CASE("a Run may leave out the log-sum-exp its unified plan was made with") {
+    const Case c = dynattn_ref::RandomUnifiedCase(BaseSeed() + 77);
+    Layer with_lse(c), without_lse(c);
+    Plan plan;
+    REQUIRE(PlanLayer(c, &with_lse, &plan).ok());
+    Context context;
+    REQUIRE(RunLayer(c, &with_lse, plan, &context).ok());
+    BoundArgs args(c, &without_lse);
+    args.unified.lse = dynattn::TensorView{};
+    REQUIRE(args.Run(plan, &context).ok());
+    std::string why;
+    CHECK_MESSAGE(
+        SameBytes(with_lse.tensors.at("attn_output"), without_lse.tensors.at("attn_output"), &why),
+        why);
+    // The other way round stays refused: a plan made without it has no place for it.
+    BoundArgs planned_without(c, &without_lse);
+    planned_without.unified.lse = dynattn::TensorView{};
+    Plan plan_without;
+    REQUIRE(planned_without.MakePlan(c, &plan_without).ok());
+    const Status s = BoundArgs(c, &with_lse).Run(plan_without, &context);
+    CHECK(s.message().rfind("lse: must match the plan", 0) == 0);
+  }
+
   TEST_CASE("DescribeUnifiedStep is the plan's summary") {
     const Case c = dynattn_ref::RandomUnifiedCase(BaseSeed() + 13);
     Layer layer(c);

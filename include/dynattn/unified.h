@@ -79,6 +79,7 @@ struct UnifiedAttentionArgs {
   TensorView sinks;    ///< Optional fp32 (Hq): per-head attention sinks (CPU memory).
   TensorView attn_output;  ///< Out (T, Hq, D), dtype of query.
   TensorView lse;  ///< Optional out (T, Hq) fp32: natural-log log-sum-exp of each row's scores.
+                   ///< A Run may leave out the lse its plan was made with (then none is made).
 };
 
 /// Writes the fresh keys and values into the cache (quantizing them as the cache's format says),
