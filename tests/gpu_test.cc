@@ -1498,7 +1498,7 @@ TEST_SUITE("gpu") {
   TEST_CASE("row-strided activations on the device give the dense call's bits") {
     const char* const ops[] = {"key_value_cache", "multi_head_attention",
                                "multi_head_cache_attention", "unified_attention"};
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 2; ++i) {
       for (const char* op : ops) {
         const uint64_t seed = dynattn_test::BaseSeed() + 5000 + 17 * i;
         const Case c = std::string(op) == "unified_attention" ? dynattn_ref::RandomUnifiedCase(seed)
