@@ -56,23 +56,32 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tool", default="build/tools/dynattn")
     parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds alternating the C++ and the Python timings (a shared "
+                             "machine drifts; each round's gap compares neighbours)")
     args = parser.parse_args()
     q, k, v, cache, index = tiny_step()
     out = torch.empty_like(q)
     context = dynattn.Context(num_threads=1)
     plan = dynattn.plan_multi_head_cache_attention(q, k, v, *index, cache, cache_mode=1,
                                                    page_size=PAGE)
-    run_out = median_us(lambda: plan.run(q, k, v, cache, out=out, context=context), args.calls)
-    run_alloc = median_us(lambda: plan.run(q, k, v, cache, context=context), args.calls)
-    one_shot = median_us(lambda: dynattn.multi_head_cache_attention(
-        q, k, v, *index, cache, cache_mode=1, page_size=PAGE, out=out, num_threads=1),
-        args.calls // 5)
-    c_one_shot, c_run = c_run_us(args.tool)
-    print(f"tiny step, 1 thread, medians (us)   Python    C++   Python - C++")
-    print(f"Plan.run(out=...) / Run          {run_out:9.1f} {c_run:6.1f} {run_out - c_run:9.1f}")
-    print(f"Plan.run (allocates out)         {run_alloc:9.1f} {c_run:6.1f} {run_alloc - c_run:9.1f}")
-    print(f"one-shot call                    {one_shot:9.1f} {c_one_shot:6.1f} "
-          f"{one_shot - c_one_shot:9.1f}")
+    rows = {"Plan.run(out=...) / Run": [], "Plan.run (allocates out) / Run": [],
+            "one-shot call / one-shot": []}
+    for _ in range(args.rounds):
+        c_one_shot, c_run = c_run_us(args.tool)
+        python = [median_us(lambda: plan.run(q, k, v, cache, out=out, context=context),
+                            args.calls),
+                  median_us(lambda: plan.run(q, k, v, cache, context=context), args.calls),
+                  median_us(lambda: dynattn.multi_head_cache_attention(
+                      q, k, v, *index, cache, cache_mode=1, page_size=PAGE, out=out,
+                      num_threads=1), args.calls // 5)]
+        for row, py, c in zip(rows.values(), python, (c_run, c_run, c_one_shot)):
+            row.append((py, c))
+    print("tiny step, 1 thread, medians (us); per round: Python, C++, Python - C++")
+    for name, row in rows.items():
+        rounds = "  ".join(f"{py:5.1f} {c:5.1f} {py - c:+5.1f}" for py, c in row)
+        gaps = sorted(py - c for py, c in row)
+        print(f"{name:32s} {rounds}   median gap {gaps[len(gaps) // 2]:+.1f}")
 
 
 if __name__ == "__main__":

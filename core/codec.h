@@ -2,7 +2,7 @@
 //
 // The scalar cache codec: fp16, bf16 and fp8 rounding and one group's quantize/dequantize rules
 // (spec pmx-ops §2; fp8 as vLLM's per-tensor-scaled fp8 KV cache), the single definition that the
-// CPU's vector codec (simd/codec-inl.h), the CUDA kernels (gpu/) and the public fp16 helpers all
+// CPU's vector codec (cpu/codec-inl.h), the CUDA kernels (cuda/) and the public fp16 helpers all
 // follow.
 //
 // Why it looks like this: the numerics contract fixes every cache byte and scale, so every backend
@@ -13,7 +13,7 @@
 // (tests/gpu_codec_test.cc). The fp16 rounding is an integer round-to-nearest-even rather than
 // __float2half_rn or F16C: all three round to nearest even, but this one also fixes the NaN bits
 // (sign | 0x7E00) and is the same code everywhere; Highway 1.0.3's software f32->f16 demotion
-// truncates, so the CPU's vector twin (RoundToF16 in simd/codec-inl.h) follows this one instead.
+// truncates, so the CPU's vector twin (RoundToF16 in cpu/codec-inl.h) follows this one instead.
 
 #ifndef DYNATTN_CORE_CODEC_H_
 #define DYNATTN_CORE_CODEC_H_
@@ -316,7 +316,7 @@ DYNATTN_HD float GroupScaleOf(const Load& load, int first, int count, int qmax, 
 
 /// Stores one new row of `dim` values (load(i) gives element i, already in T1) as cache row
 /// `row` (its first byte; for int4 element 0 is the low nibble of that byte) with its group
-/// scales at `scale` (quantized caches only): the bytes simd/codec-inl.h EncodeRow writes with its
+/// scales at `scale` (quantized caches only): the bytes cpu/codec-inl.h EncodeRow writes with its
 /// vector code.
 ///
 /// bf16 activations quantize with the fp32 rules (io_is_f16 false): the values are exact fp32.
@@ -383,7 +383,7 @@ DYNATTN_HD bool ReadsExactValues(CacheElem elem, DType io_type) {
 }
 
 /// Element d of cache row `row` (with its group scales at `scale`) as T1 sees it: the value
-/// simd/codec-inl.h DecodeRow gives.
+/// cpu/codec-inl.h DecodeRow gives.
 ///
 /// Every format decodes to an fp32 value first (an fp8 byte to fp8(b) * tensor_scale); with fp16
 /// activations that value is rounded to fp16 (T1), with fp32 or bf16 activations it is kept.

@@ -2,7 +2,7 @@
 //
 // DYNATTN_HD marks the functions of core/ that the CPU library and the CUDA kernels both call:
 // `__host__ __device__` under nvcc, plain `inline` for every other compiler (the CPU build, and
-// the CUDA emulator, which compiles gpu/ as ordinary C++). core/ is plain data and arithmetic:
+// the CUDA emulator, which compiles cuda/ as ordinary C++). core/ is plain data and arithmetic:
 // no std:: algorithms or containers in these functions, since nvcc compiles them for the device.
 
 #ifndef DYNATTN_CORE_HOST_DEVICE_H_

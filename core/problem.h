@@ -2,7 +2,7 @@
 //
 // One validated call as every backend sees it: the packed batch, the slot map that addresses the
 // cache, and the attention, write and gather problems. Plain data that crosses unchanged from
-// src/ (validation, planning) into the kernels of simd/ and gpu/; the member functions are the
+// src/ (validation, planning) into the kernels of cpu/ and cuda/; the member functions are the
 // addressing and masking rules themselves, compiled for the host and the device (DYNATTN_HD), so
 // no backend has its own copy. Everything here is already validated: kernels trust every index.
 

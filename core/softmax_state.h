@@ -12,7 +12,7 @@
 // M gets weight exactly 1, so merging a single part copies it.
 //
 // What each user chooses is the arithmetic and the order: the CPU kernels merge in float with the
-// target-independent exp of simd/softmax-inl.h, CUDA in float with expf, MergeStates in double;
+// target-independent exp of cpu/softmax-inl.h, CUDA in float with expf, MergeStates in double;
 // splits and unified parts merge in the plan's key order, MergeStates in an order fixed by the
 // parts' values (so that any permutation of its inputs gives the same bits).
 

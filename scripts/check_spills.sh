@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles the CUDA kernels (gpu/*.cu) for sm_90 with `ptxas -v` and fails when a kernel (an
+# Compiles the CUDA kernels (cuda/*.cu) for sm_90 with `ptxas -v` and fails when a kernel (an
 # entry function) spills registers to local memory. Prints each kernel's registers and spills.
 #   scripts/check_spills.sh [NVCC] [EXTRA_NVCC_FLAGS...]
 # (the meson test nvcc_spills runs it; nvcc_spills_detects runs it with -maxrregcount=16, which
@@ -11,7 +11,7 @@ shift || true
 log=$(mktemp)
 objects=$(mktemp -d)
 trap 'rm -rf "$log" "$objects"' EXIT
-for source in gpu/attention.cu gpu/cache_io.cu; do
+for source in cuda/attention.cu cuda/cache_io.cu; do
   if ! "$nvcc" -std=c++17 -I. -Iinclude -gencode arch=compute_90,code=sm_90 -Xptxas -v "$@" \
       -c "$source" -o "$objects/$(basename "$source").o" >>"$log" 2>&1; then
     cat "$log"

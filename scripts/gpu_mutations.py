@@ -2,7 +2,7 @@
 # Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 """Breaks the CUDA kernels on purpose and reports which runs of the gpu suite catch each break.
 
-Each mutation edits one gpu/ source in place (restored afterwards, also on Ctrl-C), rebuilds the
+Each mutation edits one cuda/ source in place (restored afterwards, also on Ctrl-C), rebuilds the
 gpu suite's binaries in the given build folders and runs them on the CUDA emulator: forward,
 reverse and random schedules, the ThreadSanitizer run (gpu_tsan_tests, when built) and, for a
 sanitizer build folder, its ASan + UBSan binary. A run "catches" a mutation when it fails.
@@ -24,153 +24,153 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name: (file, text to find, replacement, what it breaks)
 MUTATIONS = {
     "barrier-tile-consumed": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "      // race). Kept because without it ptxas (CUDA 13.0) spills 28 B in the int4 kernel on sm_90.\n"
         "      __syncthreads();\n",
         "      // race). Kept because without it ptxas (CUDA 13.0) spills 28 B in the int4 kernel on sm_90.\n",
         "attend: the __syncthreads at the top of the tile loop"),
     "barrier-slots": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "key0 + threadIdx.x);\n      }\n      __syncthreads();\n",
         "key0 + threadIdx.x);\n      }\n",
         "attend: the __syncthreads between the tile's slots and its decode"),
     "barrier-decoded": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "        values[j * dim + d] = x;\n      }\n      __syncthreads();\n",
         "        values[j * dim + d] = x;\n      }\n",
         "attend: the __syncthreads between the decoded tile and its scoring"),
     "barrier-next-pass": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "    __syncthreads();  // the next pass reuses the vectors' storage\n", "",
         "attend: the __syncthreads before the next pass of query vectors"),
     "syncwarp-probs": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "        __syncwarp();  // probs are written; every lane has also read maxes[v]\n", "",
         "attend: the __syncwarp between writing probs and reading them"),
     "syncwarp-updated": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "        __syncwarp();  // every lane has read probs before the next vector rewrites them\n",
         "",
         "attend: the __syncwarp between reading probs and the next vector's writes"),
     "syncwarp-before-store": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "    __syncwarp();  // lane 0's maxes/sums, also when the pass had no key tile (only resets)\n",
         "",
         "attend: the __syncwarp before a pass's states are stored"),
     "shuffle-sum-offset": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "for (int o = 16; o > 0; o /= 2) x += ", "for (int o = 8; o > 0; o /= 2) x += ",
         "WarpSum starts at offset 8: sums over half warps"),
     "shuffle-max-down": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "x = fmaxf(x, __shfl_xor_sync(kFullMask, x, o));",
         "x = fmaxf(x, __shfl_down_sync(kFullMask, x, o));",
         "WarpMax shuffles down instead of xor: upper lanes miss the maximum"),
     "tile-count-plus-one": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "key_end - key0));", "key_end - key0 + 1));",
         "attend: a tile counts one key past the pass's end"),
     "tile-loop-short": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "key0 < key_end; key0 += tile_keys)", "key0 < key_end - 1; key0 += tile_keys)",
         "attend: the tile loop stops before a last tile of one key"),
     "window-first-key-ignored": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "key >= r.first_key && key <= r.last_key", "key <= r.last_key",
         "attend: keys before a row's sliding window are scored"),
     "window-off-by-one": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "  r.first_key = p.FirstVisibleKey(b, row);\n",
         "  r.first_key = p.FirstVisibleKey(b, row) + 1;\n",
         "attend: a request row's window starts one key late"),
     "window-shared-ignored": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "  r.first_key = AttentionProblem::WindowStart(reader.origin, p.window_left);\n",
         "  r.first_key = 0;\n",
         "attend: shared-segment readers ignore the window"),
     "pass-keys-skip-tile": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "(lo - item_begin) / tile_keys * tile_keys : 0;",
         "(lo - item_begin + tile_keys - 1) / tile_keys * tile_keys : 0;",
         "attend: a pass skips the tile holding its first visible key"),
     "pass-keys-end-short": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "return KeyRange{item_begin + skipped, hi + 1 < item_end ? hi + 1 : item_end};",
         "return KeyRange{item_begin + skipped, hi < item_end ? hi : item_end};",
         "attend: a pass stops before its last visible key"),
     "softcap-ignored": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "  if (!(p.soft_cap > 0.0f)) return s0;\n", "  return s0;\n",
         "attend: the logit soft-cap is not applied"),
     "softcap-unscaled": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "tanhf(DivRn(s0, p.soft_cap))", "tanhf(s0)",
         "attend: soft-cap as cap * tanh(s0) instead of cap * tanh(s0 / cap)"),
     "sink-ignored": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "  if (p.sinks != nullptr) {\n    const internal::SinkFolded",
         "  if (false) {\n    const internal::SinkFolded",
         "StoreRow: the attention sink is not folded"),
     "sink-lse-unfolded": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "    max = folded.max;\n    sum = folded.sum;\n", "    sum = folded.sum;\n",
         "StoreRow: the sink's max is left out of the stored state"),
     "sink-numerator": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "const float a = p.sinks != nullptr ? MulRn(acc[d], acc_scale) : acc[d];",
         "const float a = acc[d];",
         "StoreRow: the accumulator is not rescaled to the sink-folded max"),
     "sinks-host-pointer": (
-        "gpu/backend.cu",
+        "cuda/backend.cu",
         "    p->sinks = staging.At<float>(sinks);\n", "",
         "kernels get the host's sinks"),
     "fp8-key-scale-ignored": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "scale_f16, io_f16, key_plane.tensor_scale);", "scale_f16, io_f16);",
         "attend: fp8 keys decoded without the key tensor scale"),
     "fp8-write-scale-ignored": (
-        "gpu/cache_io.cu",
+        "cuda/cache_io.cu",
         "ScaleAddress(plane, scale_f16, slot, head),\n            plane.tensor_scale);",
         "ScaleAddress(plane, scale_f16, slot, head));",
         "cache write: fp8 rows encoded without the tensor scale"),
     "bf16-query-as-f16": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "queries[v * dim + d] = LoadActivationOf(p.query, first + d, p.io_type);",
         "queries[v * dim + d] = LoadActivationOf(p.query, first + d, io_f16 ? DType::kF16 : "
         "DType::kF32);",
         "attend: a bf16 query is read as fp32"),
     "bf16-gather-out": (
-        "gpu/cache_io.cu",
+        "cuda/cache_io.cu",
         "* dim + d, p.io_type);", "* dim + d, io_f16 ? DType::kF16 : DType::kF32);",
         "gather: bf16 outputs stored as fp32"),
     "shared-too-small": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "(head_dim + 1) + kWarps * 32;", "(head_dim + 1) + kWarps * 24;",
         "attend: the shared-memory size leaves out 32 bytes of probs"),
     "host-batch": (
-        "gpu/backend.cu",
+        "cuda/backend.cu",
         "    batch->seqstarts = staging.At<int64_t>(seqstarts);\n"
         "    batch->kvstarts = staging.At<int64_t>(kvstarts);\n", "",
         "kernels get the host's seqstarts/kvstarts"),
     "host-plan": (
-        "gpu/backend.cu",
+        "cuda/backend.cu",
         "  work.items = staging.At<WorkItem>(items);\n"
         "  work.num_items = static_cast<int64_t>(plan.items.size());",
         "  work.items = plan.items.data();\n"
         "  work.num_items = static_cast<int64_t>(plan.items.size());",
         "MHA/MHCA attend gets the host's work items"),
     "no-smem-opt-in": (
-        "gpu/attention.cu",
+        "cuda/attention.cu",
         "  DYNATTN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(&AttendKernel<kElem>,\n"
         "                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
         "                                                    static_cast<int>(layout.bytes)));\n", "",
         "attend launches above 48 KiB of shared memory without the opt-in"),
     "write-bound-off-by-one": (
-        "gpu/cache_io.cu",
+        "cuda/cache_io.cu",
         "if (index >= tokens * heads * 2) return;", "if (index > tokens * heads * 2) return;",
         "cache write: one thread past the last (token, head, plane)"),
     "gather-repeat-off-by-one": (
-        "gpu/cache_io.cu",
+        "cuda/cache_io.cu",
         "for (int r = 0; r < p.num_repeat; ++r)", "for (int r = 0; r <= p.num_repeat; ++r)",
         "gather: each row stored num_repeat + 1 times"),
 }

@@ -14,7 +14,7 @@ export PKG_CONFIG_PATH=$tmp$libdir/pkgconfig PKG_CONFIG_SYSROOT_DIR=$tmp
 flags=$(pkg-config --cflags --libs dynattn)
 echo "pkg-config --cflags --libs dynattn: $flags"
 # Outside the source tree, with nothing but what pkg-config says: a header that reaches into the
-# repository (src/, simd/) or needs Highway would not compile here.
+# repository (src/, cpu/) or needs Highway would not compile here.
 cd "$tmp"
 cp "$quickstart" quickstart.cc
 # shellcheck disable=SC2086  # the flags are words

@@ -23,8 +23,8 @@
 #include <optional>
 #include <vector>
 
+#include "cpu/kernel_table.h"
 #include "dynattn/plan.h"
-#include "simd/kernel_abi.h"
 #include "src/device_slot.h"
 #include "src/thread_pinning.h"
 

@@ -1,8 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// What the CUDA backend (gpu/backend.cu) sees of a Context: the stream its calls are enqueued on
+// What the CUDA backend (cuda/backend.cu) sees of a Context: the stream its calls are enqueued on
 // and the slot that holds its device workspace. The rest of a Context (the oneTBB arena, the CPU
-// scratch and partial states) stays behind src/context.h, which gpu/ does not include.
+// scratch and partial states) stays behind src/context.h, which cuda/ does not include.
 
 #ifndef DYNATTN_SRC_DEVICE_SLOT_H_
 #define DYNATTN_SRC_DEVICE_SLOT_H_
@@ -11,7 +11,7 @@ namespace dynattn::internal {
 
 struct ContextState;
 
-/// The CUDA backend's part of a Context: defined by gpu/backend.cu (src/no_cuda.cc without it).
+/// The CUDA backend's part of a Context: defined by cuda/backend.cu (src/no_cuda.cc without it).
 struct DeviceWorkspace;
 /// Frees a DeviceWorkspace (defined with it). The Context calls it when it is destroyed.
 void ReleaseDeviceWorkspace(DeviceWorkspace* workspace);

@@ -5,8 +5,8 @@
 #include <array>
 #include <string>
 
+#include "cpu/kernels.h"
 #include "dynattn/dynattn.h"
-#include "simd/kernels.h"
 
 namespace dynattn::internal {
 namespace {

@@ -5,7 +5,7 @@
 // every data tensor against); its plan comes from core/'s planners, the same for every backend.
 // A row's entries are the functions that run: a CPU row holds the Highway kernels of its element
 // type for the SIMD target resolved when the table was filled (src/cpu_backend.cc), a CUDA row the
-// launchers instantiated for its element type (gpu/backend.cu, present only when the `cuda`
+// launchers instantiated for its element type (cuda/backend.cu, present only when the `cuda`
 // feature is built). Nothing below a row switches on the element type again; adding a cache
 // format or a backend is adding rows.
 
@@ -16,8 +16,8 @@
 
 #include "core/plan.h"
 #include "core/plan_unified.h"
+#include "cpu/kernel_table.h"
 #include "dynattn/status.h"
-#include "simd/kernel_abi.h"
 
 namespace dynattn::internal {
 
@@ -68,7 +68,7 @@ void RefillCpuRows();
 /// The CPU row of `elem` with `kernels` (src/cpu_backend.cc).
 BackendKernels CpuRow(CacheElem elem, const CpuKernels& kernels);
 
-/// The CUDA rows: defined by gpu/ when the `cuda` feature is built, else by src/no_cuda.cc
+/// The CUDA rows: defined by cuda/ when the `cuda` feature is built, else by src/no_cuda.cc
 /// (always null).
 const BackendKernels* CudaKernelsFor(CacheElem elem);
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Built instead of gpu/ when the `cuda` feature is off: the dispatch table has no CUDA rows.
+// Built instead of cuda/ when the `cuda` feature is off: the dispatch table has no CUDA rows.
 
 #include "src/device_slot.h"
 #include "src/dispatch.h"

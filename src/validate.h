@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu/kernel_table.h"
 #include "dynattn/ops.h"
-#include "simd/kernel_abi.h"
 
 namespace dynattn::internal {
 

@@ -1,6 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The CUDA emulator's own suite (testing/cuda_emulator): small kernels, written as gpu/ writes
+// The CUDA emulator's own suite (testing/cuda_emulator): small kernels, written as cuda/ writes
 // them, that show each CUDA rule the emulator enforces being enforced, with the diagnostic it
 // gives, and each CUDA operation it provides giving CUDA's result. The gpu suite then relies on it.
 
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/launch.cuh"
+#include "cuda/launch.cuh"
 #include "tests/support/sanitizers.h"
 
 namespace {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/codec.h"
+#include "cpu/kernel_table.h"
 #include "reference/reference.h"
-#include "simd/kernel_abi.h"
 #include "src/dispatch.h"
 #include "tests/support/run_case.h"
 

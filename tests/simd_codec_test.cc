@@ -22,7 +22,9 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/simd_codec_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-#include "simd/attention-inl.h"
+
+// After foreach_target.h, which includes this file again for every target.
+#include "cpu/attention-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace dynattn {

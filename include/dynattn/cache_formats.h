@@ -2,7 +2,7 @@
 //
 // The cache formats, listed once. `CacheElem`, its names, the dispatch table's rows (CPU and
 // CUDA) and the CPU kernel getters are all generated from this list, so adding a format is one
-// row here, its codec (core/codec.h) and its kernel translation unit (simd/kernels_<tag>.cc).
+// row here, its codec (core/codec.h) and its kernel translation unit (cpu/kernels_<tag>.cc).
 //
 //   X(Elem, Tag, name, row)
 //     Elem  the CacheElem enumerator

@@ -269,8 +269,7 @@ class Plan:
     def _run(self, tensors, cache, context, layer=None):
         """Runs the plan on `tensors`: the op's Run tensors (read, written, cache and scale) in
         the order of its table, dynattn/op_signatures.h."""
-        self._impl.run(tensors, cache, context if context is not None else _default_context(),
-                       layer)
+        self._impl.run(tensors, cache, context or _default_context(), layer)
 
     def __repr__(self):
         return f"<dynattn.Plan {self.op} on {self.backend}>"

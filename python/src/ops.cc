@@ -259,21 +259,17 @@ LayerAttrs LayerOf(const Plan& plan, const py::dict& layer, Keep* keep) {
 }
 
 /// One tensor of an op's table (dynattn/op_signatures.h) as the fast Run path binds it.
-#define DYNATTN_PY_RUN_FIELD(member, role) RunField<Args>{#member, #role, &Args::member},
+enum class RunRole { Read, Index, Host, Written, Cache, Scale };
+
+#define DYNATTN_PY_RUN_FIELD(member, role) RunField<Args>{#member, RunRole::role, &Args::member},
 
 template <class Args>
 struct RunField {
   const char* name;
-  const char* role;
+  RunRole role;
   TensorView Args::*member;
-  bool ForRun() const {
-    const std::string r = role;
-    return r == "Read" || r == "Written" || r == "Cache" || r == "Scale";
-  }
-  bool Written() const {
-    const std::string r = role;
-    return r == "Written" || r == "Cache" || r == "Scale";
-  }
+  bool ForRun() const { return role != RunRole::Index && role != RunRole::Host; }
+  bool Written() const { return role != RunRole::Read && ForRun(); }
 };
 
 /// The op's Args of a Run: `tensors` holds, in the op's table order, the tensors a Run reads or
@@ -287,9 +283,8 @@ Args BindRunTensors(const RunField<Args> (&fields)[N], const py::tuple& tensors,
   for (const RunField<Args>& f : fields) {
     if (!f.ForRun()) continue;
     if (next >= tensors.size()) throw py::value_error("too few tensors for this plan's op");
-    const bool cache = std::string(f.name) == "cache";
-    const TensorView view =
-        ToView(tensors[next++], f.name, f.Written(), keep, cache ? cache_fp8 : std::nullopt);
+    const TensorView view = ToView(PyTuple_GET_ITEM(tensors.ptr(), next++), f.name, f.Written(),
+                                   keep, f.role == RunRole::Cache ? cache_fp8 : std::nullopt);
     args.*f.member = view;
     if (views != nullptr && view.present()) (*views)[f.name] = view;
   }

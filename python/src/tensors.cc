@@ -265,7 +265,10 @@ const TorchTypes* Torch() {
 bool FromTorch(py::handle object, const std::string& name, const std::optional<DType>& uint8_as,
                TensorView* out) {
   const TorchTypes* torch = Torch();
-  if (torch == nullptr || PyObject_IsInstance(object.ptr(), torch->tensor) != 1) return false;
+  if (torch == nullptr) return false;
+  const bool tensor = Py_TYPE(object.ptr()) == reinterpret_cast<PyTypeObject*>(torch->tensor) ||
+                      PyObject_IsInstance(object.ptr(), torch->tensor) == 1;  // a subclass
+  if (!tensor) return false;
   // Attribute names made once (interned): a lookup by C string makes a new one each time.
   // Kept for the process (handles, never released: no destructor runs after Python's end).
   static const py::handle kRequiresGrad = py::str("requires_grad").release(),

@@ -25,7 +25,10 @@ namespace py = pybind11;
 class Keep {
  public:
   /// Holds `object` until this Keep is destroyed.
-  void Add(py::object object) { objects_.push_back(std::move(object)); }
+  void Add(py::object object) {
+    if (objects_.empty()) objects_.reserve(8);  // one allocation for a call's tensors
+    objects_.push_back(std::move(object));
+  }
   /// Moves everything held into `other`.
   void MoveTo(Keep* other);
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/plan_unified.h"
+#include "cpu/kernel_table.h"
 #include "dynattn/unified.h"
-#include "simd/kernel_abi.h"
 
 namespace dynattn::internal {
 

@@ -1,8 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// gpu/backend.cu compiled as C++ for the CUDA emulator (the source is used unchanged). nvcc
+// cuda/backend.cu compiled as C++ for the CUDA emulator (the source is used unchanged). nvcc
 // includes <cuda_runtime.h> before any .cu; so does this file, the emulator's.
 
 #include <cuda_runtime.h>
 
-#include "gpu/backend.cu"
+#include "cuda/backend.cu"

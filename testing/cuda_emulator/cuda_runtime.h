@@ -1,6 +1,6 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The CUDA emulator: the subset of CUDA that gpu/ uses, so that the unmodified gpu/*.cu files
+// The CUDA emulator: the subset of CUDA that cuda/ uses, so that the unmodified cuda/*.cu files
 // compile as C++ with g++ and run on the CPU. In an emulated build this header is found as
 // <cuda_runtime.h>.
 //
@@ -34,8 +34,8 @@
 // Selection (environment, read at each launch): CUDA_EMU_SCHEDULE = forward | reverse |
 // random[:SEED]; CUDA_EMU_DEVICE = h100 (default) | a100.
 
-#ifndef DYNATTN_GPU_EMULATOR_CUDA_RUNTIME_H_
-#define DYNATTN_GPU_EMULATOR_CUDA_RUNTIME_H_
+#ifndef DYNATTN_TESTING_CUDA_EMULATOR_CUDA_RUNTIME_H_
+#define DYNATTN_TESTING_CUDA_EMULATOR_CUDA_RUNTIME_H_
 
 #include <cmath>
 #include <cstddef>
@@ -58,7 +58,7 @@
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
 // Deliberately no __shared__: a static shared array would silently become per-thread. Dynamic
-// shared memory is declared with CUDA_EMU_DYNAMIC_SHARED (gpu/launch.cuh).
+// shared memory is declared with CUDA_EMU_DYNAMIC_SHARED (cuda/launch.cuh).
 
 // ---------------------------------------------------------------------------------------------
 // Types of the runtime API.
@@ -378,7 +378,7 @@ struct ArgumentPointer {
 };
 
 // Finding the pointers of an argument: a pointer is one; an aggregate (every struct of
-// simd/kernel_abi.h) is taken apart field by field with structured bindings, after counting its
+// cpu/kernel_table.h) is taken apart field by field with structured bindings, after counting its
 // fields by aggregate initialisation (as Boost.PFR does); other types hold none we can see.
 struct AnyField {
   template <class U>
@@ -569,4 +569,4 @@ void FailMallocsAfter(int count);
                        ::cuda_emu::detail::Site{__FILE__, __LINE__})
 #define CUDA_EMU_DYNAMIC_SHARED(type, name) type* name = ::cuda_emu::DynamicShared<type>()
 
-#endif  // DYNATTN_GPU_EMULATOR_CUDA_RUNTIME_H_
+#endif  // DYNATTN_TESTING_CUDA_EMULATOR_CUDA_RUNTIME_H_

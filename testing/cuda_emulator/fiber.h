@@ -4,8 +4,8 @@
 // about 50x faster than glibc's ucontext), stacks with a guard page, and the switch annotations
 // that AddressSanitizer and ThreadSanitizer need to follow a program across stacks.
 
-#ifndef DYNATTN_GPU_EMULATOR_FIBER_H_
-#define DYNATTN_GPU_EMULATOR_FIBER_H_
+#ifndef DYNATTN_TESTING_CUDA_EMULATOR_FIBER_H_
+#define DYNATTN_TESTING_CUDA_EMULATOR_FIBER_H_
 
 #include <cstddef>
 
@@ -50,4 +50,4 @@ class Fiber {
 
 }  // namespace cuda_emu::detail
 
-#endif  // DYNATTN_GPU_EMULATOR_FIBER_H_
+#endif  // DYNATTN_TESTING_CUDA_EMULATOR_FIBER_H_

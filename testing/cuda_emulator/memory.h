@@ -6,8 +6,8 @@
 // a canary that is checked after every kernel, and AddressSanitizer builds also poison them.
 // Device allocations are inaccessible to host code outside kernels and copies, as on a GPU.
 
-#ifndef DYNATTN_GPU_EMULATOR_MEMORY_H_
-#define DYNATTN_GPU_EMULATOR_MEMORY_H_
+#ifndef DYNATTN_TESTING_CUDA_EMULATOR_MEMORY_H_
+#define DYNATTN_TESTING_CUDA_EMULATOR_MEMORY_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -92,4 +92,4 @@ void SetFaultContext(const std::string& context, const GuardedBlock* shared);
 
 }  // namespace cuda_emu::detail
 
-#endif  // DYNATTN_GPU_EMULATOR_MEMORY_H_
+#endif  // DYNATTN_TESTING_CUDA_EMULATOR_MEMORY_H_

@@ -3,8 +3,8 @@
 // State shared by the emulator's runtime API (runtime.cc) and its scheduler (scheduler.cc): the
 // emulated device, the last and the sticky error, and the kernels' shared-memory opt-ins.
 
-#ifndef DYNATTN_GPU_EMULATOR_RUNTIME_STATE_H_
-#define DYNATTN_GPU_EMULATOR_RUNTIME_STATE_H_
+#ifndef DYNATTN_TESTING_CUDA_EMULATOR_RUNTIME_STATE_H_
+#define DYNATTN_TESTING_CUDA_EMULATOR_RUNTIME_STATE_H_
 
 #include <cuda_runtime.h>
 
@@ -27,4 +27,4 @@ int OptedInSharedBytes(const void* kernel);
 
 }  // namespace cuda_emu::detail
 
-#endif  // DYNATTN_GPU_EMULATOR_RUNTIME_STATE_H_
+#endif  // DYNATTN_TESTING_CUDA_EMULATOR_RUNTIME_STATE_H_

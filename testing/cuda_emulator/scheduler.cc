@@ -92,7 +92,7 @@ bool SameSite(const Site& a, const Site& b) {
 
 std::string SiteText(const Site& site) {
   const char* slash = std::strrchr(site.file, '/');
-  const char* gpu = std::strstr(site.file, "gpu/");
+  const char* gpu = std::strstr(site.file, "cuda/");
   return std::string(gpu != nullptr ? gpu : (slash != nullptr ? slash + 1 : site.file)) + ":" +
          std::to_string(site.line);
 }

@@ -4,8 +4,8 @@
 // memory, a launch the device refuses) reaches the caller as StatusCode::kDeviceError naming the
 // call and CUDA's error, never as an abort.
 
-#ifndef DYNATTN_GPU_CUDA_STATUS_H_
-#define DYNATTN_GPU_CUDA_STATUS_H_
+#ifndef DYNATTN_CUDA_CUDA_STATUS_H_
+#define DYNATTN_CUDA_CUDA_STATUS_H_
 
 #include <cuda_runtime.h>
 
@@ -31,4 +31,4 @@ inline Status CudaStatus(cudaError_t error, const char* what) {
 #define DYNATTN_CUDA_RETURN_IF_ERROR(call) \
   DYNATTN_RETURN_IF_ERROR(::dynattn::gpu::CudaStatus((call), #call))
 
-#endif  // DYNATTN_GPU_CUDA_STATUS_H_
+#endif  // DYNATTN_CUDA_CUDA_STATUS_H_

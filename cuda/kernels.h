@@ -6,8 +6,8 @@
 // of its pointers, index arrays included, are device pointers. Each launcher enqueues its kernels
 // on `stream` and returns the launch's Status.
 
-#ifndef DYNATTN_GPU_KERNELS_H_
-#define DYNATTN_GPU_KERNELS_H_
+#ifndef DYNATTN_CUDA_KERNELS_H_
+#define DYNATTN_CUDA_KERNELS_H_
 
 #include <cuda_runtime.h>
 
@@ -51,4 +51,4 @@ Status LaunchMergeParts(const internal::AttentionProblem& p, const int64_t* part
 
 }  // namespace dynattn::gpu
 
-#endif  // DYNATTN_GPU_KERNELS_H_
+#endif  // DYNATTN_CUDA_KERNELS_H_

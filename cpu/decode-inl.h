@@ -30,21 +30,21 @@
 //   pass) and spread over lanes with a table lookup. fp8 rows take their plane's tensor scale
 //   instead; a sliding window's decode starts at its first tile.
 
-#if defined(DYNATTN_SIMD_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef DYNATTN_SIMD_DECODE_INL_H_
-#undef DYNATTN_SIMD_DECODE_INL_H_
+#if defined(DYNATTN_CPU_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_CPU_DECODE_INL_H_
+#undef DYNATTN_CPU_DECODE_INL_H_
 #else
-#define DYNATTN_SIMD_DECODE_INL_H_
+#define DYNATTN_CPU_DECODE_INL_H_
 #endif
 
 #include <algorithm>
 #include <cstdint>
 
+#include "cpu/codec-inl.h"
+#include "cpu/kernel_table.h"
+#include "cpu/softmax-inl.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "simd/codec-inl.h"
-#include "simd/kernel_abi.h"
-#include "simd/softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace dynattn {
@@ -550,4 +550,4 @@ void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* 
 }  // namespace dynattn
 HWY_AFTER_NAMESPACE();
 
-#endif  // DYNATTN_SIMD_DECODE_INL_H_
+#endif  // DYNATTN_CPU_DECODE_INL_H_

@@ -17,9 +17,9 @@
 #include "core/codec.h"
 #include "core/problem.h"
 #include "core/softmax_state.h"
-#include "gpu/cuda_status.h"
-#include "gpu/kernels.h"
-#include "gpu/launch.cuh"
+#include "cuda/cuda_status.h"
+#include "cuda/kernels.h"
+#include "cuda/launch.cuh"
 
 namespace dynattn::gpu {
 namespace {

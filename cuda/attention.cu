@@ -35,9 +35,9 @@
 #include "core/codec.h"
 #include "core/problem.h"
 #include "core/softmax_state.h"
-#include "gpu/cuda_status.h"
-#include "gpu/kernels.h"
-#include "gpu/launch.cuh"
+#include "cuda/cuda_status.h"
+#include "cuda/kernels.h"
+#include "cuda/launch.cuh"
 
 namespace dynattn::gpu {
 namespace {
@@ -106,7 +106,7 @@ struct Layout {
   }
 };
 
-/// One query vector of a work item (QueryRow of simd/softmax-inl.h).
+/// One query vector of a work item (QueryRow of cpu/softmax-inl.h).
 struct VectorRef {
   int64_t request;
   int64_t token;      ///< Packed query row.

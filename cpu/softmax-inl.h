@@ -11,11 +11,11 @@
 // states merge in split order. So bits depend on shapes only, never on threads, request order or
 // the SIMD target.
 
-#if defined(DYNATTN_SIMD_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef DYNATTN_SIMD_SOFTMAX_INL_H_
-#undef DYNATTN_SIMD_SOFTMAX_INL_H_
+#if defined(DYNATTN_CPU_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_CPU_SOFTMAX_INL_H_
+#undef DYNATTN_CPU_SOFTMAX_INL_H_
 #else
-#define DYNATTN_SIMD_SOFTMAX_INL_H_
+#define DYNATTN_CPU_SOFTMAX_INL_H_
 #endif
 
 #include <algorithm>
@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "core/softmax_state.h"
+#include "cpu/codec-inl.h"
+#include "cpu/kernel_table.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "simd/codec-inl.h"
-#include "simd/kernel_abi.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace dynattn {
@@ -518,4 +518,4 @@ inline void MergeParts(const AttentionProblem& p, int64_t token, const internal:
 }  // namespace dynattn
 HWY_AFTER_NAMESPACE();
 
-#endif  // DYNATTN_SIMD_SOFTMAX_INL_H_
+#endif  // DYNATTN_CPU_SOFTMAX_INL_H_

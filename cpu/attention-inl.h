@@ -9,19 +9,19 @@
 // * Many query vectors (prefill, prompt chunks) or head sizes that are not multiples of 16:
 //   prefill-inl.h, tiles decoded once into L1/L2 scratch and reused by every query vector.
 
-#if defined(DYNATTN_SIMD_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef DYNATTN_SIMD_ATTENTION_INL_H_
-#undef DYNATTN_SIMD_ATTENTION_INL_H_
+#if defined(DYNATTN_CPU_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_CPU_ATTENTION_INL_H_
+#undef DYNATTN_CPU_ATTENTION_INL_H_
 #else
-#define DYNATTN_SIMD_ATTENTION_INL_H_
+#define DYNATTN_CPU_ATTENTION_INL_H_
 #endif
 
+#include "cpu/cache_io-inl.h"
+#include "cpu/decode-inl.h"
+#include "cpu/kernel_table.h"
+#include "cpu/prefill-inl.h"
+#include "cpu/softmax-inl.h"
 #include "hwy/highway.h"
-#include "simd/cache_io-inl.h"
-#include "simd/decode-inl.h"
-#include "simd/kernel_abi.h"
-#include "simd/prefill-inl.h"
-#include "simd/softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace dynattn {
@@ -68,4 +68,4 @@ internal::CpuKernels MakeCpuKernels() {
 }  // namespace dynattn
 HWY_AFTER_NAMESPACE();
 
-#endif  // DYNATTN_SIMD_ATTENTION_INL_H_
+#endif  // DYNATTN_CPU_ATTENTION_INL_H_

@@ -1,10 +1,10 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The table of per-target CPU kernels (one per cache element type, see simd/kernels.h) and the
+// The table of per-target CPU kernels (one per cache element type, see cpu/kernels.h) and the
 // per-worker scratch they borrow. The problems and work items they run are core/'s.
 
-#ifndef DYNATTN_SIMD_KERNEL_ABI_H_
-#define DYNATTN_SIMD_KERNEL_ABI_H_
+#ifndef DYNATTN_CPU_KERNEL_TABLE_H_
+#define DYNATTN_CPU_KERNEL_TABLE_H_
 
 #include <array>
 #include <cstddef>
@@ -79,4 +79,4 @@ struct CpuKernels {
 
 }  // namespace dynattn::internal
 
-#endif  // DYNATTN_SIMD_KERNEL_ABI_H_
+#endif  // DYNATTN_CPU_KERNEL_TABLE_H_

@@ -16,11 +16,11 @@
 // scalar decoder on every target. Their encoder is core's scalar one, element by element.
 
 // Per-target include guard (the file is re-included once per Highway target).
-#if defined(DYNATTN_SIMD_CODEC_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef DYNATTN_SIMD_CODEC_INL_H_
-#undef DYNATTN_SIMD_CODEC_INL_H_
+#if defined(DYNATTN_CPU_CODEC_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_CPU_CODEC_INL_H_
+#undef DYNATTN_CPU_CODEC_INL_H_
 #else
-#define DYNATTN_SIMD_CODEC_INL_H_
+#define DYNATTN_CPU_CODEC_INL_H_
 #endif
 
 #include <algorithm>
@@ -30,9 +30,9 @@
 
 #include "core/cache_rows.h"
 #include "core/codec.h"
+#include "cpu/kernel_table.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "simd/kernel_abi.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace dynattn {
@@ -802,4 +802,4 @@ HWY_INLINE void LoadActivations(const void* src, DType io, int count, float* dst
 }  // namespace dynattn
 HWY_AFTER_NAMESPACE();
 
-#endif  // DYNATTN_SIMD_CODEC_INL_H_
+#endif  // DYNATTN_CPU_CODEC_INL_H_

@@ -15,21 +15,21 @@
 //   (FirstTileKey); skipped tiles are never decoded. Causal diagonals: a block stops at the last
 //   key one of its vectors sees (BlockVisibleKeys).
 
-#if defined(DYNATTN_SIMD_PREFILL_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef DYNATTN_SIMD_PREFILL_INL_H_
-#undef DYNATTN_SIMD_PREFILL_INL_H_
+#if defined(DYNATTN_CPU_PREFILL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_CPU_PREFILL_INL_H_
+#undef DYNATTN_CPU_PREFILL_INL_H_
 #else
-#define DYNATTN_SIMD_PREFILL_INL_H_
+#define DYNATTN_CPU_PREFILL_INL_H_
 #endif
 
 #include <algorithm>
 #include <iterator>
 #include <utility>
 
+#include "cpu/codec-inl.h"
+#include "cpu/kernel_table.h"
+#include "cpu/softmax-inl.h"
 #include "hwy/highway.h"
-#include "simd/codec-inl.h"
-#include "simd/kernel_abi.h"
-#include "simd/softmax-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace dynattn {
@@ -487,4 +487,4 @@ void AttendShared(const AttentionProblem& p, const internal::SharedItem& w, floa
 }  // namespace dynattn
 HWY_AFTER_NAMESPACE();
 
-#endif  // DYNATTN_SIMD_PREFILL_INL_H_
+#endif  // DYNATTN_CPU_PREFILL_INL_H_

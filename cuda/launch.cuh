@@ -2,10 +2,10 @@
 //
 // The two CUDA constructs that plain C++ cannot spell, as macros: nvcc sees CUDA syntax, an
 // emulated build (testing/cuda_emulator/cuda_runtime.h, which defines DYNATTN_CUDA_EMULATOR)
-// sees the emulator's calls. Everything else in gpu/ is the same source in both builds.
+// sees the emulator's calls. Everything else in cuda/ is the same source in both builds.
 
-#ifndef DYNATTN_GPU_LAUNCH_CUH_
-#define DYNATTN_GPU_LAUNCH_CUH_
+#ifndef DYNATTN_CUDA_LAUNCH_CUH_
+#define DYNATTN_CUDA_LAUNCH_CUH_
 
 #include <cuda_runtime.h>
 
@@ -23,4 +23,4 @@
 #define DYNATTN_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
 #endif
 
-#endif  // DYNATTN_GPU_LAUNCH_CUH_
+#endif  // DYNATTN_CUDA_LAUNCH_CUH_

@@ -6,19 +6,19 @@
 // Why it looks like this: both are per-row codec calls (codec-inl.h), so the cache format has one
 // definition; parallelism comes from src/cpu_backend.cc handing out chunks of rows.
 
-#if defined(DYNATTN_SIMD_CACHE_IO_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef DYNATTN_SIMD_CACHE_IO_INL_H_
-#undef DYNATTN_SIMD_CACHE_IO_INL_H_
+#if defined(DYNATTN_CPU_CACHE_IO_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef DYNATTN_CPU_CACHE_IO_INL_H_
+#undef DYNATTN_CPU_CACHE_IO_INL_H_
 #else
-#define DYNATTN_SIMD_CACHE_IO_INL_H_
+#define DYNATTN_CPU_CACHE_IO_INL_H_
 #endif
 
 #include <algorithm>
 #include <vector>
 
+#include "cpu/codec-inl.h"
+#include "cpu/kernel_table.h"
 #include "hwy/highway.h"
-#include "simd/codec-inl.h"
-#include "simd/kernel_abi.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace dynattn {
@@ -92,4 +92,4 @@ void GatherRows(const internal::GatherProblem& p, int64_t b, int64_t pos_begin, 
 }  // namespace dynattn
 HWY_AFTER_NAMESPACE();
 
-#endif  // DYNATTN_SIMD_CACHE_IO_INL_H_
+#endif  // DYNATTN_CPU_CACHE_IO_INL_H_

@@ -3,20 +3,20 @@
 // Getters for the CPU kernel tables, one per cache element type. Each returns the entries of the
 // Highway target chosen for this machine (or forced by a test) at the time of the call.
 
-#ifndef DYNATTN_SIMD_KERNELS_H_
-#define DYNATTN_SIMD_KERNELS_H_
+#ifndef DYNATTN_CPU_KERNELS_H_
+#define DYNATTN_CPU_KERNELS_H_
 
+#include "cpu/kernel_table.h"
 #include "dynattn/cache_formats.h"
-#include "simd/kernel_abi.h"
 
 namespace dynattn::internal {
 
 // CpuKernelsF32(), CpuKernelsF16(), ...: one per row of DYNATTN_CACHE_FORMATS, each defined by
-// its simd/kernels_<tag>.cc (a format without one fails to link).
+// its cpu/kernels_<tag>.cc (a format without one fails to link).
 #define DYNATTN_CPU_KERNELS_GETTER(elem, tag, name, row) CpuKernels CpuKernels##tag();
 DYNATTN_CACHE_FORMATS(DYNATTN_CPU_KERNELS_GETTER)
 #undef DYNATTN_CPU_KERNELS_GETTER
 
 }  // namespace dynattn::internal
 
-#endif  // DYNATTN_SIMD_KERNELS_H_
+#endif  // DYNATTN_CPU_KERNELS_H_

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "core/softmax_state.h"
-#include "gpu/cuda_status.h"
-#include "gpu/kernels.h"
+#include "cuda/cuda_status.h"
+#include "cuda/kernels.h"
 #include "src/device_slot.h"
 #include "src/dispatch.h"
 

@@ -7,6 +7,8 @@
 #define DYNATTN_KERNEL_GETTER CpuKernelsInt8
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "simd/kernels_i8.cc"
+#define HWY_TARGET_INCLUDE "cpu/kernels_i8.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-#include "simd/kernel_table-inl.h"
+
+// After foreach_target.h, which includes this file again for every target: each target's table.
+#include "cpu/kernel_table-inl.h"
