@@ -188,7 +188,27 @@ struct UnifiedStaging {
 
 /// The reserve step: the Context's CUDA part and a workspace for the largest staging of the Run's
 /// steps, so that the steps after the cache write allocate nothing.
+/// OK when this process has a CUDA driver and a device, else an Unsupported status saying which
+/// is missing (a library built with nvcc runs its CPU rows anywhere; CUDA tensors need both).
+/// Asked on every Run: the runtime answers from its own state, next to the Run's copies and sync.
+Status DeviceAvailable() {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  static_cast<void>(cudaGetLastError());  // not the Run's error: this one is reported here
+  if (error == cudaSuccess && count > 0) return Status::Ok();
+  const std::string why =
+      error == cudaErrorInsufficientDriver
+          ? "no CUDA driver is installed (or it is older than the runtime)"
+      : error == cudaErrorNoDevice || error == cudaSuccess
+          ? "no CUDA device is visible"
+          : std::string("no usable CUDA device (") + cudaGetErrorString(error) + ")";
+  return Status::Unsupported("CUDA", why + ", so tensors in CUDA memory cannot run here (" +
+                                         cudaGetErrorName(error) +
+                                         "); the CPU rows are unaffected");
+}
+
 Status CudaReserve(const BackendKernels&, const RunReservation& r, ContextState* context) {
+  DYNATTN_RETURN_IF_ERROR(DeviceAvailable());
   // A non-sticky error left by an earlier call (the caller's own, say) would otherwise be reported
   // by this Run's first launch check, after its kernel has written the cache.
   static_cast<void>(cudaGetLastError());

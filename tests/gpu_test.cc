@@ -238,6 +238,25 @@ TEST_SUITE("gpu") {
     CHECK(dynattn_test::RunLibrary(c, dynattn::RunOptions{}, &again).status.ok());
   }
 
+  TEST_CASE("without a CUDA device a call says so and writes nothing") {
+    Case c;
+    for (uint64_t seed = dynattn_test::BaseSeed() + 78;
+         c.inputs.empty() || c.inputs.at("query").shape[0] == 0; ++seed) {
+      c = dynattn_ref::RandomCase("multi_head_cache_attention", seed);
+    }
+    DevicePlacement placement;
+    cuda_emu::SetDeviceCount(0);
+    const LibResult r = dynattn_test::RunLibrary(c, dynattn::RunOptions{}, &placement);
+    cuda_emu::SetDeviceCount(1);
+    CHECK(r.status.code() == dynattn::StatusCode::kUnsupported);
+    CHECK_MESSAGE(r.status.message().rfind("CUDA: no CUDA device is visible", 0) == 0,
+                  r.status.message());
+    std::string why;
+    CHECK_MESSAGE(dynattn_test::SameBytes(r.cache, c.inputs.at("cache"), &why), why);
+    DevicePlacement again;
+    CHECK(dynattn_test::RunLibrary(c, dynattn::RunOptions{}, &again).status.ok());
+  }
+
   TEST_CASE("a device allocation failure leaves the cache untouched") {
     // Placement allocates the call's tensors; after the last one, `allowed` more cudaMalloc calls
     // succeed and the rest fail. A Run allocates its whole workspace in its reserve step, before

@@ -81,6 +81,7 @@ enum cudaError_t {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorInsufficientDriver = 35,
   cudaErrorInvalidDeviceFunction = 98,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
@@ -561,6 +562,9 @@ void FailNextLaunches(int count);
 /// cudaErrorMemoryAllocation (not sticky), as a full device does; a negative count (the default)
 /// turns it off. For tests that prove a call allocates everything before it writes.
 void FailMallocsAfter(int count);
+/// Tests: the devices cudaGetDeviceCount reports (1 by default; 0 emulates a machine without
+/// one, which answers cudaErrorNoDevice).
+void SetDeviceCount(int count);
 
 }  // namespace cuda_emu
 

@@ -173,9 +173,14 @@ using cuda_emu::detail::DeviceHeap;
 using cuda_emu::detail::RecordError;
 using cuda_emu::detail::StickyError;
 
+namespace {
+std::atomic<int> g_device_count{1};  // SetDeviceCount
+}  // namespace
+
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
-  return cudaSuccess;
+  *count = g_device_count.load();
+  return *count > 0 ? cudaSuccess
+                    : RecordError(cudaErrorNoDevice, "cudaGetDeviceCount: none (SetDeviceCount)");
 }
 
 cudaError_t cudaGetDevice(int* device) {
@@ -259,6 +264,8 @@ constexpr ErrorText kErrorTexts[] = {
     {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
      "invalid copy direction for memcpy"},
     {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
+    {cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
+     "CUDA driver version is insufficient for CUDA runtime version"},
     {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
     {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
@@ -295,6 +302,8 @@ std::atomic<int> g_mallocs_before_failure{-1};  // FailMallocsAfter; negative: o
 
 namespace cuda_emu {
 void FailMallocsAfter(int count) { g_mallocs_before_failure = count; }
+
+void SetDeviceCount(int count) { g_device_count = count; }
 }  // namespace cuda_emu
 
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
