@@ -1,9 +1,10 @@
 #!/bin/sh
-# Usage: check_readme_block.sh README FILE NAME [excerpt]
-# Passes when README shows FILE exactly: the fenced code block right after the line
-# "<!-- NAME -->" must equal the file, so that the README's example is the one the tests run.
-# With "excerpt", the block must equal the lines of FILE between "// --- README example begins
-# ---" and "// --- README example ends ---", less their two-space indentation.
+# Usage: check_readme_block.sh README FILE NAME [excerpt[=PART]]
+# Passes when README (any Markdown page) shows FILE exactly: the fenced code block right after
+# the line "<!-- NAME -->" must equal the file, so that the page's example is the one the tests
+# run. With "excerpt", the block must equal the lines of FILE between "// --- README example
+# begins ---" and "// --- README example ends ---"; with "excerpt=PART", between "// --- PART
+# begins ---" and "// --- PART ends ---"; either way less the begin line's indentation.
 set -eu
 readme=$1
 file=$2
@@ -11,12 +12,17 @@ name=$3
 block=$(mktemp)
 shown=$(mktemp)
 trap 'rm -f "$block" "$shown"' EXIT
-if [ "${4:-}" = excerpt ]; then
-  awk '/--- README example ends ---/ { exit }
-       state == 1 { sub(/^  /, ""); print }
-       /--- README example begins ---/ { state = 1 }' "$file" > "$shown"
-  file=$shown
-fi
+case "${4:-}" in
+  excerpt | excerpt=*)
+    part="README example"
+    [ "${4:-}" = excerpt ] || part=${4#excerpt=}
+    awk -v begins="--- $part begins ---" -v ends="--- $part ends ---" '
+         index($0, ends) { exit }
+         state == 1 { print substr($0, indent + 1) }
+         index($0, begins) { state = 1; match($0, /^ */); indent = RLENGTH }' "$file" > "$shown"
+    file=$shown
+    ;;
+esac
 awk -v marker="<!-- $name -->" '
   $0 == marker { state = 1; next }
   state == 1 && /^```/ { state = 2; next }
