@@ -70,10 +70,7 @@ Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context
 
 Status KeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
                      const RunOptions& options) {
-  auto run = [](const Plan& plan, const KeyValueCacheArgs& a, Context* context, const LayerAttrs*) {
-    return RunKeyValueCache(plan, a, context);
-  };
-  return internal::PlanAndRun(attrs, args, options, &PlanKeyValueCache, +run);
+  return internal::PlanAndRun(attrs, args, options, &PlanKeyValueCache, &RunKeyValueCache);
 }
 
 }  // namespace dynattn

@@ -9,6 +9,7 @@
 #include <array>
 #include <initializer_list>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "src/context.h"
@@ -47,14 +48,11 @@ AttentionProblem AttentionFor(const PlanState& state, const TensorView& query,
 /// the rules of AttentionAttrs and `sinks` (sinks are read in place: the Run borrows them).
 Status ApplyLayer(const LayerAttrs* layer, AttentionProblem* attention);
 
-/// A Run op with its per-layer attributes.
-template <typename Args>
-using RunOp = Status (*)(const Plan&, const Args&, Context*, const LayerAttrs*);
-
-/// A one-shot call: plan, then run on a pooled Context.
-template <typename Attrs, typename Args>
+/// A one-shot call: plan, then run on a pooled Context (`run_op`: RunKeyValueCache, or a Run
+/// that takes per-layer attributes, given none).
+template <typename Attrs, typename Args, typename RunFn>
 Status PlanAndRun(const Attrs& attrs, const Args& args, const RunOptions& options,
-                  Status (*plan_op)(const Attrs&, const Args&, Plan*), RunOp<Args> run_op);
+                  Status (*plan_op)(const Attrs&, const Args&, Plan*), RunFn run_op);
 
 /// Records where the cache came from: PMX tensors (`scale` only when `quantized`) or `raw`.
 void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantized,
@@ -79,14 +77,18 @@ class WidenedIndex {
 /// The plan of `op` and a usable context, or the error naming which is wrong.
 Status CheckRun(const Plan& plan, OpKind op, const Context* context, const PlanState** state);
 
-template <typename Attrs, typename Args>
+template <typename Attrs, typename Args, typename RunFn>
 Status PlanAndRun(const Attrs& attrs, const Args& args, const RunOptions& options,
-                  Status (*plan_op)(const Attrs&, const Args&, Plan*), RunOp<Args> run_op) {
+                  Status (*plan_op)(const Attrs&, const Args&, Plan*), RunFn run_op) {
   DYNATTN_RETURN_IF_ERROR(ValidateRunOptions(options));
   Plan plan;
   DYNATTN_RETURN_IF_ERROR(plan_op(attrs, args, &plan));
   PooledContext context(options.num_threads, options.pin_threads);
-  return run_op(plan, args, context.get(), nullptr);
+  if constexpr (std::is_invocable_v<RunFn, const Plan&, const Args&, Context*>) {
+    return run_op(plan, args, context.get());
+  } else {
+    return run_op(plan, args, context.get(), nullptr);
+  }
 }
 
 }  // namespace dynattn::internal
