@@ -239,10 +239,8 @@ class Plan:
     ``plan_*`` function, run once per layer with :meth:`run` on tensors of the same shapes,
     dtypes and device (any data; the plan keeps its own copy of the index tensors)."""
 
-    def __init__(self, impl, planned=None, cache_dtype=None):
+    def __init__(self, impl, cache_dtype=None):
         self._impl = impl
-        # Inputs read when the step was planned (sinks, fp8 scales): passed again on every run.
-        self._planned = planned or {}
         self._cache_dtype = cache_dtype  # the fp8 format of a PMX cache tensor, if any
 
     @property
@@ -286,8 +284,8 @@ def _layer(window_left, logits_soft_cap, softmax_scale, sinks):
 class KeyValueCachePlan(Plan):
     """Plan of :func:`key_value_cache`."""
 
-    def __init__(self, impl, kv_shape, planned, cache_dtype):
-        super().__init__(impl, planned, cache_dtype)
+    def __init__(self, impl, kv_shape, cache_dtype):
+        super().__init__(impl, cache_dtype)
         self._kv_shape = kv_shape
 
     def run(self, current_key, current_value, cache, scale=None, *, key=None, value=None,
@@ -334,10 +332,6 @@ class MultiHeadCacheAttentionPlan(Plan):
 
 class UnifiedAttentionPlan(Plan):
     """Plan of :func:`unified_attention`."""
-
-    def __init__(self, impl, with_lse, planned):
-        super().__init__(impl, planned)
-        self._with_lse = with_lse
 
     def run(self, query, current_key, current_value, cache, *, out=None, lse=None,
             return_lse=False, context=None, window_left=None, logits_soft_cap=None,
@@ -419,7 +413,7 @@ def plan_key_value_cache(current_key, current_value, seqstarts, kvstarts, caches
                                   start_pos, max_seqlen, max_kvlen, cache, scale, None, None,
                                   attrs, planned)
     return KeyValueCachePlan(_C._plan("key_value_cache", attrs, tensors, None), kv_shape,
-                             planned, attrs["cache_dtype"])
+                             attrs["cache_dtype"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -467,8 +461,7 @@ def plan_multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_b
                                max_seqlen, max_kvlen, attn_mask, None, is_causal, is_alibi,
                                _score_attrs(window_left, logits_soft_cap, softmax_scale),
                                planned)
-    return MultiHeadAttentionPlan(_C._plan("multi_head_attention", attrs, tensors, None),
-                                  planned)
+    return MultiHeadAttentionPlan(_C._plan("multi_head_attention", attrs, tensors, None))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,8 +524,7 @@ def plan_multi_head_cache_attention(query, current_key, current_value, seqstarts
                          start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale,
                          attn_mask, None, attrs, planned)
     return MultiHeadCacheAttentionPlan(
-        _C._plan("multi_head_cache_attention", attrs, tensors, None), planned,
-        attrs["cache_dtype"])
+        _C._plan("multi_head_cache_attention", attrs, tensors, None), attrs["cache_dtype"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -604,8 +596,7 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
                                    context_lens, block_table, _alibi(alibi, is_alibi), None, lse,
                                    _score_attrs(window_left, logits_soft_cap, softmax_scale),
                                    planned)
-    return UnifiedAttentionPlan(_C._plan("unified_attention", attrs, tensors, cache),
-                                with_lse, planned)
+    return UnifiedAttentionPlan(_C._plan("unified_attention", attrs, tensors, cache))
 
 
 def describe_unified_step(query, current_key, current_value, query_start_loc, context_lens,
