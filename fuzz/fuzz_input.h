@@ -62,12 +62,12 @@ std::vector<TensorSpec> AllTensors(Op op);
 enum class Mutation : uint8_t {
   kNone,
   kNullData,       ///< data = nullptr.
-  kBrokenStride,   ///< strides[0] ^= 1: not dense.
+  kBrokenStride,   ///< strides[0] = row - 1: rows overlap (refused when shape[0] > 1).
   kOnCuda,         ///< device = kCuda.
   kAliasPrevious,  ///< data = the previous present tensor's data.
   kAliasInside,    ///< data = one element into the previous present tensor.
   kOtherDType,     ///< another element type than its role's.
-  kNone2,          ///< (unused pattern: no mutation)
+  kPaddedRows,     ///< strides[0] = row + pad over a buffer that spans it: row-strided.
 };
 
 /// Flags byte.

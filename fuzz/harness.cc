@@ -200,6 +200,13 @@ void Alias(const Buffer& previous, int64_t bytes, bool inside, Buffer* b) {
   b->bytes = 0;
 }
 
+/// Elements between the rows of a kPaddedRows tensor and the next (0: dense, no padding).
+int64_t PaddingOf(const TensorInput& t, const TensorView& view) {
+  if (t.mutation != Mutation::kPaddedRows || view.rank < 2 || view.shape[0] < 2) return 0;
+  const int64_t row = view.strides[0];
+  return row > 0 && row <= kMaxTensorBytes ? row / 2 + 1 : 0;
+}
+
 /// Builds the buffers of `call`; false when they exceed the harness's memory cap.
 bool BuildBuffers(const Call& call, std::vector<Buffer>* buffers) {
   Rng rng{call.data_seed};
@@ -216,7 +223,10 @@ bool BuildBuffers(const Call& call, std::vector<Buffer>* buffers) {
     const int stored_rank = std::min(t.rank, 6);
     b.view = TensorView::Dense(nullptr, dtype, stored_rank, t.shape);
     b.view.rank = t.rank;
-    const int64_t count = dynattn::internal::CheckedElementCount(t.shape, stored_rank);
+    const int64_t elements = dynattn::internal::CheckedElementCount(t.shape, stored_rank);
+    const int64_t pad = elements >= 0 && elements <= kMaxTensorBytes ? PaddingOf(t, b.view) : 0;
+    // With padded rows the buffer spans shape[0] - 1 row strides and one last row.
+    const int64_t count = pad > 0 ? elements + (t.shape[0] - 1) * pad : elements;
     int64_t bytes = 0;
     const bool fits = count >= 0 &&
                       dynattn::internal::CheckedMul(
@@ -233,7 +243,10 @@ bool BuildBuffers(const Call& call, std::vector<Buffer>* buffers) {
         b.view.data = nullptr;
         break;
       case Mutation::kBrokenStride:
-        b.view.strides[0] ^= 1;  // any other stride: not dense (when shape[0] > 1)
+        b.view.strides[0] -= 1;  // rows overlap: neither dense nor row-strided
+        break;
+      case Mutation::kPaddedRows:
+        b.view.strides[0] += pad;
         break;
       case Mutation::kOnCuda:
         b.view.device = dynattn::Device::kCuda;
@@ -409,6 +422,15 @@ bool TooMuchWork(const std::vector<Buffer>& buffers) {
   return dynattn::internal::SaturatingMul(queries, keys) > kMaxWork;
 }
 
+/// Index in the buffer of the view's element i (row-strided views skip their padding).
+int64_t StoredIndex(const TensorView& v, int64_t i) {
+  const int64_t row = v.shape[0] > 0 ? v.NumElements() / v.shape[0] : 0;
+  return row > 0 && v.shape[0] > 1 ? (i / row) * v.strides[0] + i % row : i;
+}
+
+/// True when the view's rows leave a gap that is not theirs (a row-strided view).
+bool HasPadding(const TensorView& v) { return v.shape[0] > 1 && !v.IsDense(); }
+
 bool IsFiniteElement(const TensorView& v, int64_t i) {
   if (v.dtype == DType::kF16) return (v.As<const uint16_t>()[i] & 0x7C00) != 0x7C00;
   if (v.dtype == DType::kBF16) return (v.As<const uint16_t>()[i] & 0x7F80) != 0x7F80;
@@ -471,13 +493,22 @@ void CheckAccepted(const std::vector<Buffer>& buffers) {
     }
     if ((b.role != Role::kOutput && b.role != Role::kLse) || b.storage.empty()) continue;
     const int64_t n = b.view.NumElements();
+    std::vector<bool> is_element(HasPadding(b.view) ? b.bytes / dynattn::DTypeSize(b.view.dtype)
+                                                    : 0);
     for (int64_t i = 0; i < n; ++i) {
-      bool ok = !IsPoison(b.view, i);
+      const int64_t at = StoredIndex(b.view, i);
+      if (!is_element.empty()) is_element[at] = true;
+      bool ok = !IsPoison(b.view, at);
       if (finite) {
-        ok = b.role == Role::kLse ? !std::isnan(b.view.As<const float>()[i])
-                                  : IsFiniteElement(b.view, i);
+        ok = b.role == Role::kLse ? !std::isnan(b.view.As<const float>()[at])
+                                  : IsFiniteElement(b.view, at);
       }
       if (!ok) Broken(std::string(b.name) + " element " + std::to_string(i) + " not written");
+    }
+    for (size_t at = 0; at < is_element.size(); ++at) {
+      if (!is_element[at] && !IsPoison(b.view, static_cast<int64_t>(at))) {
+        Broken(std::string(b.name) + " padding element " + std::to_string(at) + " written");
+      }
     }
   }
 }
