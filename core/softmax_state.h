@@ -9,7 +9,8 @@
 //   l = sum_k w_k l_k,   a = sum_k w_k a_k,   output = a / l,   LSE = M + log(l).
 // An empty part (it saw no key: m = -inf, l = 0) is skipped, so a merge never forms
 // exp(-inf - -inf) = NaN; no non-empty part at all gives output 0 and LSE -inf. The part holding
-// M gets weight exactly 1, so merging a single part copies it.
+// M gets weight exactly 1, so merging a single part copies it. A NaN part (a NaN score, or
+// inf - inf) makes M, and so the merged state, NaN (MaxOrNaN), as IEEE arithmetic would.
 //
 // What each user chooses is the arithmetic and the order: the CPU kernels merge in float with the
 // target-independent exp of cpu/softmax-inl.h, CUDA in float with expf, MergeStates in double;
@@ -29,6 +30,13 @@ namespace dynattn::internal {
 /// Floats in one partial softmax state as the kernels store it: m, l, then the accumulator a
 /// padded to `padded_dim`.
 DYNATTN_HD int64_t StateFloats(int padded_dim) { return 2 + padded_dim; }
+
+/// The larger of `a` and `b`, NaN when either is NaN: the running maxima propagate a NaN score
+/// (std::max, fmaxf and x86's max instructions each drop it in some operand order).
+template <typename T>
+DYNATTN_HD T MaxOrNaN(T a, T b) {
+  return (a > b || a != a) ? a : b;
+}
 
 /// True for a part that saw no key (m = -inf): every merge skips it.
 template <typename T>
@@ -53,13 +61,12 @@ struct SinkFolded {
 };
 
 /// Folds sink value `sink` into a finished (m, l): output = acc * acc_scale / sum and
-/// LSE = max + log(sum). A state that saw no key (m = -inf) gives output 0 and LSE = sink.
+/// LSE = max + log(sum). A state that saw no key (m = -inf) gives output 0 and LSE = sink; a NaN
+/// state stays NaN.
 template <typename T, typename Exp>
 DYNATTN_HD SinkFolded<T> FoldSink(T max, T sum, T sink, const Exp& exp) {
-  if (IsEmptyPart(max) || !(sum > static_cast<T>(0))) {
-    return {sink, static_cast<T>(1), static_cast<T>(0)};
-  }
-  const T merged = max > sink ? max : sink;
+  if (IsEmptyPart(max)) return {sink, static_cast<T>(1), static_cast<T>(0)};
+  const T merged = MaxOrNaN(max, sink);
   const T acc_scale = MergeWeight(max, merged, exp);
   const T sink_weight = MergeWeight(sink, merged, exp);
   return {merged, sum * acc_scale + sink_weight, acc_scale};

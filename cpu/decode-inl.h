@@ -260,14 +260,17 @@ HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
   }
   for (int j = 0; j < count; ++j) {
     if (j % 4 == 0) ahead.Fetch(j, 4);
-    if (!active[j]) continue;
+    if (active[j] == kSeenByNone) continue;
     hn::Vec<DF> value[kParts];
     for (int u = 0; u < kParts; ++u) {
       value[u] = DecodeLanes<kElem, kRound, kNormal, kMode>(
           values.rows[j], values.scales + j * values.row_floats, lanes, e + u * kLanes);
     }
+    const bool by_all = active[j] == kSeenByAll;
     for (int v = 0; v < kBlock; ++v) {
-      const auto weight = hn::Set(df, probs[v * kKeyTile + j]);
+      const float p = probs[v * kKeyTile + j];
+      if (!by_all && IsHiddenWeight(p)) continue;
+      const auto weight = hn::Set(df, p);
       for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(weight, value[u], sums[v][u]);
     }
   }
@@ -496,7 +499,7 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
     ScoreTile<kElem, kRoundKeys, kMode, kBlock>(p, queries, tile, key_phase, key_phase_too, lanes,
                                                 scores);
     SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
-    MarkActiveKeys<kBlock>(scores, tile.count, active);
+    MarkActiveKeys<kBlock>(scores, vectors, tile.count, active);
     if (kPhased) WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.values);
     FusedAccumulate<kElem, kRoundValues, kMode, kBlock>(scores, active, tile.values, tile.count,
                                                         lanes, p.head_dim, dp,

@@ -130,8 +130,9 @@ HWY_INLINE void ScoreBlock(const float* queries, int padded_dim, const float* ke
 }
 
 /// acc_v[d, d + kParts * lanes) += sum_j p_v[j] * values[j][...] for kPass query vectors, one
-/// fused multiply-add chain per element in key order. Keys no vector of the block attends to are
-/// skipped (adding 0 * v changes no bit of a finite accumulator).
+/// fused multiply-add chain per element in key order. Keys no vector of the block sees are
+/// skipped, and so is a key for each vector that does not see it (MarkActiveKeys): a hidden value
+/// is never multiplied.
 template <int kPass, int kParts>
 HWY_INLINE void AccumulateLanes(const float* probs, const float* values, const uint8_t* active,
                                 int num_keys, int padded_dim, int d, float* acc) {
@@ -142,11 +143,14 @@ HWY_INLINE void AccumulateLanes(const float* probs, const float* values, const u
     for (int u = 0; u < kParts; ++u) sums[v][u] = hn::LoadU(df, acc + v * padded_dim + d + u * kN);
   }
   for (int j = 0; j < num_keys; ++j) {
-    if (!active[j]) continue;
+    if (active[j] == kSeenByNone) continue;
     hn::Vec<DF> value[kParts];
     for (int u = 0; u < kParts; ++u) value[u] = hn::LoadU(df, values + j * padded_dim + d + u * kN);
+    const bool by_all = active[j] == kSeenByAll;
     for (int v = 0; v < kPass; ++v) {
-      const auto p = hn::Set(df, probs[v * kKeyTile + j]);
+      const float weight = probs[v * kKeyTile + j];
+      if (!by_all && IsHiddenWeight(weight)) continue;
+      const auto p = hn::Set(df, weight);
       for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(p, value[u], sums[v][u]);
     }
   }
@@ -370,7 +374,7 @@ HWY_INLINE void AttendBlock(const AttentionProblem& p, int vectors, int first, i
   ScoreBlock<kBlock>(s.queries + static_cast<int64_t>(first) * dp, dp, s.keys_t, p.head_dim,
                      visible, s.scores);
   SoftmaxBlock(p, s.rows, vectors, first, kBlock, key0, visible, s.scores, s.states);
-  MarkActiveKeys<kBlock>(s.scores, visible, s.active);
+  MarkActiveKeys<kBlock>(s.scores, std::clamp(vectors - first, 0, kBlock), visible, s.active);
   AccumulateBlock<kBlock>(s.scores, s.values, s.active, visible, dp,
                           s.states.acc + static_cast<int64_t>(first) * dp);
 }

@@ -39,13 +39,20 @@ using internal::kVirtualLanes;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// exp(x) for one float with the same polynomial (and bits) as the vector path.
+/// exp(x) for one float with the same polynomial (and bits) as the vector path; NaN for NaN
+/// (Highway's `Exp` gives 0 there).
 HWY_INLINE float ExpScalar(float x) {
   const DF df;
-  return hn::GetLane(hn::Exp(df, hn::Set(df, x)));
+  return x != x ? x : hn::GetLane(hn::Exp(df, hn::Set(df, x)));
 }
 
-/// exp(x) for x <= 0 (and +0 for -inf and NaN), the softmax's exponential. It has the bits of
+/// The weight of a key that a query vector does not see (its score is -inf): -0, which exp never
+/// makes. The P.V loops skip such keys instead of multiplying: a hidden value is never read, so a
+/// NaN or infinity there cannot reach the vector (0 * NaN is NaN), while a visible key whose
+/// weight underflowed to +0 still multiplies its value, as IEEE arithmetic does.
+HWY_INLINE bool IsHiddenWeight(float p) { return p == 0.0f && std::signbit(p); }
+
+/// exp(x) for x <= 0 (+0 for -inf, NaN for NaN), the softmax's exponential. It has the bits of
 /// Highway's `Exp` wherever the result is at least about 2^-126.5 (x > -87.68); below that, where
 /// `Exp` makes tiny and subnormal values down to x = -104, it gives +0. The range lets it skip
 /// `Exp`'s work for positive and very negative x: 2^q is one exponent field instead of two
@@ -65,7 +72,8 @@ HWY_INLINE hn::Vec<DF> ExpOfNonPositive(DF df, hn::Vec<DF> x) {
   // shift by 23 moves it into the exponent field (the bits of 2^23 leave the word).
   const auto biased = hn::BitCast(di, hn::Add(q, hn::Set(df, 8388735.0f)));
   const auto two_to_q = hn::BitCast(df, hn::ShiftLeft<23>(biased));
-  return hn::IfThenElseZero(hn::Ge(q, hn::Set(df, -126.0f)), hn::Mul(mantissa, two_to_q));
+  // A NaN x keeps its NaN mantissa (q is NaN and no comparison holds).
+  return hn::IfThenZeroElse(hn::Lt(q, hn::Set(df, -126.0f)), hn::Mul(mantissa, two_to_q));
 }
 
 /// Vectors that hold the kVirtualLanes partial sums of a tile (partial sum a in lane a % lanes).
@@ -114,18 +122,22 @@ HWY_INLINE float SumOfTile(const float* p, int span = kKeyTile) {
 }
 
 /// scores[j] = exp(scores[j] - max) over the first `span` scores (a multiple of kVirtualLanes),
-/// and their sum in the order of SumOfTile (same bits), added up as the exponentials are made
-/// instead of in a second pass.
+/// -0 for a hidden key (score -inf under a finite max: IsHiddenWeight), and their sum in the
+/// order of SumOfTile (same bits), added up as the exponentials are made instead of in a second
+/// pass.
 HWY_INLINE float ExpAndSumOfTile(float max, int span, float* scores) {
   const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
   const auto shift = hn::Set(df, max);
-  hn::Vec<DF> sums[kSumVectors];  // from +0: +0 + e is e for every exponential (never -0)
+  const auto neg_inf = hn::Set(df, kNegInf);
+  const auto hidden = hn::Set(df, -0.0f);
+  hn::Vec<DF> sums[kSumVectors];  // from +0: +0 + e is e for every weight (+0 + -0 is +0)
   for (int c = 0; c < kSumVectors; ++c) sums[c] = hn::Zero(df);
   for (int j = 0; j < span; j += kVirtualLanes) {
     for (int c = 0; c < kSumVectors; ++c) {
       float* at = scores + j + c * kN;
-      const auto e = ExpOfNonPositive(df, hn::Sub(hn::LoadU(df, at), shift));
+      const auto x = hn::Sub(hn::LoadU(df, at), shift);
+      const auto e = hn::IfThenElse(hn::Eq(x, neg_inf), hidden, ExpOfNonPositive(df, x));
       hn::StoreU(e, df, at);
       sums[c] = hn::Add(sums[c], e);
     }
@@ -151,12 +163,13 @@ HWY_INLINE void AddScaledRow(float weight, const float* v, int n, float* acc) {
   }
 }
 
-/// out = acc / sum, or 0 for a row that saw no key (fully masked, or empty context).
+/// out = acc / sum, or 0 for a row that saw no key (fully masked, or empty context: sum 0; a
+/// row that saw one has sum >= 1, or NaN).
 HWY_INLINE void NormalizeRow(const float* acc, float sum, int n, float* out) {
   const DF df;
   const auto s = hn::Set(df, sum);
   for (int d = 0; d < n; d += static_cast<int>(hn::Lanes(df))) {
-    const auto v = sum > 0.0f ? hn::Div(hn::LoadU(df, acc + d), s) : hn::Zero(df);
+    const auto v = sum != 0.0f ? hn::Div(hn::LoadU(df, acc + d), s) : hn::Zero(df);
     hn::StoreU(v, df, out + d);
   }
 }
@@ -187,15 +200,16 @@ HWY_INLINE int LiveSpan(int count) {
 
 /// Turns one row of scores (the first `span` of kKeyTile floats, -inf where masked or past the
 /// tile; span from LiveSpan; `tile_max` their maximum) into probabilities relative to the updated
-/// running max, rescaling the running sum and accumulator. Afterwards `scores` holds p_j (0 where
-/// masked and from span on); the caller adds sum_j p_j v_j. Skipping the -inf scores past the
-/// span changes no bit: they would give p_j = +0.
+/// running max, rescaling the running sum and accumulator. Afterwards `scores` holds p_j (-0
+/// where hidden, 0 from span on); the caller adds sum_j p_j v_j over the keys the vector sees.
+/// Skipping the -inf scores past the span changes no bit. A NaN max makes every p_j, the sum and
+/// the accumulator NaN.
 HWY_INLINE void OnlineSoftmaxStep(float* scores, int span, float tile_max, int padded_dim,
                                   RowState* state) {
   std::fill(scores + span, scores + kKeyTile, 0.0f);
-  const float new_max = std::max(state->max, tile_max);
-  if (new_max == kNegInf) {  // nothing visible yet: every p_j is 0
-    std::fill(scores, scores + span, 0.0f);
+  const float new_max = internal::MaxOrNaN(state->max, tile_max);
+  if (new_max == kNegInf) {  // nothing visible yet: every key is hidden
+    std::fill(scores, scores + span, -0.0f);
     return;
   }
   const float tile_sum = ExpAndSumOfTile(new_max, span, scores);
@@ -232,11 +246,13 @@ HWY_INLINE float MaskValue(const AttentionProblem& p, const QueryRow& r, int64_t
 }
 
 /// Turns the dots of one query vector against the tile at context key `key0` into scores:
-/// s0 = min(dot * scale, FLT_MAX), soft-capped (cap * tanh(s0 / cap)), + ALiBi, + mask, and -inf
-/// for keys past the tile, past the row's causal limit or before its sliding window. Only the
-/// first `span` scores (LiveSpan(num_keys)) are written. Returns their maximum (-inf when none
-/// is visible), taken as they are written.
-/// tanh is Highway's (built on the same lane-wise Expm1 polynomial on every target).
+/// s0 = dot * scale, soft-capped (cap * tanh(s0 / cap)), + ALiBi, + mask, and -inf for keys past
+/// the tile, past the row's causal limit or before its sliding window. Only the first `span`
+/// scores (LiveSpan(num_keys)) are written. Returns their maximum (-inf when none is visible, NaN
+/// when a visible score is NaN), taken as they are written. Scores are IEEE fp32 throughout: an
+/// infinite or NaN input stays one (a dot that overflows fp32 too).
+/// tanh is Highway's (built on the same lane-wise Expm1 polynomial on every target); it gives
+/// +-1 for +-inf, and a NaN s0 is kept as it is (Highway's tanh would make it 0).
 HWY_INLINE float FinishScores(const AttentionProblem& p, const QueryRow& r, int64_t key0,
                               int num_keys, int span, float* scores) {
   const DF df;
@@ -252,16 +268,14 @@ HWY_INLINE float FinishScores(const AttentionProblem& p, const QueryRow& r, int6
   const auto neg_inf = hn::Set(df, kNegInf);
   const float slope = p.alibi_slopes != nullptr ? p.alibi_slopes[r.head] : 0.0f;
   const auto base = hn::Set(df, static_cast<float>(key0 - r.origin));
-  // Scores saturate at FLT_MAX: a dot product that overflows fp32 (keys near 1e38) then wins the
-  // softmax outright, which is the limit, instead of turning into inf - inf = NaN.
-  const auto largest = hn::Set(df, std::numeric_limits<float>::max());
   // Lane l of the vector at j is key j + l. The lane numbers are a constant; Iota(di, j) with a
   // variable j is built through the stack (16 scalar stores, then a wide load that stalls).
   const auto lanes = hn::Iota(di, 0);
   auto row_max = neg_inf;
+  auto nan_seen = hn::Ne(row_max, row_max);  // the maximum ignores NaN; this remembers one
   for (int j = 0; j < span; j += n) {
-    auto s = hn::Min(hn::Mul(hn::LoadU(df, scores + j), scale), largest);
-    if (capped) s = hn::Mul(cap, hn::Tanh(df, hn::Div(s, cap)));
+    auto s = hn::Mul(hn::LoadU(df, scores + j), scale);
+    if (capped) s = hn::IfThenElse(hn::IsNaN(s), s, hn::Mul(cap, hn::Tanh(df, hn::Div(s, cap))));
     if (p.alibi_slopes != nullptr) {
       // slope * (key - a), with key - a = (key0 - a) + j exact in float for any real context.
       const auto index = hn::ConvertTo(df, hn::Add(lanes, hn::Set(di, j)));
@@ -273,12 +287,22 @@ HWY_INLINE float FinishScores(const AttentionProblem& p, const QueryRow& r, int6
     s = hn::IfThenElse(visible, s, neg_inf);
     hn::StoreU(s, df, scores + j);
     row_max = hn::Max(row_max, s);
+    nan_seen = hn::Or(nan_seen, hn::IsNaN(s));
   }
   if (p.mask != nullptr) {
-    for (int j = first; j <= last; ++j) scores[j] += MaskValue(p, r, key0 + j);
-    row_max = neg_inf;
-    for (int j = 0; j < span; j += n) row_max = hn::Max(row_max, hn::LoadU(df, scores + j));
+    for (int j = first; j <= last; ++j) {  // an -inf entry hides the key, whatever its logit
+      const float mask = MaskValue(p, r, key0 + j);
+      scores[j] = mask == kNegInf ? kNegInf : scores[j] + mask;
+    }
+    row_max = neg_inf;  // the mask may hide the keys whose logits were NaN: look again
+    nan_seen = hn::Ne(row_max, row_max);
+    for (int j = 0; j < span; j += n) {
+      const auto s = hn::LoadU(df, scores + j);
+      row_max = hn::Max(row_max, s);
+      nan_seen = hn::Or(nan_seen, hn::IsNaN(s));
+    }
   }
+  if (!hn::AllFalse(df, nan_seen)) return std::numeric_limits<float>::quiet_NaN();
   return hn::GetLane(hn::MaxOfLanes(df, row_max));
 }
 
@@ -361,9 +385,9 @@ struct VectorStates {
   }
 };
 
-/// Natural-log log-sum-exp of a finished state: max + ln(sum), -inf when it saw no key.
+/// Natural-log log-sum-exp of a finished state: max + ln(sum), -inf when it saw no key (sum 0).
 HWY_INLINE float LogSumExp(float max, float sum) {
-  return sum > 0.0f ? max + static_cast<float>(std::log(static_cast<double>(sum))) : kNegInf;
+  return sum != 0.0f ? max + static_cast<float>(std::log(static_cast<double>(sum))) : kNegInf;
 }
 
 /// Normalises the finished state (max, sum, acc) of query head `head` into `out`, folding the
@@ -422,7 +446,7 @@ HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const QueryRow* rows, in
                              const VectorStates& s) {
   const int span = LiveSpan(count);
   const int live = std::clamp(vectors - first, 0, block);  // the rest are padding vectors
-  std::fill(scores + live * kKeyTile, scores + block * kKeyTile, 0.0f);
+  std::fill(scores + live * kKeyTile, scores + block * kKeyTile, -0.0f);  // see no key
   for (int v = 0; v < live; ++v) {
     const int index = first + v;
     float* row = scores + v * kKeyTile;
@@ -435,13 +459,20 @@ HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const QueryRow* rows, in
   }
 }
 
-/// active[j] = 1 when some of the kBlock probability rows gives key j a non-zero weight.
+/// Which query vectors of a block see a key (active[j] of MarkActiveKeys).
+enum KeySeenBy : uint8_t {
+  kSeenByNone = 0,  ///< Hidden from every vector: its value is not read.
+  kSeenByAll = 1,   ///< Every live vector multiplies its value (padding vectors may too).
+  kSeenBySome = 2,  ///< Vectors whose weight is hidden (IsHiddenWeight) skip it.
+};
+
+/// active[j] = which of the first `live` of the kBlock probability rows see key j.
 template <int kBlock>
-HWY_INLINE void MarkActiveKeys(const float* probs, int num_keys, uint8_t* active) {
+HWY_INLINE void MarkActiveKeys(const float* probs, int live, int num_keys, uint8_t* active) {
   for (int j = 0; j < num_keys; ++j) {
-    bool any = false;
-    for (int v = 0; v < kBlock; ++v) any |= probs[v * kKeyTile + j] != 0.0f;
-    active[j] = any;
+    int seen = 0;
+    for (int v = 0; v < kBlock; ++v) seen += v < live && !IsHiddenWeight(probs[v * kKeyTile + j]);
+    active[j] = seen == 0 ? kSeenByNone : seen == live ? kSeenByAll : kSeenBySome;
   }
 }
 
@@ -461,7 +492,7 @@ HWY_INLINE void FinishItem(const AttentionProblem& p, const internal::WorkItem& 
 /// NaN. Returns the merged (max, sum).
 HWY_INLINE RowState MergeStates(const float* const* parts, int count, int padded_dim, float* acc) {
   RowState merged{kNegInf, 0.0f, acc};
-  for (int k = 0; k < count; ++k) merged.max = std::max(merged.max, parts[k][0]);
+  for (int k = 0; k < count; ++k) merged.max = internal::MaxOrNaN(merged.max, parts[k][0]);
   std::fill(acc, acc + padded_dim, 0.0f);
   for (int k = 0; k < count && merged.max != kNegInf; ++k) {
     const float* state = parts[k];

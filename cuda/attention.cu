@@ -17,17 +17,19 @@
 // * A warp owns a query vector at a time: lane j scores key j of the tile (key rows padded to an
 //   odd stride, so the lanes hit distinct banks), the online softmax reduces across the warp, and
 //   lanes take the head dimension for the P.V accumulation, so any head_dim works.
-// * The running (max, sum, accumulator) live in shared memory, fp32, natural exp. Masked keys
-//   (past the causal limit or an -inf mask) have weight 0 and are never multiplied, so a fully
-//   masked row ends with sum 0: output 0 and log-sum-exp -inf, never NaN.
+// * The running (max, sum, accumulator) live in shared memory, fp32, natural exp. Hidden keys
+//   (past the causal limit, outside the window, an -inf score) get weight -0 and are never
+//   multiplied, so a fully masked row ends with sum 0: output 0 and log-sum-exp -inf, and a NaN
+//   or infinite value there never reaches the row. Every other key's weight multiplies its value,
+//   also when it underflowed to +0: NaN inputs propagate as IEEE arithmetic has them (maxima
+//   through MaxOrNaN, since fmaxf drops a NaN).
 // * A query vector sees keys [first_key, last_key] (sliding window, causal limit). A pass loads
 //   only the tiles that some vector of the pass sees, so a window's keys are all a decode reads.
-// * Scores follow the one order of every backend: scale, saturate at FLT_MAX, soft-cap, ALiBi,
-//   mask. Attention sinks enter once, where a query vector's output is finally normalised
-//   (StoreRow: a direct write or the end of a merge), never in a partial state.
+// * Scores follow the one order of every backend: scale, soft-cap, ALiBi, mask. Attention sinks
+//   enter once, where a query vector's output is finally normalised (StoreRow: a direct write or
+//   the end of a merge), never in a partial state.
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstdint>
 
@@ -47,6 +49,7 @@ using internal::AddRn;
 using internal::DecodeElement;
 using internal::DivRn;
 using internal::LoadActivationOf;
+using internal::MaxOrNaN;
 using internal::MulRn;
 using internal::RowAddress;
 using internal::ScaleAddress;
@@ -149,7 +152,7 @@ __device__ VectorRef SharedVector(const AttentionProblem& p, const internal::Sha
 }
 
 __device__ __forceinline__ float WarpMax(float x) {
-  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(kFullMask, x, o));
+  for (int o = 16; o > 0; o /= 2) x = MaxOrNaN(x, __shfl_xor_sync(kFullMask, x, o));
   return x;
 }
 
@@ -158,9 +161,14 @@ __device__ __forceinline__ float WarpSum(float x) {
   return x;
 }
 
-/// Natural-log log-sum-exp of a finished state: max + ln(sum), -inf when it saw no key.
+/// Natural-log log-sum-exp of a finished state: max + ln(sum), -inf when it saw no key (sum 0).
 __device__ __forceinline__ float LogSumExp(float max, float sum) {
-  return sum > 0.0f ? max + static_cast<float>(log(static_cast<double>(sum))) : -INFINITY;
+  return sum != 0.0f ? max + static_cast<float>(log(static_cast<double>(sum))) : -INFINITY;
+}
+
+/// The weight of a key the vector does not see: -0, which expf never makes.
+__device__ __forceinline__ bool IsHiddenWeight(float p) {
+  return p == 0.0f && copysignf(1.0f, p) < 0.0f;
 }
 
 /// Writes output row (token, head) = acc / sum (0 when sum is 0), lanes over d, and its LSE: the
@@ -178,7 +186,7 @@ __device__ void StoreRow(const AttentionProblem& p, int64_t token, int head, con
   const int64_t first = p.OutputOffset(token, head);
   for (int d = lane; d < p.head_dim; d += 32) {
     const float a = p.sinks != nullptr ? MulRn(acc[d], acc_scale) : acc[d];
-    StoreActivationOf(sum > 0.0f ? DivRn(a, sum) : 0.0f, p.output, first + d, p.io_type);
+    StoreActivationOf(sum != 0.0f ? DivRn(a, sum) : 0.0f, p.output, first + d, p.io_type);
   }
   if (p.lse != nullptr && lane == 0) p.lse[token * p.num_heads + head] = LogSumExp(max, sum);
 }
@@ -204,10 +212,9 @@ __device__ __forceinline__ KeyRange PassKeys(const VectorOf& vector_of, int firs
   return KeyRange{item_begin + skipped, hi + 1 < item_end ? hi + 1 : item_end};
 }
 
-/// A raw score s0 = scale * q.k (saturated at FLT_MAX) after the optional logit soft-cap.
+/// A raw score s0 = scale * q.k after the optional logit soft-cap (tanhf keeps a NaN).
 __device__ __forceinline__ float CappedScore(const AttentionProblem& p, float dot) {
-  // Saturated at FLT_MAX like the CPU: an overflowing dot wins instead of giving NaN.
-  const float s0 = fminf(MulRn(dot, p.score_scale), FLT_MAX);
+  const float s0 = MulRn(dot, p.score_scale);
   if (!(p.soft_cap > 0.0f)) return s0;
   return MulRn(p.soft_cap, tanhf(DivRn(s0, p.soft_cap)));
 }
@@ -329,16 +336,17 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
           }
           if (p.mask != nullptr) {
             const int64_t column = p.batch.kvstarts[r.request] + key;
-            score = AddRn(score, LoadActivationOf(p.mask,
-                                                  r.head * p.mask_head_stride +
-                                                      r.token * p.mask_row_stride + column,
-                                                  p.io_type));
+            const float mask = LoadActivationOf(
+                p.mask, r.head * p.mask_head_stride + r.token * p.mask_row_stride + column,
+                p.io_type);
+            // An -inf entry hides the key, whatever its logit (NaN or +inf included).
+            score = mask == -INFINITY ? -INFINITY : AddRn(score, mask);
           }
         }
         const float old_max = maxes[v];
-        const float new_max = fmaxf(old_max, WarpMax(score));
+        const float new_max = MaxOrNaN(old_max, WarpMax(score));
         if (new_max == -INFINITY) continue;  // nothing visible yet (uniform across the warp)
-        const float weight = score == -INFINITY ? 0.0f : expf(score - new_max);
+        const float weight = score == -INFINITY ? -0.0f : expf(score - new_max);
         const float alpha = old_max == new_max ? 1.0f : expf(old_max - new_max);
         const float tile_sum = WarpSum(weight);
         probs[lane] = weight;
@@ -348,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
           float sum = a[d] * alpha;
           for (int j = 0; j < count; ++j) {
             const float pj = probs[j];
-            if (pj != 0.0f) sum = fmaf(pj, values[j * dim + d], sum);
+            if (!IsHiddenWeight(pj)) sum = fmaf(pj, values[j * dim + d], sum);
           }
           a[d] = sum;
         }
@@ -386,7 +394,7 @@ __device__ void MergeInto(const AttentionProblem& p, const float* states, int co
                           const First& first, int64_t token, int head, float* acc, int lane) {
   const int64_t state_floats = StateFloats(p.padded_dim);
   float max = -INFINITY;
-  for (int k = 0; k < count; ++k) max = fmaxf(max, states[first(k) * state_floats]);
+  for (int k = 0; k < count; ++k) max = MaxOrNaN(max, states[first(k) * state_floats]);
   for (int d = lane; d < p.head_dim; d += 32) acc[d] = 0.0f;
   float sum = 0.0f;
   if (max != -INFINITY) {

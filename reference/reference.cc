@@ -127,15 +127,21 @@ int64_t ReadI64Scalar(const Tensors& inputs, const char* name) {
   return LoadI64(array, 0);
 }
 
-// All elements of a float tensor as doubles; inputs must be finite.
-std::vector<double> LoadFinite(const Array& array, const std::string& name) {
+// All elements of a float tensor as doubles; inputs must be finite unless `non_finite`.
+std::vector<double> LoadFinite(const Array& array, const std::string& name,
+                               bool non_finite = false) {
   Require(IsFloat(array.dt), name + " must be float32, float16 or bfloat16");
   std::vector<double> values(array.numel());
   for (int64_t i = 0; i < array.numel(); ++i) {
     values[i] = LoadAsDouble(array, i);
-    Require(std::isfinite(values[i]), name + " holds a non-finite value");
+    Require(non_finite || std::isfinite(values[i]), name + " holds a non-finite value");
   }
   return values;
+}
+
+// The larger of a and b, NaN when either is (std::max drops a NaN in one operand order).
+double MaxOrNaN(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -378,6 +384,7 @@ struct KvcCall {
   const Array* current_value = nullptr;
   const Array* cache = nullptr;
   const Array* scale = nullptr;  // null when absent
+  bool non_finite = false;       // Attrs::non_finite
 };
 
 void RequireStartPositions(const KvcCall& call) {
@@ -407,6 +414,7 @@ void ReadTensorScales(const Tensors& inputs, CacheGeometry* geo) {
 
 KvcCall ReadKvcCall(const Attrs& attrs, const Tensors& inputs, int64_t hkv, int64_t d) {
   KvcCall call;
+  call.non_finite = attrs.non_finite;
   call.batches = ReadBatches(inputs);
   call.current_key = &Need(inputs, "current_key");
   call.current_value = &Need(inputs, "current_value");
@@ -433,12 +441,12 @@ KvcCall ReadKvcCall(const Attrs& attrs, const Tensors& inputs, int64_t hkv, int6
 
 // The D values of (row, head) of a (rows, heads, D) tensor.
 std::vector<double> LoadHeadVector(const Array& tensor, int64_t row, int64_t h,
-                                   const std::string& name) {
+                                   const std::string& name, bool non_finite) {
   const int64_t heads = tensor.shape[1], d = tensor.shape[2];
   std::vector<double> x(d);
   for (int64_t i = 0; i < d; ++i) {
     x[i] = LoadAsDouble(tensor, (row * heads + h) * d + i);
-    Require(std::isfinite(x[i]), name + " holds a non-finite value");
+    Require(non_finite || std::isfinite(x[i]), name + " holds a non-finite value");
   }
   return x;
 }
@@ -452,10 +460,12 @@ void WriteNewTokens(const KvcCall& call, Array* cache, Array* scale) {
       Require(written.insert(slot).second, "two new tokens write the same slot");
       const int64_t row = call.batches.seqstarts[b] + t;
       for (int64_t h = 0; h < call.geo.hkv; ++h) {
-        StoreHead(call.geo, slot, 0, h, LoadHeadVector(*call.current_key, row, h, "current_key"),
-                  cache, scale);
+        StoreHead(call.geo, slot, 0, h,
+                  LoadHeadVector(*call.current_key, row, h, "current_key", call.non_finite), cache,
+                  scale);
         StoreHead(call.geo, slot, 1, h,
-                  LoadHeadVector(*call.current_value, row, h, "current_value"), cache, scale);
+                  LoadHeadVector(*call.current_value, row, h, "current_value", call.non_finite),
+                  cache, scale);
       }
     }
   }
@@ -490,7 +500,8 @@ Gathered GatherContext(const KvcCall& call, const Array& cache, const Array* sca
       for (int64_t o = 0; o < out_heads && !skipped; ++o) {
         for (int64_t i = 0; i < geo.d; ++i) {
           const double x = LoadDequantized(geo, cache, scale, slot, kv, o / num_repeat, i);
-          Require(std::isfinite(x), "the context reads a non-finite cache value");
+          Require(call.non_finite || std::isfinite(x),
+                  "the context reads a non-finite cache value");
           StoreRounded(&out, (row * out_heads + o) * geo.d + i, x);
           gathered.values[(row * out_heads + o) * geo.d + i] = x;
         }
@@ -538,6 +549,7 @@ struct AttentionCall {
   double score_scale = 1;       // softmax_scale, or 1 / sqrt(D)
   std::vector<double> sinks;    // per query head, empty when absent
   std::vector<int64_t> unread;  // per request: context positions below it are never read
+  bool non_finite = false;      // Attrs::non_finite
 };
 
 // Context K and V as T1 values in float64, (kvstarts[B], Hkv, D).
@@ -596,7 +608,8 @@ AttentionCall ReadAttentionCall(const Attrs& attrs, const Tensors& inputs) {
   const Array& query = Need(inputs, "query");
   call.t1 = query.dt;
   RequireShape(query, {call.batches.rows(), call.hq, call.d}, "query");
-  call.query = LoadFinite(query, "query");
+  call.non_finite = attrs.non_finite;
+  call.query = LoadFinite(query, "query", call.non_finite);
   call.decoding_batches = ReadI64Scalar(inputs, "decoding_batches");
   Require(call.decoding_batches >= 0 && call.decoding_batches <= call.batches.count(),
           "decoding_batches must lie in [0, B]");
@@ -615,7 +628,8 @@ double MaskValue(const AttentionCall& call, int64_t b, int64_t h, int64_t i, int
   const int64_t row = call.batches.seqstarts[b] + i;
   const int64_t col = call.batches.kvstarts[b] + j;
   const double value = LoadAsDouble(mask, (plane * call.batches.rows() + row) * cols + col);
-  Require(!std::isnan(value) && value != kInf, "attn_mask holds NaN/+inf in a read entry");
+  Require(call.non_finite || (!std::isnan(value) && value != kInf),
+          "attn_mask holds NaN/+inf in a read entry");
   return value;
 }
 
@@ -667,18 +681,18 @@ bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int
     if (bias == -kInf) continue;  // hidden key: its score stays -inf, its weight 0
     const double* k = &context.k[((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d];
     scores[j] = Logit(call, Dot(q, k, d)) + bias;  // cap before ALiBi and the mask
-    best = std::max(best, scores[j]);
+    best = MaxOrNaN(best, scores[j]);
   }
   const double sink = call.sinks.empty() ? -kInf : call.sinks[h];
   if (best == -kInf) {
     *lse = sink;
     return false;
   }
-  best = std::max(best, sink);
+  best = MaxOrNaN(best, sink);
   double sum = std::exp(sink - best);  // 0 without a sink
   std::vector<double> acc(d, 0.0);
   for (int64_t j = 0; j < kvlen; ++j) {
-    if (scores[j] == -kInf) continue;  // weight 0 (and maybe never read)
+    if (scores[j] == -kInf) continue;  // hidden: weight 0, value not read
     const double weight = std::exp(scores[j] - best);
     const double* v = &context.v[((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d];
     sum += weight;
@@ -694,7 +708,9 @@ double ContextValueMax(const AttentionCall& call, const Context& context, int64_
   double vmax = 0;
   const int64_t begin = (call.batches.kvstarts[b] + call.unread[b]) * call.hkv * call.d;
   const int64_t end = call.batches.kvstarts[b + 1] * call.hkv * call.d;
-  for (int64_t i = begin; i < end; ++i) vmax = std::max(vmax, std::fabs(context.v[i]));
+  for (int64_t i = begin; i < end; ++i) {
+    if (std::isfinite(context.v[i])) vmax = std::max(vmax, std::fabs(context.v[i]));
+  }
   return vmax;
 }
 
@@ -718,6 +734,7 @@ AttnResult Attend(const AttentionCall& call, const Context& context,
   result.vmax.assign(rows, 0.0);
   result.must_be_zero.assign(rows * hq, 0);
   result.lse.assign(rows * hq, kNaN);
+  result.computed.assign(rows * hq, 0);
   const std::vector<int64_t> heads = HeadsToCompute(call, only_heads);
   for (int64_t b = 0; b < call.batches.count(); ++b) {
     const double vmax = ContextValueMax(call, context, b);
@@ -726,6 +743,7 @@ AttnResult Attend(const AttentionCall& call, const Context& context,
       result.vmax[row] = vmax;
       for (int64_t h : heads) {
         double* out = &result.out[(row * hq + h) * d];
+        result.computed[row * hq + h] = 1;
         if (AttendRow(call, context, b, h, i, out, &result.lse[row * hq + h])) continue;
         std::fill(out, out + d, 0.0);           // §5.6 [REC]: fully masked / empty context -> 0
         result.must_be_zero[row * hq + h] = 1;  // lse: the sink, or -inf
@@ -747,7 +765,8 @@ std::vector<double> ReadContextTensor(const Tensors& inputs, const char* name,
     const int64_t first = (call.batches.kvstarts[b] + call.unread[b]) * row_size;
     for (int64_t i = first; i < call.batches.kvstarts[b + 1] * row_size; ++i) {
       values[i] = LoadAsDouble(tensor, i);
-      Require(std::isfinite(values[i]), std::string(name) + " holds a non-finite value");
+      Require(call.non_finite || std::isfinite(values[i]),
+              std::string(name) + " holds a non-finite value");
     }
   }
   return values;
@@ -1081,14 +1100,24 @@ AttnResult UnifiedAttention(const Attrs& attrs, const Tensors& inputs) {
   return MultiHeadCacheAttention(paged, mhca);
 }
 
+namespace {
+
+// Whether (row, head) number `i` of `ref` was computed (a result built by hand has no list).
+bool IsComputed(const AttnResult& ref, int64_t i) {
+  return ref.computed.empty() || ref.computed[i] != 0;
+}
+
+}  // namespace
+
 std::string CheckLse(const AttnResult& ref, const Array& got) {
   if (got.dt != Dt::kF32) return "lse must be f32";
   if (got.numel() != static_cast<int64_t>(ref.lse.size())) return "lse has the wrong element count";
   for (int64_t i = 0; i < got.numel(); ++i) {
     const double want = ref.lse[i], value = LoadAsDouble(got, i);
-    if (std::isnan(want)) continue;
-    const bool ok = want == -kInf
-                        ? value == -kInf
+    if (!IsComputed(ref, i)) continue;
+    const bool ok = std::isnan(want) ? std::isnan(value)
+                    : std::isinf(want)
+                        ? value == want
                         : std::fabs(value - want) <= 1e-4 * std::max(1.0, std::fabs(want));
     if (!ok) {
       std::ostringstream text;
@@ -1117,10 +1146,19 @@ std::string CheckAttention(const AttnResult& ref, const Array& got, double* wors
   Violation worst;
   for (int64_t index = 0; index < static_cast<int64_t>(ref.out.size()); ++index) {
     const double want = ref.out[index];
-    if (std::isnan(want)) continue;  // head not computed
     const int64_t t = index / (hq * d), h = index / d % hq, x = index % d;
+    if (!IsComputed(ref, t * hq + h)) continue;
     const bool zero = ref.must_be_zero[t * hq + h] != 0;
     const double value = LoadAsDouble(got, index);
+    if (!std::isfinite(want)) {  // NaN for NaN, the same infinity for an infinity
+      const bool same_class = std::isnan(want) ? std::isnan(value) : value == want;
+      if (!same_class && worst.ratio < kInf) {
+        worst.ratio = kInf;
+        worst.text = DescribeElement(t, h, x, value, want, 0, "not the reference's non-finite");
+      }
+      worst.count += !same_class;
+      continue;
+    }
     const double bound = zero ? 0.0 : ToleranceBound(got.dt, want, ref.vmax[t]);
     const double err = std::fabs(value - want);
     double ratio = err == 0 ? 0.0 : bound == 0 ? kInf : err / bound;

@@ -82,6 +82,13 @@ struct Attrs {
   double softmax_scale = 0;
   // "" (the cache tensor's dtype decides), "fp8_e4m3" or "fp8_e5m2": must match an fp8 cache.
   std::string cache_dtype;
+  // Not an op attribute: accept NaN and infinities in the query, the context (keys and values,
+  // cached or given) and the mask, and let them flow through float64 IEEE arithmetic: a NaN score
+  // or a max of +inf makes the row NaN (inf - inf), a visible key multiplies its value whatever
+  // its weight (0 * NaN is NaN), and a key whose final score is -inf (hidden by causality, the
+  // window, ALiBi, an -inf mask entry, or an -inf logit) has no weight and its value is not read.
+  // Off: such values are refused, as the spec's inputs are finite.
+  bool non_finite = false;
 };
 
 // Result of KeyValueCache: the exact expected bytes of every output.
@@ -95,6 +102,8 @@ struct AttnResult {
   std::vector<double> out;            // (Tq, Hq, D)
   std::vector<double> vmax;           // per query row: largest |V element| of its request context
   std::vector<uint8_t> must_be_zero;  // per (row, head): no visible key -> exactly 0
+  std::vector<uint8_t> computed;      // per (row, head): 1 where out and lse hold the answer
+                                      // (empty: every one)
   std::vector<double> lse;  // per (row, head): natural-log log-sum-exp of the scores and the
                             // sink (no visible key: the sink, or -inf without sinks)
   Array cache, scale;       // MHCA only: expected cache/scale after the call
@@ -152,10 +161,11 @@ std::string CheckLse(const AttnResult& ref, const Array& got);
 // soft-cap's fp32 tanh) bounds the error; the absolute term stays ~40x below bf16's resolution at
 // vmax, so a key dropped or counted twice, or an intermediate rounded to bf16, is still caught.
 // These bounds hold with soft-capping, windows and sinks too.
-// must_be_zero rows exactly 0, never NaN/Inf. Entries whose ref is NaN (heads not computed) are
-// skipped. Returns "" when everything is within bounds, else a one-line description of the worst
-// violation. `worst_ratio` (optional) receives max |err| / bound (infinity for NaN/Inf or a
-// non-zero must-be-zero entry).
+// must_be_zero rows exactly 0, never NaN/Inf. Heads not computed are skipped; where the
+// reference is NaN or infinite (Attrs::non_finite), the output must be NaN or that infinity.
+// Returns "" when everything is within bounds, else a one-line description of the worst violation.
+// `worst_ratio` (optional) receives max |err| / bound (infinity for NaN/Inf or a non-zero
+// must-be-zero entry).
 std::string CheckAttention(const AttnResult& ref, const Array& got, double* worst_ratio = nullptr);
 
 // IEEE binary16 helpers: correctly rounded (ties to even) conversion and exact decoding.

@@ -43,6 +43,7 @@
 #include "reference/reference.h"
 #include "src/context.h"
 #include "src/dispatch.h"
+#include "tests/support/non_finite.h"
 #include "tests/support/plan_layers.h"
 #include "tests/support/row_padding.h"
 #include "tests/support/run_case.h"
@@ -1547,6 +1548,31 @@ TEST_SUITE("gpu") {
         }
       }
     }
+  }
+  TEST_CASE("NaN and infinities on the device give float64 IEEE rows, as on the CPU") {
+    int nan_outputs = 0;
+    for (const char* op :
+         {"multi_head_attention", "multi_head_cache_attention", "unified_attention"}) {
+      for (int i = 0; i < (Reduced() ? 1 : 4); ++i) {
+        const uint64_t seed = dynattn_test::BaseSeed() + 6100 + 31 * i;
+        dynattn_ref::GenOptions options;
+        options.max_batch = 3;
+        options.max_seqlen = 6;
+        options.max_context = i % 2 == 0 ? 90 : 700;  // 700: decode splits and their merges
+        Case c = std::string(op) == "unified_attention"
+                     ? dynattn_ref::RandomUnifiedCase(seed, options)
+                     : dynattn_ref::RandomCase(op, seed, options);
+        const std::string planted = dynattn_test::PlantNonFinite(seed, &c);
+        INFO(c.description, " ", planted);
+        const dynattn_ref::AttnResult ref = Reference(c);
+        const LibResult gpu = RunOnDevice(c);
+        REQUIRE_MESSAGE(gpu.status.ok(), gpu.status.message());
+        CHECK(dynattn_ref::CheckAttention(ref, gpu.attn_output) == "");
+        if (c.op == "unified_attention") CHECK(dynattn_ref::CheckLse(ref, gpu.lse) == "");
+        for (double x : ref.out) nan_outputs += std::isnan(x);
+      }
+    }
+    CHECK(nan_outputs > 0);  // the planted values reached some rows
   }
   TEST_CASE("one device plan runs layers with their own window, soft-cap, scale and sinks") {
     // The step planned without them; its layers pin them (same seed: same step, same history).

@@ -670,8 +670,17 @@ TEST_SUITE("reference") {
     // fp16: bound = 1e-2 * 1 + 5e-4 * max(4, 2) = 0.012 at element 0, 0.002 at element 1.
     CHECK(CheckAttention(ref, FloatArray(Dt::kF16, {1, 2, 2}, {1.01, 0.0019, 0, 0})) == "");
     CHECK(CheckAttention(ref, FloatArray(Dt::kF16, {1, 2, 2}, {1.0, 0.0025, 0, 0})) != "");
-    ref.out[0] = std::nan("");  // not computed: skipped
+    ref.computed = {0, 1};  // head 0 not computed: skipped
     CHECK(CheckAttention(ref, FloatArray(Dt::kF32, {1, 2, 2}, {5, 0, 0, 0})) == "");
+    ref.computed = {1, 1};
+    ref.out[0] = std::nan("");  // a NaN answer (Attrs::non_finite): NaN is the only match
+    CHECK(CheckAttention(ref, FloatArray(Dt::kF32, {1, 2, 2}, {std::nan(""), 0, 0, 0})) == "");
+    CHECK(CheckAttention(ref, FloatArray(Dt::kF32, {1, 2, 2}, {5, 0, 0, 0})).find("non-finite") !=
+          std::string::npos);
+    ref.out[0] = kInf;  // an infinite answer: that infinity
+    CHECK(CheckAttention(ref, FloatArray(Dt::kF32, {1, 2, 2}, {kInf, 0, 0, 0})) == "");
+    CHECK(CheckAttention(ref, FloatArray(Dt::kF32, {1, 2, 2}, {-kInf, 0, 0, 0})) != "");
+    CHECK(CheckAttention(ref, FloatArray(Dt::kF32, {1, 2, 2}, {std::nan(""), 0, 0, 0})) != "");
   }
   TEST_CASE("RandomCase is deterministic per seed") {
     for (const std::string& op : kOps) {
@@ -1003,6 +1012,35 @@ TEST_SUITE("reference") {
       }
     }
     CHECK(compared > 10);
+  }
+
+  TEST_CASE("non_finite: IEEE float64 softmax, hidden keys never read") {
+    // Four causal rows over four keys, D = 1 (ScalarMha: one request, prefill).
+    const double nan = std::nan("");
+    Attrs attrs = AttentionAttrs(1, 1, 0);
+    CHECK_THROWS_AS(
+        MultiHeadAttention(attrs, ScalarMha({1, 1, 1, 1}, {1, 1, nan, 1}, {1, 2, 3, 4})),
+        std::invalid_argument);  // off: refused
+    attrs.non_finite = true;
+    // A NaN key 2: rows 0 and 1 do not see it, rows 2 and 3 are NaN.
+    AttnResult r = MultiHeadAttention(attrs, ScalarMha({1, 1, 1, 1}, {1, 1, nan, 1}, {1, 2, 3, 4}));
+    CHECK(r.out[0] == doctest::Approx(1.0));
+    CHECK(r.out[1] == doctest::Approx(1.5));
+    CHECK((std::isnan(r.out[2]) && std::isnan(r.out[3]) && std::isnan(r.lse[3])));
+    // A NaN value 1: rows 1.. multiply it (weight exp(0) or not), row 0 does not.
+    r = MultiHeadAttention(attrs, ScalarMha({1, 1, 1, 1}, {1, 1, 1, 1}, {1, nan, 3, 4}));
+    CHECK(r.out[0] == doctest::Approx(1.0));
+    CHECK((std::isnan(r.out[1]) && std::isnan(r.out[3]) && std::isfinite(r.lse[3])));
+    // A -inf logit hides its key (value never read); a +inf one makes the row NaN (inf - inf).
+    r = MultiHeadAttention(attrs, ScalarMha({1, 1, 1, 1}, {1, -kInf, kInf, 1}, {1, nan, 3, 4}));
+    CHECK(r.out[1] == doctest::Approx(1.0));
+    CHECK((std::isnan(r.out[2]) && std::isnan(r.out[3])));
+    // Only -inf keys: no visible key, exactly 0.
+    r = MultiHeadAttention(attrs, ScalarMha({1}, {-kInf}, {nan}));
+    CHECK((r.out[0] == 0.0 && r.must_be_zero[0] == 1 && r.lse[0] == -kInf));
+    // An infinite value: the row is that infinity.
+    r = MultiHeadAttention(attrs, ScalarMha({1, 1}, {1, 1}, {2, kInf}));
+    CHECK((r.out[0] == 2.0 && r.out[1] == kInf));
   }
 
   TEST_CASE("sliding window: keys max(0, i - W) .. i, also without is_causal") {

@@ -196,8 +196,8 @@ int64_t CountF16StoreMismatches(uint64_t begin, uint64_t end, uint64_t step) {
 
 /// Float bit patterns u = begin, begin + step, ... below `end` (x = BitsFloat(u), with -inf and a
 /// NaN added) for which the softmax's ExpOfNonPositive breaks its rule against Highway's `Exp`:
-/// the same bits where x > -87.6, and the same bits or +0 where `Exp` is under 2^-126 or x is -inf
-/// or NaN (+0 only).
+/// the same bits where x > -87.6, the same bits or +0 where `Exp` is under 2^-126, +0 for -inf
+/// and NaN for NaN (where `Exp` gives 0).
 int64_t CountExpMismatches(uint64_t begin, uint64_t end, uint64_t step) {
   const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
@@ -216,7 +216,9 @@ int64_t CountExpMismatches(uint64_t begin, uint64_t end, uint64_t step) {
     for (int i = 0; i < kN; ++i) {
       const bool same = internal::FloatBits(mine[i]) == internal::FloatBits(highway[i]);
       const bool zero = internal::FloatBits(mine[i]) == 0;
-      if (std::isnan(x[i]) || std::isinf(x[i])) {
+      if (std::isnan(x[i])) {
+        mismatches += !std::isnan(mine[i]);
+      } else if (std::isinf(x[i])) {
         mismatches += !zero;
       } else if (x[i] > -87.6f) {
         mismatches += !same;

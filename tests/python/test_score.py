@@ -458,3 +458,32 @@ def test_new_inputs_errors_name_them(rng):
                                   block_cache, k_scale=0.0)
     with pytest.raises(ValueError, match="query"):  # uint8 is for fp8 caches only
         dynattn.multi_head_attention(q.view(np.uint8), k, v, **index)
+
+
+def test_nan_and_inf_reach_the_rows_that_see_them_as_in_torch():
+    """A NaN key, an infinite query element and a NaN value give NaN exactly in the rows whose
+    float64 torch softmax is NaN; rows that do not see them (causality) stay finite."""
+    rng = np.random.default_rng(29)
+    seqstarts, kvstarts, q, k, v = packed_batch(rng)
+    k[kvstarts[1] + 6, 0, 5] = np.nan  # request 1's key 6: its last 3 rows see it (head 0 and 1)
+    q[0, 3, 2] = np.inf                # the decode row, head 3: scores +-inf, inf - inf
+    v[kvstarts[2] + 1, 1, 0] = np.nan  # request 2's value 1: rows 1 and 2 of heads 2, 3
+    out = dynattn.multi_head_attention(torch.from_numpy(q), torch.from_numpy(k),
+                                       torch.from_numpy(v), **mha_index(seqstarts, kvstarts))
+    want = np.zeros(out.shape, bool)
+    group = q.shape[1] // k.shape[1]
+    for b in range(3):
+        q0, q1, k0, k1 = seqstarts[b], seqstarts[b + 1], kvstarts[b], kvstarts[b + 1]
+        i = torch.arange(k1 - k0 - (q1 - q0), k1 - k0)[:, None]
+        j = torch.arange(k1 - k0)[None, :]
+        hidden = (j > i) if b >= 1 else torch.zeros(1, k1 - k0, dtype=torch.bool)
+        for h in range(q.shape[1]):
+            kk = torch.from_numpy(k[k0:k1, h // group].astype(np.float64))
+            vv = torch.from_numpy(v[k0:k1, h // group].astype(np.float64))
+            s = torch.from_numpy(q[q0:q1, h].astype(np.float64)) @ kk.T / np.sqrt(q.shape[2])
+            w = torch.softmax(s.masked_fill(hidden, -np.inf), 1)
+            # A hidden key's value is never read (torch would form 0 * NaN there).
+            rows = torch.stack([(w[r, ~hidden[r]] @ vv[~hidden[r]]) for r in range(q1 - q0)])
+            want[q0:q1, h] = torch.isnan(rows).numpy()
+    assert want.any() and not want.all()
+    np.testing.assert_array_equal(np.isnan(out), want)
