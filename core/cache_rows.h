@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/codec.h"
 #include "core/host_device.h"
 #include "dynattn/cache.h"
 
@@ -47,10 +48,29 @@ DYNATTN_HD RowBytes RowBytesOf(const CacheDesc& cache) {
   return bytes;
 }
 
+/// Elements from a plane's start to its slot `slot` (of head 0, element 0): CachePlane's tiles.
+DYNATTN_HD int64_t SlotOffset(const CachePlane& plane, int64_t slot) {
+  if (plane.slots_per_tile <= 0) return slot * plane.slot_stride;
+  return slot / plane.slots_per_tile * plane.tile_stride +
+         slot % plane.slots_per_tile * plane.slot_stride;
+}
+
+/// Elements between consecutive elements of a row (1 unless the plane is dimension-major).
+DYNATTN_HD int64_t DimStride(const CachePlane& plane) {
+  return plane.dim_stride > 1 ? plane.dim_stride : 1;
+}
+
 /// First byte of row (slot, head) of a plane whose elements are `elem`.
 DYNATTN_HD char* RowAddress(const CachePlane& plane, CacheElem elem, int64_t slot, int head) {
   return static_cast<char*>(plane.data) +
-         ByteOffset(elem, slot * plane.slot_stride + head * plane.head_stride);
+         ByteOffset(elem, SlotOffset(plane, slot) + head * plane.head_stride);
+}
+
+/// Element d of row (slot, head), for an unquantized plane (any dim_stride): the byte where it
+/// starts. (Quantized rows are contiguous: RowAddress, and the codec finds element d.)
+DYNATTN_HD char* ElementAddress(const CachePlane& plane, CacheElem elem, int64_t slot, int head,
+                                int d) {
+  return RowAddress(plane, elem, slot, head) + ByteOffset(elem, d * DimStride(plane));
 }
 
 /// First group scale of row (slot, head) of a plane (null for unquantized caches).
@@ -58,6 +78,19 @@ DYNATTN_HD char* ScaleAddress(const CachePlane& plane, bool scale_is_f16, int64_
   if (plane.scale == nullptr) return nullptr;
   return static_cast<char*>(plane.scale) +
          (slot * plane.scale_slot_stride + head * plane.scale_head_stride) * (scale_is_f16 ? 2 : 4);
+}
+
+/// Element d of row (slot, head) of `plane`, decoded as the codec reads it (DecodeElement): one
+/// element at a time, as the CUDA kernels read rows, for any dim_stride.
+DYNATTN_HD float DecodePlaneElement(const CachePlane& plane, CacheElem elem, int64_t slot, int head,
+                                    int d, int group, bool scale_is_f16, DType io) {
+  if (DimStride(plane) > 1) {  // unquantized: element d is found by its address alone
+    return DecodeElement(ElementAddress(plane, elem, slot, head, d), nullptr, 0, elem, group,
+                         scale_is_f16, io, plane.tensor_scale);
+  }
+  return DecodeElement(RowAddress(plane, elem, slot, head),
+                       ScaleAddress(plane, scale_is_f16, slot, head), d, elem, group, scale_is_f16,
+                       io, plane.tensor_scale);
 }
 
 /// The request owning packed row t of offsets `starts` (size + 1 non-decreasing entries): the

@@ -438,6 +438,46 @@ HWY_INLINE const void* RowPointer(const CachePlane& plane, int64_t slot, int hea
   return internal::RowAddress(plane, kElem, slot, head);
 }
 
+/// Bytes of one element of an unquantized kElem (the formats a dimension-major plane may hold).
+template <CacheElem kElem>
+constexpr size_t UnquantizedElemBytes() {
+  return kElem == CacheElem::kF32                                ? 4
+         : kElem == CacheElem::kF16 || kElem == CacheElem::kBF16 ? 2
+                                                                 : 1;
+}
+
+/// Row (slot, head) of `plane` as `dim` contiguous codes: the row where it lies, or, for a
+/// dimension-major plane (CachePlane::dim_stride > 1), its elements gathered into `staging`
+/// (room for `dim` floats). Why gather: every kernel then reads one row format, and a
+/// dimension-major cache gives the bits of the same values stored token-major.
+template <CacheElem kElem>
+HWY_INLINE const void* ContiguousRow(const CachePlane& plane, int64_t slot, int head, int dim,
+                                     void* staging) {
+  const void* row = RowPointer<kElem>(plane, slot, head);
+  if constexpr (IsGroupScaledElem<kElem>()) {
+    return row;  // never dimension-major (validation)
+  } else {
+    const int64_t stride = internal::DimStride(plane);
+    if (stride == 1) return row;
+    constexpr size_t kSize = UnquantizedElemBytes<kElem>();
+    const char* src = static_cast<const char*>(row);
+    char* dst = static_cast<char*>(staging);
+    for (int d = 0; d < dim; ++d) std::memcpy(dst + d * kSize, src + d * stride * kSize, kSize);
+    return staging;
+  }
+}
+
+/// Stores `dim` contiguous codes as row (slot, head) of a dimension-major plane.
+template <CacheElem kElem>
+HWY_INLINE void ScatterRow(const void* codes, const CachePlane& plane, int64_t slot, int head,
+                           int dim) {
+  constexpr size_t kSize = UnquantizedElemBytes<kElem>();
+  const int64_t stride = internal::DimStride(plane);
+  char* dst = static_cast<char*>(const_cast<void*>(RowPointer<kElem>(plane, slot, head)));
+  const char* src = static_cast<const char*>(codes);
+  for (int d = 0; d < dim; ++d) std::memcpy(dst + d * stride * kSize, src + d * kSize, kSize);
+}
+
 /// Pointer to the first scale of (slot, head), with the scale type's size.
 HWY_INLINE const void* ScalePointer(const CacheDesc& cache, const CachePlane& plane, int64_t slot,
                                     int head) {
@@ -466,11 +506,11 @@ HWY_INLINE void PrefetchBytes(const void* p, size_t bytes) {
 }
 
 /// Decodes row (slot, head) of `plane` into dst[0, head_dim). `scales_tmp` holds head_dim
-/// floats.
+/// floats (a dimension-major row is gathered there: such planes have no scales).
 template <CacheElem kElem>
 HWY_INLINE void DecodeRow(const CacheDesc& cache, const RowCodec& c, const CachePlane& plane,
                           int64_t slot, int head, float* dst, float* scales_tmp) {
-  const void* row = RowPointer<kElem>(plane, slot, head);
+  const void* row = ContiguousRow<kElem>(plane, slot, head, cache.head_dim, scales_tmp);
   if constexpr (kElem == CacheElem::kF32) {
     DecodeRowF32(c, static_cast<const float*>(row), dst);
   } else if constexpr (kElem == CacheElem::kF16) {
@@ -733,14 +773,14 @@ HWY_INLINE void StoreActivations(const float* src, DType io, int count, void* ds
   for (; i < count; ++i) half[i] = bf16 ? internal::F32ToBf16(src[i]) : internal::F32ToF16(src[i]);
 }
 
-/// Stores one new row (D values in T1, held as floats) into (slot, head) of `plane`.
-/// `codes_tmp` holds D codes and `scales_tmp` D floats.
+/// Encodes one new row (D values in T1, held as floats) as the contiguous codes at `row`, the
+/// group scales of a quantized row going to (slot, head) of `plane`. `codes_tmp` holds D codes
+/// and `scales_tmp` D floats (quantized rows only).
 template <CacheElem kElem>
-HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePlane& plane,
-                          int64_t slot, int head, const float* x, int8_t* codes_tmp,
-                          float* scales_tmp) {
+HWY_INLINE void EncodeRowAt(const CacheDesc& cache, bool io_is_f16, const CachePlane& plane,
+                            int64_t slot, int head, const float* x, void* row, int8_t* codes_tmp,
+                            float* scales_tmp) {
   const int dim = cache.head_dim;
-  void* row = const_cast<void*>(RowPointer<kElem>(plane, slot, head));
   if constexpr (kElem == CacheElem::kF32) {
     std::copy(x, x + dim, static_cast<float*>(row));
   } else if constexpr (kElem == CacheElem::kF16) {
@@ -775,6 +815,23 @@ HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePla
       }
     }
   }
+}
+
+/// Stores one new row (D values in T1, held as floats) into (slot, head) of `plane`.
+/// `codes_tmp` holds D codes and `scales_tmp` D floats (a dimension-major row is encoded there,
+/// then scattered: such planes have no scales).
+template <CacheElem kElem>
+HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePlane& plane,
+                          int64_t slot, int head, const float* x, int8_t* codes_tmp,
+                          float* scales_tmp) {
+  if constexpr (!IsGroupScaledElem<kElem>()) {
+    if (internal::DimStride(plane) > 1) {
+      EncodeRowAt<kElem>(cache, io_is_f16, plane, slot, head, x, scales_tmp, codes_tmp, nullptr);
+      return ScatterRow<kElem>(scales_tmp, plane, slot, head, cache.head_dim);
+    }
+  }
+  void* row = const_cast<void*>(RowPointer<kElem>(plane, slot, head));
+  EncodeRowAt<kElem>(cache, io_is_f16, plane, slot, head, x, row, codes_tmp, scales_tmp);
 }
 
 /// Loads `count` activations of type `io` (fp32, fp16 or bf16) as floats (exact).

@@ -54,6 +54,11 @@ using internal::AttentionProblem;
 using internal::kKeyTile;
 using internal::kVirtualLanes;
 
+/// Floats a tile needs to gather the rows of `plane` (none unless it is dimension-major).
+HWY_INLINE size_t StagingFloats(const CachePlane& plane, int head_dim) {
+  return internal::DimStride(plane) > 1 ? size_t{kKeyTile} * head_dim : 0;
+}
+
 /// Largest item (in query vectors) that runs fused; larger ones use the tiled path.
 constexpr int kFusedMaxVectors = 8;
 
@@ -189,6 +194,7 @@ struct TileRows {
   const void* scale_rows[kKeyTile];
   float* scales;   ///< kKeyTile x row_floats; for fp8 one float, the plane's tensor scale.
   int row_floats;  ///< Scale buffer stride.
+  float* staging;  ///< kKeyTile x head_dim floats: a dimension-major plane's rows, gathered.
   bool normal_products = false;  ///< NormalProducts holds for the tile's rows.
 };
 
@@ -266,12 +272,16 @@ HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
       value[u] = DecodeLanes<kElem, kRound, kNormal, kMode>(
           values.rows[j], values.scales + j * values.row_floats, lanes, e + u * kLanes);
     }
-    const bool by_all = active[j] == kSeenByAll;
-    for (int v = 0; v < kBlock; ++v) {
-      const float p = probs[v * kKeyTile + j];
-      if (!by_all && IsHiddenWeight(p)) continue;
+    const auto add = [&](int v, float p) {
       const auto weight = hn::Set(df, p);
       for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(weight, value[u], sums[v][u]);
+    };
+    if (active[j] == kSeenByAll || AllFinite<kParts>(value)) {
+      for (int v = 0; v < kBlock; ++v) add(v, probs[v * kKeyTile + j]);
+    } else {  // a non-finite value: only the vectors that see it multiply it
+      for (int v = 0; v < kBlock; ++v) {
+        if (!IsHiddenWeight(probs[v * kKeyTile + j])) add(v, probs[v * kKeyTile + j]);
+      }
     }
   }
   for (int v = 0; v < kBlock; ++v) {
@@ -324,12 +334,14 @@ HWY_INLINE void FusedAccumulate(const float* probs, const uint8_t* active, const
                                                               head_dim, padded_dim, ahead, acc);
 }
 
-/// Points `tile` at the rows (and scale rows) of `slots` of one plane.
+/// Points `tile` at the rows (and scale rows) of `slots` of one plane; a dimension-major plane's
+/// rows are gathered into the tile's staging rows first (ContiguousRow).
 template <CacheElem kElem>
 HWY_INLINE void PointTileRows(const CacheDesc& cache, const CachePlane& plane, const int64_t* slots,
                               int kv_head, int count, TileRows* tile) {
   for (int j = 0; j < count; ++j) {
-    tile->rows[j] = RowPointer<kElem>(plane, slots[j], kv_head);
+    tile->rows[j] = ContiguousRow<kElem>(plane, slots[j], kv_head, cache.head_dim,
+                                         tile->staging + static_cast<int64_t>(j) * cache.head_dim);
     if constexpr (IsGroupScaledElem<kElem>()) {
       tile->scale_rows[j] = ScalePointer(cache, plane, slots[j], kv_head);
     }
@@ -419,8 +431,9 @@ HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w
 }
 
 /// The fused kernel's scratch for a block of `block` query vectors: queries, their running states,
-/// a tile's scores, slots and flags, two tiles' key and value scales, the query rows.
-HWY_INLINE std::array<size_t, 13> FusedBlockScratch(const AttentionProblem& p, int block) {
+/// a tile's scores, slots and flags, two tiles' key and value scales, the query rows, and two
+/// tiles' staging rows for the planes that are dimension-major.
+HWY_INLINE std::array<size_t, 17> FusedBlockScratch(const AttentionProblem& p, int block) {
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
   const size_t n = static_cast<size_t>(block), dp = static_cast<size_t>(p.padded_dim);
   // Quantized tiles widen their group scales here; fp8 tiles keep the plane's tensor scale.
@@ -438,7 +451,11 @@ HWY_INLINE std::array<size_t, 13> FusedBlockScratch(const AttentionProblem& p, i
           scale_floats,
           scale_floats,
           scale_floats,
-          n * kRowFloats};
+          n * kRowFloats,
+          StagingFloats(p.kv.cache.key, p.head_dim),
+          StagingFloats(p.kv.cache.value, p.head_dim),
+          StagingFloats(p.kv.cache.key, p.head_dim),
+          StagingFloats(p.kv.cache.value, p.head_dim)};
 }
 
 /// One fused work item with kBlock >= its query vectors. Rows are prefetched ahead of their use
@@ -462,6 +479,8 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
     tiles[t].keys.scales = parts[8 + 2 * t];
     tiles[t].values.scales = parts[9 + 2 * t];
     tiles[t].keys.row_floats = tiles[t].values.row_floats = lanes.row_floats;
+    tiles[t].keys.staging = parts[13 + 2 * t];
+    tiles[t].values.staging = parts[14 + 2 * t];
     if constexpr (IsFp8Elem<kElem>()) {
       tiles[t].keys.scales[0] = p.kv.cache.key.tensor_scale;
       tiles[t].values.scales[0] = p.kv.cache.value.tensor_scale;

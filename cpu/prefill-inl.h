@@ -146,12 +146,16 @@ HWY_INLINE void AccumulateLanes(const float* probs, const float* values, const u
     if (active[j] == kSeenByNone) continue;
     hn::Vec<DF> value[kParts];
     for (int u = 0; u < kParts; ++u) value[u] = hn::LoadU(df, values + j * padded_dim + d + u * kN);
-    const bool by_all = active[j] == kSeenByAll;
-    for (int v = 0; v < kPass; ++v) {
-      const float weight = probs[v * kKeyTile + j];
-      if (!by_all && IsHiddenWeight(weight)) continue;
+    const auto add = [&](int v, float weight) {
       const auto p = hn::Set(df, weight);
       for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(p, value[u], sums[v][u]);
+    };
+    if (active[j] == kSeenByAll || AllFinite<kParts>(value)) {
+      for (int v = 0; v < kPass; ++v) add(v, probs[v * kKeyTile + j]);
+    } else {  // a non-finite value: only the vectors that see it multiply it
+      for (int v = 0; v < kPass; ++v) {
+        if (!IsHiddenWeight(probs[v * kKeyTile + j])) add(v, probs[v * kKeyTile + j]);
+      }
     }
   }
   for (int v = 0; v < kPass; ++v) {
@@ -207,7 +211,7 @@ HWY_INLINE void DecodeTileLanes(const AttentionProblem& p, const CachePlane& pla
     }
     // fp8 rows read the plane's tensor scale instead of group scales.
     const float* scales = IsFp8Elem<kElem>() ? &plane.tensor_scale : scales_tmp;
-    const void* src = RowPointer<kElem>(plane, slot, kv_head);
+    const void* src = ContiguousRow<kElem>(plane, slot, kv_head, p.head_dim, scales_tmp);
     for (int e = 0; e < p.head_dim; e += kLanes) {
       hn::StoreU(DecodeLanes<kElem, kRound>(src, scales, lanes, e), df, row + e);
     }

@@ -463,17 +463,44 @@ HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const QueryRow* rows, in
 enum KeySeenBy : uint8_t {
   kSeenByNone = 0,  ///< Hidden from every vector: its value is not read.
   kSeenByAll = 1,   ///< Every live vector multiplies its value (padding vectors may too).
-  kSeenBySome = 2,  ///< Vectors whose weight is hidden (IsHiddenWeight) skip it.
+  kSeenBySome = 2,  ///< Vectors whose weight is hidden (IsHiddenWeight) skip it, unless the
+                    ///< value is finite: then hidden vectors add -0 * v, which changes nothing.
 };
 
-/// active[j] = which of the first `live` of the kBlock probability rows see key j.
+/// active[j] = which of the first `live` of the kBlock probability rows see key j, a vector of
+/// keys at a time (rows are kKeyTile floats, so the last vector may pass num_keys; active holds
+/// kKeyTile flags).
 template <int kBlock>
 HWY_INLINE void MarkActiveKeys(const float* probs, int live, int num_keys, uint8_t* active) {
-  for (int j = 0; j < num_keys; ++j) {
-    int seen = 0;
-    for (int v = 0; v < kBlock; ++v) seen += v < live && !IsHiddenWeight(probs[v * kKeyTile + j]);
-    active[j] = seen == 0 ? kSeenByNone : seen == live ? kSeenByAll : kSeenBySome;
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  const auto hidden = hn::Set(di, static_cast<int32_t>(0x80000000u));  // -0's bits
+  HWY_ALIGN int32_t seen_by[kN];
+  for (int j = 0; j < num_keys; j += kN) {
+    auto any = hn::Zero(di), all = hn::Set(di, -1);
+    for (int v = 0; v < live && v < kBlock; ++v) {
+      const auto sees = hn::VecFromMask(
+          di, hn::Ne(hn::BitCast(di, hn::LoadU(df, probs + v * kKeyTile + j)), hidden));
+      any = hn::Or(any, sees);
+      all = hn::And(all, sees);
+    }
+    hn::Store(hn::IfThenElseZero(hn::MaskFromVec(any),
+                                 hn::IfThenElse(hn::MaskFromVec(all), hn::Set(di, kSeenByAll),
+                                                hn::Set(di, kSeenBySome))),
+              di, seen_by);
+    for (int l = 0; l < kN && j + l < kKeyTile; ++l)
+      active[j + l] = static_cast<uint8_t>(seen_by[l]);
   }
+}
+
+/// Whether every lane of the kParts vectors of a value row is finite.
+template <int kParts>
+HWY_INLINE bool AllFinite(const hn::Vec<DF>* value) {
+  const DF df;
+  auto finite = hn::IsFinite(value[0]);
+  for (int u = 1; u < kParts; ++u) finite = hn::And(finite, hn::IsFinite(value[u]));
+  return hn::AllTrue(df, finite);
 }
 
 /// Ends a request work item: its output rows when it is their only part, else its states.

@@ -46,13 +46,11 @@ namespace {
 
 // core/'s shared rules, used unqualified by the kernels below.
 using internal::AddRn;
-using internal::DecodeElement;
+using internal::DecodePlaneElement;
 using internal::DivRn;
 using internal::LoadActivationOf;
 using internal::MaxOrNaN;
 using internal::MulRn;
-using internal::RowAddress;
-using internal::ScaleAddress;
 using internal::StateFloats;
 using internal::StoreActivationOf;
 
@@ -310,12 +308,8 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
         float k = 0.0f, x = 0.0f;
         if (j < count) {
           const int64_t slot = slots[j];
-          k = DecodeElement(RowAddress(key_plane, kElem, slot, kv_head),
-                            ScaleAddress(key_plane, scale_f16, slot, kv_head), d, kElem, group,
-                            scale_f16, p.io_type, key_plane.tensor_scale);
-          x = DecodeElement(RowAddress(value_plane, kElem, slot, kv_head),
-                            ScaleAddress(value_plane, scale_f16, slot, kv_head), d, kElem, group,
-                            scale_f16, p.io_type, value_plane.tensor_scale);
+          k = DecodePlaneElement(key_plane, kElem, slot, kv_head, d, group, scale_f16, p.io_type);
+          x = DecodePlaneElement(value_plane, kElem, slot, kv_head, d, group, scale_f16, p.io_type);
         }
         keys[j * ks + d] = k;
         values[j * dim + d] = x;

@@ -25,7 +25,6 @@ namespace dynattn::gpu {
 namespace {
 
 // core/'s shared rules, used unqualified by the kernels below.
-using internal::DecodeElement;
 using internal::EncodeRow;
 using internal::LoadActivationOf;
 using internal::OwnerOfRow;
@@ -55,6 +54,14 @@ __global__ void WriteTokensKernel(internal::WriteProblem p, int64_t tokens) {
   const void* src = plane_index == 0 ? p.current_key : p.current_value;
   const int64_t first = p.SourceOffset(plane_index, t, head);
   const auto load = [&](int d) { return LoadActivationOf(src, first + d, p.io_type); };
+  if (internal::DimStride(plane) > 1) {  // a dimension-major (so unquantized) row, element-wise
+    for (int d = 0; d < dim; ++d) {
+      const auto element = [&](int) { return load(d); };
+      EncodeRow(element, kElem, 1, 1, scale_f16, io_f16,
+                internal::ElementAddress(plane, kElem, slot, head, d), nullptr, plane.tensor_scale);
+    }
+    return;
+  }
   EncodeRow(load, kElem, dim, cache.quant_group, scale_f16, io_f16,
             RowAddress(plane, kElem, slot, head), ScaleAddress(plane, scale_f16, slot, head),
             plane.tensor_scale);
@@ -76,12 +83,10 @@ __global__ void GatherKernel(internal::GatherProblem p, int64_t rows) {
   const CachePlane& plane = plane_index == 0 ? cache.key : cache.value;
   const bool scale_f16 = cache.scale_type == ScaleType::kF16;
   const int dim = cache.head_dim;
-  const char* src = RowAddress(plane, kElem, slot, head);
-  const char* scale = ScaleAddress(plane, scale_f16, slot, head);
   void* out = plane_index == 0 ? p.key : p.value;
   for (int d = 0; d < dim; ++d) {
-    const float x = DecodeElement(src, scale, d, kElem, cache.quant_group, scale_f16, p.io_type,
-                                  plane.tensor_scale);
+    const float x = internal::DecodePlaneElement(plane, kElem, slot, head, d, cache.quant_group,
+                                                 scale_f16, p.io_type);
     for (int r = 0; r < p.num_repeat; ++r) {
       StoreActivationOf(x, out, p.OutputOffset(plane_index, row, head * p.num_repeat + r) + d,
                         p.io_type);

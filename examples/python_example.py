@@ -28,5 +28,13 @@ sinks = torch.full((8,), 0.5)  # this layer's learned sinks: float32, one per qu
 local = plan.run(q, k, v, cache, context=context, window_left=3, sinks=sinks)
 assert torch.equal(local, dynattn.unified_attention(q, k, v, query_start_loc, context_lens,
                                                     block_table, cache, window_left=3, sinks=sinks))
+
+# vLLM's CPU backend keeps one tensor [2, num_blocks, Hkv, block_size, D] whose keys are
+# dimension-major inside a block ([D, block_size]): read and written in place, as vLLM lays it out.
+vllm_kv = torch.stack([key_cache.permute(0, 2, 3, 1).reshape(64, 2, 16, 64),
+                       value_cache.permute(0, 2, 1, 3)])
+vllm_out = dynattn.unified_attention(q, k, v, query_start_loc, context_lens, block_table,
+                                     dynattn.vllm_cpu_block_cache(vllm_kv))
+assert torch.equal(vllm_out, out)  # the same values in vLLM's layout: the same bits
 print(f"dynattn {dynattn.__version__} ({dynattn.cpu_target()}): {plan.backend}, "
       f"{plan.unified_summary.phase}, out {tuple(out.shape)} {out.dtype}")

@@ -194,6 +194,9 @@ CachePlane ToPlane(const dynattn_cache_plane_t& in) {
   plane.scale_slot_stride = in.scale_slot_stride;
   plane.scale_head_stride = in.scale_head_stride;
   plane.tensor_scale = in.tensor_scale;
+  plane.dim_stride = in.dim_stride;
+  plane.slots_per_tile = in.slots_per_tile;
+  plane.tile_stride = in.tile_stride;
   return plane;
 }
 
@@ -206,6 +209,9 @@ dynattn_cache_plane_t FromPlane(const CachePlane& in) {
   plane.scale_slot_stride = in.scale_slot_stride;
   plane.scale_head_stride = in.scale_head_stride;
   plane.tensor_scale = in.tensor_scale;
+  plane.dim_stride = in.dim_stride;
+  plane.slots_per_tile = in.slots_per_tile;
+  plane.tile_stride = in.tile_stride;
   return plane;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/cache_rows.h"
 #include "src/context.h"
 #include "src/validate.h"
 
@@ -61,8 +62,9 @@ CachePlane RebasePlane(const CachePlane& plane, const PlannedCache& planned,
 
 bool SamePlaneGeometry(const CachePlane& a, const CachePlane& b) {
   return a.slot_stride == b.slot_stride && a.head_stride == b.head_stride &&
-         a.scale_slot_stride == b.scale_slot_stride && a.scale_head_stride == b.scale_head_stride &&
-         (a.scale == nullptr) == (b.scale == nullptr);
+         internal::DimStride(a) == internal::DimStride(b) && a.slots_per_tile == b.slots_per_tile &&
+         a.tile_stride == b.tile_stride && a.scale_slot_stride == b.scale_slot_stride &&
+         a.scale_head_stride == b.scale_head_stride && (a.scale == nullptr) == (b.scale == nullptr);
 }
 
 bool SameGeometry(const CacheDesc& a, const CacheDesc& b) {

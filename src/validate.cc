@@ -529,6 +529,20 @@ Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int h
                                      d.value.slot_stride % 2 || d.value.head_stride % 2)) {
     return Status::Invalid("cache_desc", "int4 strides count nibbles and must be even");
   }
+  for (const CachePlane* plane : {&d.key, &d.value}) {
+    const char* which = plane == &d.key ? "key" : "value";
+    if (plane->dim_stride < 0 || plane->slots_per_tile < 0 || plane->tile_stride < 0) {
+      return Status::Invalid("cache_desc", std::string(which) +
+                                               " plane: dim_stride, slots_per_tile and "
+                                               "tile_stride must be >= 0");
+    }
+    if (quantized && (plane->dim_stride > 1 || plane->slots_per_tile > 0)) {
+      return Status::Invalid("cache_desc",
+                             std::string(which) +
+                                 " plane: dimension-major rows (dim_stride > 1) and tiled slots "
+                                 "need an unquantized cache (fp32, fp16, bf16, fp8)");
+    }
+  }
   return Status::Ok();
 }
 

@@ -472,6 +472,19 @@ struct EngineCache {
     return 0;
   }
 
+  /// Whether plane `kv` stores its rows dimension-major: vLLM's CPU keys, [D, block_size] per
+  /// (block, head) (vLLM's cpu_attn backend, csrc/cpu/cpu_attn_vec*.hpp), so element d of token
+  /// t of a block sits d * block_size + t elements into the (block, head) region.
+  bool DimMajor(int kv) const { return kind == Kind::kVllmCpu && kv == 0; }
+
+  /// Byte of element d of (kv, page, token, head) in its buffer, by the engine's layout.
+  int64_t ElementByte(int kv, int64_t page, int64_t t, int64_t h, int64_t d) const {
+    const int64_t element_bytes = Bits() / 8;  // unquantized: whole bytes
+    if (!DimMajor(kv)) return Row(kv, page, t, h) * RowBytes() + d * element_bytes;
+    const int64_t region = Row(kv, page, 0, h);  // the (block, head)'s first row
+    return (region * dim + d * page_size + t) * element_bytes;
+  }
+
   /// Tensor shape of a buffer whose rows have `last` entries.
   std::vector<int64_t> Shape(int64_t last) const {
     const int64_t p = pages, ps = page_size, h = heads;
@@ -560,6 +573,15 @@ bool MirrorRows(const EngineCache& c, dynattn_ref::Array* cache, dynattn_ref::Ar
           const int64_t ref_row = ((page * c.page_size + t) * 2 + kv) * c.heads + h;
           const int64_t row = c.Row(kv, page, t, h);
           uint8_t* r = cache->bytes.data() + ref_row * c.RowBytes();
+          if (c.DimMajor(kv)) {  // element by element
+            const int64_t size = c.Bits() / 8;
+            for (int64_t d = 0; d < c.dim; ++d) {
+              const uint8_t* e = c.data[c.Buffer(kv)].data() + c.ElementByte(kv, page, t, h, d);
+              if (to_ref) std::memcpy(r + d * size, e, size);
+              if (!to_ref && std::memcmp(r + d * size, e, size) != 0) return false;
+            }
+            continue;
+          }
           const uint8_t* e = c.data[c.Buffer(kv)].data() + row * c.RowBytes();
           if (to_ref) std::memcpy(r, e, c.RowBytes());
           if (!to_ref && std::memcmp(r, e, c.RowBytes()) != 0) return false;
@@ -753,7 +775,8 @@ void CheckEngineSteps(uint64_t seed, bool unified) {
                         Kind::kFiHnd,   Kind::kFiNhdCombined, Kind::kFiHndCombined};
   for (int i = 0; i < 120; ++i) {
     const Kind kind = kinds[i % 6];
-    const int quant_bit = std::vector<int>{0, 8, 0, 4}[(i / 6) % 4];
+    // vLLM's CPU cache is unquantized (its keys are dimension-major).
+    const int quant_bit = kind == Kind::kVllmCpu ? 0 : std::vector<int>{0, 8, 0, 4}[(i / 6) % 4];
     const DType io = Rand(rng, 0, 1) ? DType::kF32 : DType::kF16;
     const Step s = RandomStep(rng, Rand(rng, 1, 5), 0);
     EngineCache c = RandomEngineCache(rng, kind, s.num_blocks, s.block_size, quant_bit, io);
@@ -981,22 +1004,27 @@ TEST_SUITE("adapters") {
       do byte = static_cast<uint8_t>(rng());
       while ((byte & 0x7F) == 0x7F);  // no NaN codes
     }
-    // Calls row(vllm_row, pmx_row) for every (K/V, block, head, slot): vLLM's CPU layout
-    // [2, nb, Hkv, bs, D] against PMX layout 3, [1, 2, Hkv, MaxT = nb * bs, D].
-    const auto for_each_row = [&](const std::function<void(size_t, size_t)>& row) {
+    // Calls element(vllm_byte, pmx_byte) for every (K/V, block, head, slot, dimension): vLLM's
+    // CPU layout [2, nb, Hkv, bs, D], keys [D, bs] and values [bs, D] per (block, head) (vLLM's
+    // cpu_attn backend, as its reshape_and_cache writes them), against PMX layout 3,
+    // [1, 2, Hkv, MaxT = nb * bs, D].
+    const auto for_each_element = [&](const std::function<void(size_t, size_t)>& element) {
       for (int kv = 0; kv < 2; ++kv) {
         for (int b = 0; b < nb; ++b) {
           for (int h = 0; h < hkv; ++h) {
+            const size_t region = ((size_t(kv) * nb + b) * hkv + h) * bs * d;
             for (int t = 0; t < bs; ++t) {
-              row(((size_t(kv) * nb + b) * hkv + h) * bs + t,
-                  (size_t(kv) * hkv + h) * (nb * bs) + b * bs + t);
+              for (int e = 0; e < d; ++e) {
+                element(region + (kv == 0 ? size_t(e) * bs + t : size_t(t) * d + e),
+                        ((size_t(kv) * hkv + h) * (nb * bs) + b * bs + t) * d + e);
+              }
             }
           }
         }
       }
     };
     std::vector<uint8_t> pmx(vllm.size());
-    for_each_row([&](size_t from, size_t to) { std::memcpy(&pmx[to * d], &vllm[from * d], d); });
+    for_each_element([&](size_t from, size_t to) { pmx[to] = vllm[from]; });
     TensorView vllm_view = TensorView::Dense(vllm.data(), DType::kF8E4M3, {2, nb, hkv, bs, d});
     BlockCache from_vllm, from_pmx;
     REQUIRE(dynattn::MakeVllmCpuBlockCache(vllm_view, {}, CacheFormat{}, &from_vllm).ok());
@@ -1053,10 +1081,14 @@ TEST_SUITE("adapters") {
     for (float x : out_vllm) REQUIRE(std::isfinite(x));
     // The fresh tokens were written as the same fp8 bytes in both layouts.
     int differing = 0;
-    for_each_row([&](size_t from, size_t to) {
-      differing += std::memcmp(&pmx[to * d], &vllm[from * d], d) != 0;
-    });
+    for_each_element([&](size_t from, size_t to) { differing += pmx[to] != vllm[from]; });
     CHECK(differing == 0);
+    // A quantized format is refused: vLLM's CPU cache has none.
+    CacheFormat int8;
+    int8.quant_bit = 8;
+    CHECK(dynattn::MakeVllmCpuBlockCache(vllm_view, {}, int8, &from_vllm)
+              .message()
+              .rfind("quant_bit:", 0) == 0);
   }
 
   TEST_CASE("every validation rule names its input") {

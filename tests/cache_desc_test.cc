@@ -92,6 +92,77 @@ SplitCache Split(const dynattn::CacheDesc& pmx) {
   return out;
 }
 
+/// A dimension-major copy of an unquantized PMX cache layer: slots in tiles of `tile` slots,
+/// each tile [Hkv, D, tile] per plane (element d of the tile's slot t at d * tile + t), as vLLM's
+/// CPU backend keeps its keys per block; `key_only` leaves the values token-major (vLLM's own
+/// mix).
+struct DimMajorCache {
+  std::vector<uint8_t> key, value;
+  dynattn::CacheDesc desc;
+  int64_t tile = 1;
+  bool key_only = false;
+
+  /// Byte of element d of (slot, head) in a dimension-major plane.
+  int64_t Byte(int64_t slot, int h, int d, int64_t heads, int64_t dim, int64_t size) const {
+    return ((slot / tile * heads + h) * dim * tile + d * tile + slot % tile) * size;
+  }
+};
+
+DimMajorCache ToDimMajor(const dynattn::CacheDesc& pmx, int64_t tile, bool key_only) {
+  DimMajorCache out;
+  out.desc = pmx;
+  out.tile = tile;
+  out.key_only = key_only;
+  const int64_t heads = pmx.num_kv_heads, dim = pmx.head_dim, size = RowBytes(pmx) / dim;
+  const int64_t tiles = (pmx.num_slots + tile - 1) / tile;
+  const SplitCache split = Split(pmx);  // token-major rows (slot, head)
+  out.key.assign(tiles * tile * heads * dim * size, 0xFF);
+  out.value = key_only ? split.value : out.key;
+  for (int64_t s = 0; s < pmx.num_slots; ++s) {
+    for (int h = 0; h < heads; ++h) {
+      for (int d = 0; d < dim; ++d) {
+        const int64_t from = ((s * heads + h) * dim + d) * size;
+        const int64_t to = out.Byte(s, h, d, heads, dim, size);
+        std::memcpy(&out.key[to], &split.key[from], size);
+        if (!key_only) std::memcpy(&out.value[to], &split.value[from], size);
+      }
+    }
+  }
+  for (int kv = 0; kv < 2; ++kv) {
+    dynattn::CachePlane& p = kv == 0 ? out.desc.key : out.desc.value;
+    p.data = kv == 0 ? out.key.data() : out.value.data();
+    p.scale = nullptr;
+    if (kv == 1 && key_only) {  // token-major (slot, head) rows
+      p.slot_stride = heads * dim;
+      p.head_stride = dim;
+      continue;
+    }
+    p.slot_stride = 1;
+    p.head_stride = dim * tile;
+    p.dim_stride = tile;
+    p.slots_per_tile = tile;
+    p.tile_stride = heads * dim * tile;
+  }
+  return out;
+}
+
+/// The token-major rows of a dimension-major copy, as Split would lay them out.
+std::vector<uint8_t> TokenMajor(const DimMajorCache& c, int kv, const dynattn::CacheDesc& pmx) {
+  const int64_t heads = pmx.num_kv_heads, dim = pmx.head_dim, size = RowBytes(pmx) / dim;
+  if (kv == 1 && c.key_only) return c.value;
+  const std::vector<uint8_t>& plane = kv == 0 ? c.key : c.value;
+  std::vector<uint8_t> rows(pmx.num_slots * heads * dim * size);
+  for (int64_t s = 0; s < pmx.num_slots; ++s) {
+    for (int h = 0; h < heads; ++h) {
+      for (int d = 0; d < dim; ++d) {
+        std::memcpy(&rows[((s * heads + h) * dim + d) * size],
+                    &plane[c.Byte(s, h, d, heads, dim, size)], size);
+      }
+    }
+  }
+  return rows;
+}
+
 /// MHCA arguments over `inputs` (everything but the cache and the output).
 dynattn::MultiHeadCacheAttentionArgs ArgsWithoutCache(dynattn_ref::Tensors* inputs) {
   return dynattn::MultiHeadCacheAttentionArgsByName([inputs](const std::string& name) {
@@ -99,6 +170,23 @@ dynattn::MultiHeadCacheAttentionArgs ArgsWithoutCache(dynattn_ref::Tensors* inpu
     const bool bound = it != inputs->end() && name != "cache" && name != "scale";
     return bound ? ViewOf(it->second) : dynattn::TensorView{};
   });
+}
+
+/// The output of `c` (MHCA) run over `desc` instead of its PMX cache tensor.
+Array RunOverDesc(const Case& c, const dynattn::CacheDesc* desc) {
+  Case raw = c;
+  raw.inputs.erase("cache");
+  raw.inputs.erase("scale");
+  Array out = dynattn_ref::MakeArray(c.inputs.at("query").dt, c.inputs.at("query").shape);
+  dynattn::MultiHeadCacheAttentionArgs args = ArgsWithoutCache(&raw.inputs);
+  args.cache_desc = desc;
+  args.attn_output = ViewOf(out);
+  dynattn::MultiHeadCacheAttentionAttrs attrs;
+  attrs.attention = AttentionAttrsOf(c.attrs);
+  attrs.cache = CacheAttrsOf(c.attrs);
+  const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
+  REQUIRE_MESSAGE(status.ok(), status.message());
+  return out;
 }
 
 TEST_SUITE("cache_desc") {
@@ -120,20 +208,8 @@ TEST_SUITE("cache_desc") {
                   CacheAttrsOf(c.attrs), kv_heads, c.attrs.head_dim, &pmx)
                   .ok());
       SplitCache split = Split(pmx);
-      Case raw = c;
-      raw.inputs.erase("cache");
-      raw.inputs.erase("scale");
-      Array out = dynattn_ref::MakeArray(c.inputs.at("query").dt, c.inputs.at("query").shape);
-      dynattn::MultiHeadCacheAttentionArgs args = ArgsWithoutCache(&raw.inputs);
-      args.cache_desc = &split.desc;
-      args.attn_output = ViewOf(out);
-      dynattn::MultiHeadCacheAttentionAttrs attrs;
-      attrs.attention = AttentionAttrsOf(c.attrs);
-      attrs.cache = CacheAttrsOf(c.attrs);
-      const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
-      REQUIRE_MESSAGE(status.ok(), status.message());
       std::string why;
-      CHECK_MESSAGE(SameBytes(out, pmx_result.attn_output, &why), why);
+      CHECK_MESSAGE(SameBytes(RunOverDesc(c, &split.desc), pmx_result.attn_output, &why), why);
 
       // The rows written into the split copy equal those written into the PMX tensor.
       Array after = pmx_result.cache;
@@ -149,6 +225,75 @@ TEST_SUITE("cache_desc") {
       CHECK(split.value == expected.value);
       CHECK(split.key_scale == expected.key_scale);
       CHECK(split.value_scale == expected.value_scale);
+    }
+  }
+
+  TEST_CASE("dimension-major planes in tiles give the token-major bits on every target") {
+    dynattn_ref::GenOptions options;
+    options.pins.cache_elem = -1;
+    int ran = 0;
+    for (int i = 0; ran < 24 && i < 200; ++i) {
+      const uint64_t seed = BaseSeed() + 970000 + i;
+      const Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
+      if (c.attrs.quant_bit != 0) continue;  // dimension-major planes are unquantized
+      ++ran;
+      INFO("seed " << seed << ": " << c.description);
+      Array cache = c.inputs.at("cache");
+      dynattn::CacheDesc pmx;
+      const int kv_heads = c.attrs.num_kv_heads ? c.attrs.num_kv_heads : c.attrs.num_heads;
+      REQUIRE(dynattn::MakePmxCacheDesc(ViewOf(cache), {}, CacheAttrsOf(c.attrs), kv_heads,
+                                        c.attrs.head_dim, &pmx)
+                  .ok());
+      const int64_t tile = 1 + static_cast<int64_t>(seed % 7);
+      const bool key_only = i % 2 == 0;
+      ForEachTarget([&](const std::string& target) {
+        INFO("tile " << tile << (key_only ? " keys only" : " keys and values") << " on " << target);
+        const LibResult token_major = RunLibrary(c);
+        REQUIRE(token_major.status.ok());
+        DimMajorCache dim_major = ToDimMajor(pmx, tile, key_only);
+        std::string why;
+        CHECK_MESSAGE(SameBytes(RunOverDesc(c, &dim_major.desc), token_major.attn_output, &why),
+                      why);
+        // The new tokens landed where the layout says, as the same bytes.
+        Array after = token_major.cache;
+        dynattn::CacheDesc pmx_after;
+        REQUIRE(dynattn::MakePmxCacheDesc(ViewOf(after), {}, CacheAttrsOf(c.attrs), kv_heads,
+                                          c.attrs.head_dim, &pmx_after)
+                    .ok());
+        const SplitCache expected = Split(pmx_after);
+        CHECK(TokenMajor(dim_major, 0, pmx) == expected.key);
+        CHECK(TokenMajor(dim_major, 1, pmx) == expected.value);
+      });
+    }
+    CHECK(ran == 24);
+  }
+
+  TEST_CASE("dimension-major or tiled planes of a quantized cache are refused, by name") {
+    for (int i = 0; i < 40; ++i) {
+      Case c = dynattn_ref::RandomCase("multi_head_cache_attention", BaseSeed() + 980000 + i);
+      if (c.attrs.quant_bit == 0) continue;
+      INFO(c.description);
+      Array cache = c.inputs.at("cache");
+      Array scale = c.inputs.at("scale");
+      dynattn::CacheDesc desc;
+      const int kv_heads = c.attrs.num_kv_heads ? c.attrs.num_kv_heads : c.attrs.num_heads;
+      REQUIRE(dynattn::MakePmxCacheDesc(ViewOf(cache), ViewOf(scale), CacheAttrsOf(c.attrs),
+                                        kv_heads, c.attrs.head_dim, &desc)
+                  .ok());
+      (i % 2 ? desc.key : desc.value).dim_stride = 2;
+      if (i % 3 == 0) (i % 2 ? desc.key : desc.value).dim_stride = -1;
+      Array out = dynattn_ref::MakeArray(c.inputs.at("query").dt, c.inputs.at("query").shape);
+      const Array before = c.inputs.at("cache");
+      dynattn::MultiHeadCacheAttentionArgs args = ArgsWithoutCache(&c.inputs);
+      args.cache_desc = &desc;
+      args.attn_output = ViewOf(out);
+      dynattn::MultiHeadCacheAttentionAttrs attrs;
+      attrs.attention = AttentionAttrsOf(c.attrs);
+      attrs.cache = CacheAttrsOf(c.attrs);
+      const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
+      CHECK_MESSAGE(status.message().find("cache_desc: ") == 0, status.message());
+      CHECK(status.message().find(i % 3 == 0 ? ">= 0" : "unquantized") != std::string::npos);
+      CHECK(cache.bytes == before.bytes);
     }
   }
 

@@ -1515,6 +1515,76 @@ TEST_SUITE("gpu") {
   TEST_CASE("window, soft-cap, scale, sinks, bf16 and fp8 on the CUDA unified rows") {
     feature::RunTrials(16, &feature::CheckUnified);
   }
+  TEST_CASE("vLLM's CPU layout (dimension-major keys) on the device: the CPU's cache bytes") {
+    // 3 requests (a decode, a 2-token decode, a 5-token chunk) over 6 blocks of 4 slots, Hq 4,
+    // Hkv 2, D 16, an fp16 cache [2, nb, Hkv, bs, D] with keys [D, bs] per (block, head).
+    const int64_t nb = 6, bs = 4, hkv = 2, hq = 4, d = 16, tokens = 8;
+    std::mt19937_64 rng(dynattn_test::BaseSeed() + 6300);
+    std::normal_distribution<float> normal;
+    std::vector<uint8_t> cache(size_t{2} * nb * hkv * bs * d * 2);
+    for (size_t i = 0; i < cache.size(); i += 2) {
+      const uint16_t h = dynattn::FloatToHalf(normal(rng));
+      std::memcpy(&cache[i], &h, 2);
+    }
+    std::vector<uint8_t> query(size_t{tokens} * hq * d * 4), key(size_t{tokens} * hkv * d * 4),
+        value(key.size());
+    for (std::vector<uint8_t>* v : {&query, &key, &value}) {
+      for (size_t i = 0; i < v->size(); i += 4) {
+        const float x = normal(rng);
+        std::memcpy(v->data() + i, &x, 4);
+      }
+    }
+    const int64_t qsl[4] = {0, 1, 3, 8}, ctx[3] = {6, 3, 2}, table[3 * 2] = {4, 1, 0, 3, 5, 2};
+    const auto run = [&](bool device, std::vector<uint8_t>* kv, std::vector<float>* out) {
+      std::vector<uint8_t> out_bytes(query.size(), 0xFF);
+      const feature::DeviceBytes kv_d(*kv), q_d(query), k_d(key), v_d(value), out_d(out_bytes);
+      const auto place = [&](std::vector<uint8_t>& host, const feature::DeviceBytes& dev,
+                             std::vector<int64_t> shape, dynattn::DType dtype) {
+        dynattn::TensorView t = dynattn::TensorView::Dense(
+            device ? dev.get() : host.data(), dtype, static_cast<int>(shape.size()), shape.data());
+        if (device) t.device = dynattn::Device::kCuda;
+        return t;
+      };
+      dynattn::BlockCache bc;
+      REQUIRE(dynattn::MakeVllmCpuBlockCache(
+                  place(*kv, kv_d, {2, nb, hkv, bs, d}, dynattn::DType::kF16), {},
+                  dynattn::CacheFormat{}, &bc)
+                  .ok());
+      dynattn::UnifiedAttentionAttrs a;
+      a.num_heads = hq;
+      a.num_kv_heads = hkv;
+      a.head_dim = d;
+      dynattn::UnifiedAttentionArgs args;
+      args.query = place(query, q_d, {tokens, hq, d}, dynattn::DType::kF32);
+      args.current_key = place(key, k_d, {tokens, hkv, d}, dynattn::DType::kF32);
+      args.current_value = place(value, v_d, {tokens, hkv, d}, dynattn::DType::kF32);
+      args.query_start_loc = dynattn::TensorView::Dense(qsl, dynattn::DType::kI64, {4});
+      args.context_lens = dynattn::TensorView::Dense(ctx, dynattn::DType::kI64, {3});
+      args.block_table = dynattn::TensorView::Dense(table, dynattn::DType::kI64, {3, 2});
+      args.cache = &bc;
+      args.attn_output = place(out_bytes, out_d, {tokens, hq, d}, dynattn::DType::kF32);
+      const dynattn::Status status = dynattn::UnifiedAttention(a, args);
+      REQUIRE_MESSAGE(status.ok(), status.message());
+      if (device) {
+        REQUIRE_CUDA(cudaDeviceSynchronize());
+        *kv = kv_d.Fetch();
+        out_bytes = out_d.Fetch();
+      }
+      out->resize(out_bytes.size() / 4);
+      std::memcpy(out->data(), out_bytes.data(), out_bytes.size());
+    };
+    std::vector<uint8_t> cpu_cache = cache, gpu_cache = cache;
+    std::vector<float> cpu_out, gpu_out;
+    run(false, &cpu_cache, &cpu_out);
+    run(true, &gpu_cache, &gpu_out);
+    CHECK(cpu_cache == gpu_cache);  // the new tokens' keys landed dimension-major on both
+    CHECK(cpu_cache != cache);
+    for (size_t i = 0; i < cpu_out.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(std::isfinite(cpu_out[i]));
+      CHECK(std::fabs(gpu_out[i] - cpu_out[i]) <= 1e-5f * (1.0f + std::fabs(cpu_out[i])));
+    }
+  }
   TEST_CASE("row-strided activations on the device give the dense call's bits") {
     const char* const ops[] = {"key_value_cache", "multi_head_attention",
                                "multi_head_cache_attention", "unified_attention"};

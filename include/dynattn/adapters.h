@@ -63,8 +63,12 @@ DYNATTN_EXPORT Status MakeCombinedBlockCache(const TensorView& kv, const TensorV
                                              PageLayout layout, const CacheFormat& format,
                                              BlockCache* out);
 
-/// Block cache over vLLM's CPU-backend cache [2, num_blocks, Hkv, block_size, D] (head-major
-/// inside a block) and its optional scale tensor.
+/// Block cache over vLLM's CPU-backend cache, the tensor [2, num_blocks, Hkv, block_size, D] of
+/// its `cpu_attn` backend (csrc/cpu/cpu_attn_vec.hpp, cpu_attn_vec16.hpp; vLLM main as of late
+/// 2025): inside each (block, head), values are token-major [block_size, D] and keys are
+/// dimension-major [D, block_size] (key element d of token t at d * block_size + t), as its
+/// `reshape_and_cache` writes them. Unquantized formats only (`format.quant_bit` 0, no
+/// `kv_scale`); the library's writes of new tokens follow the same layout.
 DYNATTN_EXPORT Status MakeVllmCpuBlockCache(const TensorView& kv, const TensorView& kv_scale,
                                             const CacheFormat& format, BlockCache* out);
 

@@ -158,6 +158,14 @@ typedef struct dynattn_cache_plane_t {
    *  Ignored by every other format. Filled by dynattn_make_pmx_cache_desc and the block-cache
    *  makers (1.0); the ops' k_scale / v_scale inputs replace it for a call. */
   float tensor_scale;
+  /** Elements between elements d and d + 1 of a row: 0 or 1 for contiguous (token-major) rows,
+   *  more for a dimension-major block (vLLM's CPU keys, [D, block_size]: block_size). */
+  int64_t dim_stride;
+  /** > 0: slots in tiles of this many, tile_stride elements apart; slot s sits at
+   *  (s / slots_per_tile) * tile_stride + (s % slots_per_tile) * slot_stride. 0: at
+   *  s * slot_stride. Dimension-major and tiled planes are unquantized only. */
+  int64_t slots_per_tile;
+  int64_t tile_stride; /**< Elements between tiles of slots (with slots_per_tile). */
 } dynattn_cache_plane_t;
 
 /** One layer of a KV cache (dynattn::CacheDesc): a plain value that borrows the cache memory.

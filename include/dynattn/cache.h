@@ -45,10 +45,17 @@ enum class ScaleType : uint8_t { kF16, kF32 };
 /// One plane (keys or values) of a cache, already offset to the layer in use.
 ///
 /// Element `d` of (slot `s`, KV head `h`) lives at element offset
-/// `s * slot_stride + h * head_stride + d` from `data`; its scale at
-/// `s * scale_slot_stride + h * scale_head_stride + d / quant_group` from `scale`.
-/// Offsets count elements of the storage type; for int4 they count nibbles (byte = offset / 2),
-/// so both int4 strides must be even.
+/// `SlotOffset(s) + h * head_stride + d * dim_stride` from `data`, where `SlotOffset(s)` is
+/// `s * slot_stride`, or with tiles `(s / slots_per_tile) * tile_stride + (s % slots_per_tile) *
+/// slot_stride`; its scale at `s * scale_slot_stride + h * scale_head_stride + d / quant_group`
+/// from `scale`. Offsets count elements of the storage type; for int4 they count nibbles
+/// (byte = offset / 2), so both int4 strides must be even.
+///
+/// Rows are usually token-major (`dim_stride` 1: a row's D elements are contiguous). A
+/// dimension-major block stores one dimension of the block's tokens contiguously instead: vLLM's
+/// CPU backend keeps its keys as [D, block_size] per (block, head), which is `dim_stride =
+/// block_size`, `slot_stride = 1`, and tiles of the block cache's slots (MakeVllmCpuBlockCache).
+/// Dimension-major and tiled planes must be unquantized (fp32, fp16, bf16, fp8).
 struct CachePlane {
   void* data = nullptr;           ///< Element (0,0,0) of this plane.
   int64_t slot_stride = 0;        ///< Elements (nibbles for int4) between consecutive slots.
@@ -60,6 +67,11 @@ struct CachePlane {
   /// tensor_scale`; a value x is stored as `fp8_satfinite_rne(x / tensor_scale)`. The ops' optional
   /// `k_scale` / `v_scale` inputs replace it for the call. Ignored by every other format.
   float tensor_scale = 1.0f;
+  /// Elements between elements d and d + 1 of a row; 0 or 1: contiguous rows.
+  int64_t dim_stride = 1;
+  /// > 0: slots come in tiles of this many, `tile_stride` elements apart (see above); 0: none.
+  int64_t slots_per_tile = 0;
+  int64_t tile_stride = 0;  ///< Elements between consecutive tiles of slots (with tiles).
 };
 
 /// Everything the kernels need to read and write one layer of a KV cache.

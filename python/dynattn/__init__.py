@@ -671,8 +671,10 @@ def combined_block_cache(kv, kv_scale=None, layout="NHD", quant_bit=0, quant_gro
 
 def vllm_cpu_block_cache(kv, kv_scale=None, quant_bit=0, quant_group=8, *, cache_dtype=None,
                          k_scale=1.0, v_scale=1.0):
-    """A :class:`BlockCache` over vLLM's CPU-backend cache [2, num_blocks, Hkv, block_size, D].
-    fp8 caches as in :func:`paged_block_cache`."""
+    """A :class:`BlockCache` over vLLM's CPU-backend cache [2, num_blocks, Hkv, block_size, D]
+    as its ``cpu_attn`` backend lays it out: per (block, head) the values are [block_size, D] and
+    the keys [D, block_size] (dimension-major). Unquantized only; fp8 caches as in
+    :func:`paged_block_cache`."""
     kv, cache_dtype = _fp8_bytes(kv, cache_dtype)
     _check_tensor_scales(cache_dtype, k_scale, v_scale)
     return _C._vllm_cpu_block_cache(kv, kv_scale, quant_bit, quant_group, cache_dtype, k_scale,

@@ -104,6 +104,12 @@ Status MakeCombinedBlockCache(const TensorView& kv, const TensorView& kv_scale, 
 
 Status MakeVllmCpuBlockCache(const TensorView& kv, const TensorView& kv_scale,
                              const CacheFormat& format, BlockCache* out) {
+  if (format.quant_bit != 0) {
+    return Status::Invalid("quant_bit",
+                           "must be 0: vLLM's CPU cache is unquantized (fp32, fp16, "
+                           "bf16, fp8), got " +
+                               Str(format.quant_bit));
+  }
   DYNATTN_RETURN_IF_ERROR(CheckDataTensor("kv_cache", kv, format, 5));
   if (kv.shape[0] != 2) {
     return Status::Invalid("kv_cache", "dim 0 must be 2 (K, V), got shape " + ShapeString(kv));
@@ -113,7 +119,19 @@ Status MakeVllmCpuBlockCache(const TensorView& kv, const TensorView& kv_scale,
   RowLayout rows = PageRows(PageLayout::kHND, d, 1);
   rows.value_offset = d.pages * d.page_size * d.heads;
   const char* scale_names[2] = {"kv_scale", "kv_scale"};
-  return Finish(rows, {&kv, &kv, &kv_scale, &kv_scale}, scale_names, format, d, out);
+  DYNATTN_RETURN_IF_ERROR(
+      Finish(rows, {&kv, &kv, &kv_scale, &kv_scale}, scale_names, format, d, out));
+  // Keys are dimension-major inside a (block, head): [D, block_size]. The block cache's slot
+  // block * Hkv * block_size + t (the value plane's, head-major) is element t of the tile of
+  // block `block`, whose rows are one element apart and whose dimensions block_size apart.
+  const int64_t dim = out->cache.head_dim;
+  CachePlane& key = out->cache.key;
+  key.slot_stride = 1;
+  key.head_stride = d.page_size * dim;
+  key.dim_stride = d.page_size;
+  key.slots_per_tile = d.heads * d.page_size;
+  key.tile_stride = d.heads * d.page_size * dim;
+  return Status::Ok();
 }
 
 }  // namespace dynattn

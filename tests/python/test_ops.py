@@ -177,8 +177,10 @@ def test_engine_caches_give_the_same_bits(rng):
         "combined": dynattn.combined_block_cache(np.stack([k, v], axis=1)),
         "combined HND": dynattn.combined_block_cache(
             np.stack([k, v], axis=1).transpose(0, 1, 3, 2, 4).copy(), layout="HND"),
-        "vllm cpu": dynattn.vllm_cpu_block_cache(
-            np.stack([k, v]).transpose(0, 1, 3, 2, 4).copy()),
+        # vLLM's CPU layout: per (block, head), keys [D, block_size] and values [block_size, D].
+        "vllm cpu": dynattn.vllm_cpu_block_cache(np.stack([
+            k.transpose(0, 2, 3, 1).copy().reshape(v.transpose(0, 2, 1, 3).shape),
+            v.transpose(0, 2, 1, 3)])),
         "ksana": dynattn.ksana_block_cache(
             np.stack([k, v], axis=1).reshape(step.num_blocks, -1).copy(),
             attrs=dynattn.KsanaPool(num_blocks=step.num_blocks, block_size=step.block_size,
