@@ -4,6 +4,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -447,11 +448,20 @@ void CheckRefused(const Status& status, const std::vector<Buffer>& buffers) {
   }
 }
 
+/// False when a score may overflow fp32 without a soft-cap: scores are IEEE fp32, so an infinite
+/// score makes its row NaN (inf - inf). Activations are in [-2, 2]; `largest_key` bounds |key|.
+bool ScoresStayFinite(const Call& call, float largest_key) {
+  if (call.ext.logits_soft_cap > 0.0f) return true;  // tanh maps +-inf to +-1
+  const double scale = call.ext.softmax_scale > 0.0f ? call.ext.softmax_scale : 1.0;
+  const double dot = 2.0 * largest_key * static_cast<double>(call.attrs.head_dim);
+  return scale * dot < 1e37;
+}
+
 /// False when an fp8 scale is so large that dequantized values may overflow fp32 in a row's sums
 /// (or, with fp16 outputs, fp16: a cached fp8 code times the scale may pass 65504), or (e5m2) so
-/// small that x / scale overflows to a stored infinity: then an output may rightly be infinite or
-/// NaN.
-bool OutputsMustBeFinite(const std::vector<Buffer>& buffers) {
+/// small that x / scale overflows to a stored infinity, or when a score may overflow
+/// (ScoresStayFinite): then an output may rightly be infinite or NaN.
+bool OutputsMustBeFinite(const Call& call, const std::vector<Buffer>& buffers) {
   bool e5m2 = false, e4m3 = false, f16_outputs = false;
   for (const Buffer& b : buffers) {
     e5m2 |= b.role == Role::kCache && b.view.dtype == DType::kF8E5M2;
@@ -465,14 +475,16 @@ bool OutputsMustBeFinite(const std::vector<Buffer>& buffers) {
                                     : 0.0f;
   const float largest =
       f16_outputs && largest_code > 0 ? 65504.0f / largest_code : kMaxFiniteSafeScale;
+  float largest_seen = 1.0f;  // the fp8 planes' default scale
   for (const Buffer& b : buffers) {
     if (b.role != Role::kTensorScale || b.storage.empty() || b.view.dtype != DType::kF32) continue;
     for (int64_t i = 0; i < b.view.NumElements(); ++i) {
       const float scale = std::fabs(b.view.As<const float>()[i]);
       if (!(scale <= largest && scale >= smallest)) return false;
+      largest_seen = std::max(largest_seen, scale);
     }
   }
-  return true;
+  return ScoresStayFinite(call, largest_code > 0 ? largest_code * largest_seen : 2.0f);
 }
 
 // True when element i still holds the poison Fill wrote (all bits set).
@@ -485,8 +497,8 @@ bool IsPoison(const TensorView& v, int64_t i) {
   return true;
 }
 
-void CheckAccepted(const std::vector<Buffer>& buffers) {
-  const bool finite = OutputsMustBeFinite(buffers);
+void CheckAccepted(const Call& call, const std::vector<Buffer>& buffers) {
+  const bool finite = OutputsMustBeFinite(call, buffers);
   for (const Buffer& b : buffers) {
     if (!IsWritten(b.role) && b.storage != b.snapshot) {
       Broken(std::string("input ") + b.name + " changed by an accepted call");
@@ -537,7 +549,7 @@ int RunOneInput(const uint8_t* data, size_t size) {
     }
   } else {
     ++totals.accepted;
-    CheckAccepted(buffers);
+    CheckAccepted(call, buffers);
   }
   return 0;
 }
