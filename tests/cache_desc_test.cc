@@ -229,12 +229,10 @@ TEST_SUITE("cache_desc") {
   }
 
   TEST_CASE("dimension-major planes in tiles give the token-major bits on every target") {
-    dynattn_ref::GenOptions options;
-    options.pins.cache_elem = -1;
     int ran = 0;
     for (int i = 0; ran < 24 && i < 200; ++i) {
       const uint64_t seed = BaseSeed() + 970000 + i;
-      const Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
+      const Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed);
       if (c.attrs.quant_bit != 0) continue;  // dimension-major planes are unquantized
       ++ran;
       INFO("seed " << seed << ": " << c.description);
