@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <random>
 
-#include "core/codec.h"
+#include "dynattn/half.h"
 
 namespace dynattn::bench {
 namespace {
@@ -30,9 +30,8 @@ Array RandomF16(const std::vector<int64_t>& shape, std::mt19937_64& rng,
 Array RandomFp8(const std::vector<int64_t>& shape, std::mt19937_64& rng, DType dtype) {
   Array a = dynattn_ref::MakeArray(Dt::kI8, shape);
   std::normal_distribution<float> normal;
-  const internal::Fp8Format format =
-      dtype == DType::kF8E5M2 ? internal::Fp8Format::kE5M2 : internal::Fp8Format::kE4M3;
-  for (uint8_t& byte : a.bytes) byte = internal::F32ToFp8(normal(rng), format);
+  const auto encode = dtype == DType::kF8E5M2 ? FloatToFp8E5M2 : FloatToFp8E4M3;
+  for (uint8_t& byte : a.bytes) byte = encode(normal(rng));
   return a;
 }
 

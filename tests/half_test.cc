@@ -1,8 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The public fp16 and bfloat16 conversions (dynattn/half.h) against float64 arithmetic on the
-// formats' definitions: every one of the 65536 halves decoded and re-encoded, and random float
-// bit patterns (every exponent, NaNs included) plus exact ties rounded to nearest even.
+// The public fp16, bfloat16 and fp8 conversions (dynattn/half.h) against float64 arithmetic on the
+// formats' definitions: every half and fp8 byte decoded and re-encoded, and random float bit
+// patterns (every exponent, NaNs included) plus exact ties rounded to nearest even, fp8 saturating.
 
 #include "dynattn/half.h"
 
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <random>
 
@@ -22,6 +23,32 @@ using dynattn::Bfloat16ToFloat;
 using dynattn::FloatToBfloat16;
 using dynattn::FloatToHalf;
 using dynattn::HalfToFloat;
+
+/// One OCP fp8 format, from its definition, and the library's conversions for it.
+struct Fp8Spec {
+  const char* name;
+  int mant_bits;
+  int bias;
+  bool e4m3;  // e4m3fn: no infinities, only S.1111.111 is NaN
+  uint8_t (*encode)(float);
+  float (*decode)(uint8_t);
+};
+
+const Fp8Spec kFp8Specs[] = {
+    {"e4m3fn", 3, 7, true, dynattn::FloatToFp8E4M3, dynattn::Fp8E4M3ToFloat},
+    {"e5m2", 2, 15, false, dynattn::FloatToFp8E5M2, dynattn::Fp8E5M2ToFloat}};
+
+/// fp8 byte -> value, from the format's definition (NaN: reported through `nan`).
+double Fp8Value(const Fp8Spec& spec, uint8_t byte, bool* nan) {
+  const int exp = (byte & 0x7F) >> spec.mant_bits;
+  const int mant = byte & ((1 << spec.mant_bits) - 1);
+  const int max_exp = spec.e4m3 ? 15 : 31;
+  const double sign = (byte & 0x80) ? -1.0 : 1.0;
+  *nan = spec.e4m3 ? (exp == max_exp && mant == 7) : (exp == max_exp && mant != 0);
+  if (!spec.e4m3 && exp == max_exp) return sign * HUGE_VAL;
+  if (exp == 0) return sign * std::ldexp(mant, 1 - spec.bias - spec.mant_bits);
+  return sign * std::ldexp((1 << spec.mant_bits) + mant, exp - spec.bias - spec.mant_bits);
+}
 
 uint32_t Bits(float f) {
   uint32_t u;
@@ -109,6 +136,52 @@ TEST_SUITE("half") {
         want = half_of.at(rounded);
       }
       CHECK_MESSAGE(got == want, "f = " << f);
+    }
+  }
+
+  TEST_CASE("fp8 e4m3fn and e5m2: exact decode, nearest-even saturating encode, NaN kept") {
+    for (const Fp8Spec& spec : kFp8Specs) {
+      CAPTURE(spec.name);
+      std::map<double, uint8_t> byte_of;  // value -> byte of every finite code but -0
+      for (int b = 0; b < 256; ++b) {
+        bool nan = false;
+        const double want = Fp8Value(spec, static_cast<uint8_t>(b), &nan);
+        const float got = spec.decode(static_cast<uint8_t>(b));
+        if (nan) {
+          CHECK(std::isnan(got));
+          CHECK(spec.encode(got) == (b & 0x80 ? 0x80 : 0) + (spec.e4m3 ? 0x7F : 0x7E));
+          continue;
+        }
+        CHECK(static_cast<double>(got) == want);
+        CHECK(spec.encode(got) == b);  // -0 and e5m2's infinities included
+        if (std::isfinite(want) && !(want == 0 && (b & 0x80))) byte_of[want] = b;
+      }
+      const double largest = spec.e4m3 ? dynattn::kFp8E4M3Max : dynattn::kFp8E5M2Max;
+      CHECK(byte_of.rbegin()->first == largest);
+      std::mt19937 rng(spec.mant_bits);
+      std::uniform_int_distribution<uint32_t> any_bits;
+      for (int i = 0; i < 200000; ++i) {
+        float f;
+        if (i % 2 == 0) {  // any float near the format's range, or any float at all
+          const uint32_t bits = any_bits(rng);
+          f = i % 8 == 0 ? FromBits(bits)
+                         : FromBits((bits & 0x807FFFFFu) | ((110u + bits % 40) << 23));
+        } else {  // a tie: halfway between two adjacent finite codes
+          const auto it = std::next(byte_of.begin(), rng() % (byte_of.size() - 1));
+          f = static_cast<float>((it->first + std::next(it)->first) / 2);
+        }
+        const uint8_t got = spec.encode(f);
+        if (std::isnan(f)) {
+          CHECK(got == ((Bits(f) >> 24) & 0x80) + (spec.e4m3 ? 0x7F : 0x7E));
+          continue;
+        }
+        const double rounded = RoundToFormat(f, spec.mant_bits, 1 - spec.bias);
+        const bool infinite = std::isinf(f) && !spec.e4m3;
+        const double want = infinite ? f : std::clamp(rounded, -largest, largest);
+        bool nan = false;
+        CHECK_MESSAGE(Fp8Value(spec, got, &nan) == want, "f = " << f);
+        if (want == 0) CHECK((got & 0x80) == ((Bits(f) >> 24) & 0x80));  // -0 stays -0
+      }
     }
   }
 
