@@ -4,75 +4,72 @@
 // values, which the kernels see as an unquantized cache addressed by kvstarts.
 
 #include "dynattn/plan.h"
-#include "src/aliasing.h"
-#include "src/context.h"
-#include "src/op_fields.h"
-#include "src/ops/op_pipeline.h"
+#include "src/ops/plan_run.h"
+
+namespace dynattn::internal {
+
+template <>
+struct OpTraits<MultiHeadAttentionArgs> {
+  using Attrs = AttentionAttrs;
+  using Call = MultiHeadAttentionCall;
+  static constexpr OpKind kKind = OpKind::kMultiHeadAttention;
+  static constexpr const char* kPlacedBy = "query";
+  static constexpr bool kCacheTensors = false;
+
+  static Status Validate(const Attrs& attrs, const MultiHeadAttentionArgs& args, Call* call) {
+    return ValidateMultiHeadAttention(attrs, args, call);
+  }
+  static bool Quantized(const Attrs&) { return false; }
+  static const CacheDesc& CacheOf(const Call& call, const MultiHeadAttentionArgs&) {
+    return call.attention.kv.cache;
+  }
+
+  static void Plan(const Attrs&, const Call& call, const MultiHeadAttentionArgs&,
+                   PlanState* state) {
+    state->attention = call.attention;
+    state->OwnIndexArrays();
+    PlanAttentionWork(state);
+  }
+
+  static Status Run(const PlanState& s, const MultiHeadAttentionArgs& args, const LayerAttrs* layer,
+                    ContextState* context) {
+    // The packed K/V are the problem's cache: its planes move to this call's tensors (their row
+    // strides are its slot strides).
+    CacheDesc cache = s.attention.kv.cache;
+    cache.key.data = args.key.data;
+    cache.value.data = args.value.data;
+    cache.key.slot_stride = RowStride(args.key);
+    cache.value.slot_stride = RowStride(args.value);
+    AttentionProblem attention = AttentionFor(s, args.query, args.attn_output, cache);
+    // The plan decides whether there is a mask: an empty one (no elements) counts as none.
+    attention.mask = s.attention.mask != nullptr ? args.attn_mask.data : nullptr;
+    DYNATTN_RETURN_IF_ERROR(ApplyLayer(layer, &attention));
+    const AttentionPlan& work = s.AttentionPlanFor(attention.window_left);
+    const BackendKernels& row = *s.kernels;
+    // Every allocation of the Run happens here, before its first write.
+    DYNATTN_RETURN_IF_ERROR(
+        row.reserve(row, {.attention = &attention, .attention_plan = &work}, context));
+    return row.run_attention(row, attention, work, context);
+  }
+};
+
+}  // namespace dynattn::internal
 
 namespace dynattn {
-namespace {
 
-/// The aliasing rule (src/aliasing.h) over the call's tensors.
-Status CheckAliasing(const MultiHeadAttentionArgs& a, internal::CallPhase phase,
-                     const LayerAttrs* layer = nullptr) {
-  return internal::CheckOpAliasing(a, false, false, phase, layer);
-}
-
-}  // namespace
-
-Status PlanMultiHeadAttention(const AttentionAttrs& attrs,
-                              const MultiHeadAttentionArgs& caller_args, Plan* plan) {
-  if (plan == nullptr) return Status::Invalid("plan", "must not be null");
-  internal::WidenedIndex widen;
-  MultiHeadAttentionArgs args = caller_args;
-  internal::WidenIndexTensors(&widen, &args);
-  internal::MultiHeadAttentionCall call;
-  DYNATTN_RETURN_IF_ERROR(internal::ValidateMultiHeadAttention(attrs, args, &call));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, internal::CallPhase::kPlan));
-  std::unique_ptr<internal::PlanState> s;
-  DYNATTN_RETURN_IF_ERROR(internal::StartPlan(internal::OpKind::kMultiHeadAttention,
-                                              call.attention.kv.cache, "query", &s));
-  s->attention = call.attention;
-  s->OwnIndexArrays();
-  internal::PlanAttentionWork(s.get());
-  internal::RecordTensors(internal::DataTensorsOf(args), s.get());
-  internal::StateAccess::Reset(plan, std::move(s));
-  return Status::Ok();
+Status PlanMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
+                              Plan* plan) {
+  return internal::PlanOp(attrs, args, plan);
 }
 
 Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& args, Context* context,
                              const LayerAttrs* layer) {
-  const internal::PlanState* s = nullptr;
-  DYNATTN_RETURN_IF_ERROR(
-      internal::CheckRun(plan, internal::OpKind::kMultiHeadAttention, context, &s));
-  internal::ContextLease lease(internal::StateOf(*context));
-  DYNATTN_RETURN_IF_ERROR(lease.status());
-  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun, layer));
-  // The packed K/V are the problem's cache: its planes move to this call's tensors (their row
-  // strides are its slot strides).
-  CacheDesc cache = s->attention.kv.cache;
-  cache.key.data = args.key.data;
-  cache.value.data = args.value.data;
-  cache.key.slot_stride = internal::RowStride(args.key);
-  cache.value.slot_stride = internal::RowStride(args.value);
-  internal::AttentionProblem attention =
-      internal::AttentionFor(*s, args.query, args.attn_output, cache);
-  // The plan decides whether there is a mask: an empty one (no elements) counts as none.
-  attention.mask = s->attention.mask != nullptr ? args.attn_mask.data : nullptr;
-  DYNATTN_RETURN_IF_ERROR(internal::ApplyLayer(layer, &attention));
-  const internal::AttentionPlan& work = s->AttentionPlanFor(attention.window_left);
-  const internal::BackendKernels& row = *s->kernels;
-  // Every allocation of the Run happens here, before its first write.
-  DYNATTN_RETURN_IF_ERROR(row.reserve(row, {.attention = &attention, .attention_plan = &work},
-                                      internal::StateOf(*context)));
-  return row.run_attention(row, attention, work, internal::StateOf(*context));
+  return internal::RunOp(plan, args, context, layer);
 }
 
 Status MultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
                           const RunOptions& options) {
-  return internal::PlanAndRun(attrs, args, options, &PlanMultiHeadAttention,
-                              &RunMultiHeadAttention);
+  return internal::PlanAndRun(attrs, args, options);
 }
 
 }  // namespace dynattn

@@ -1,7 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The steps of the plan/run pipeline every op shares (src/ops/*.cc): starting a plan on its
-// dispatch row, recording the planning call's tensors, and checking a Run's plan and context.
+// The steps of the plan/run pipeline (src/ops/plan_run.h) that several ops share: starting a
+// plan on its dispatch row, recording and checking tensors, the write and attention problems of
+// a Run, per-layer attributes.
 
 #ifndef DYNATTN_SRC_OPS_OP_PIPELINE_H_
 #define DYNATTN_SRC_OPS_OP_PIPELINE_H_
@@ -9,7 +10,6 @@
 #include <array>
 #include <initializer_list>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
 #include "src/context.h"
@@ -48,12 +48,6 @@ AttentionProblem AttentionFor(const PlanState& state, const TensorView& query,
 /// the rules of AttentionAttrs and `sinks` (sinks are read in place: the Run borrows them).
 Status ApplyLayer(const LayerAttrs* layer, AttentionProblem* attention);
 
-/// A one-shot call: plan, then run on a pooled Context (`run_op`: RunKeyValueCache, or a Run
-/// that takes per-layer attributes, given none).
-template <typename Attrs, typename Args, typename RunFn>
-Status PlanAndRun(const Attrs& attrs, const Args& args, const RunOptions& options,
-                  Status (*plan_op)(const Attrs&, const Args&, Plan*), RunFn run_op);
-
 /// Records where the cache came from: PMX tensors (`scale` only when `quantized`) or `raw`.
 void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantized,
                  const CacheDesc* raw, const CacheDesc& desc, PlanState* state);
@@ -76,20 +70,6 @@ class WidenedIndex {
 
 /// The plan of `op` and a usable context, or the error naming which is wrong.
 Status CheckRun(const Plan& plan, OpKind op, const Context* context, const PlanState** state);
-
-template <typename Attrs, typename Args, typename RunFn>
-Status PlanAndRun(const Attrs& attrs, const Args& args, const RunOptions& options,
-                  Status (*plan_op)(const Attrs&, const Args&, Plan*), RunFn run_op) {
-  DYNATTN_RETURN_IF_ERROR(ValidateRunOptions(options));
-  Plan plan;
-  DYNATTN_RETURN_IF_ERROR(plan_op(attrs, args, &plan));
-  PooledContext context(options.num_threads, options.pin_threads);
-  if constexpr (std::is_invocable_v<RunFn, const Plan&, const Args&, Context*>) {
-    return run_op(plan, args, context.get());
-  } else {
-    return run_op(plan, args, context.get(), nullptr);
-  }
-}
 
 }  // namespace dynattn::internal
 

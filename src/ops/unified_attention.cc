@@ -12,17 +12,10 @@
 #include "core/softmax_state.h"
 #include "dynattn/plan.h"
 #include "dynattn/unified.h"
-#include "src/aliasing.h"
-#include "src/context.h"
-#include "src/op_fields.h"
-#include "src/ops/op_pipeline.h"
+#include "src/ops/plan_run.h"
 #include "src/unified/unified_call.h"
-#include "src/validate.h"
 
 namespace dynattn {
-
-using internal::OpKind;
-
 namespace {
 
 UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::UnifiedPlan& plan,
@@ -48,85 +41,90 @@ UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::
   return s;
 }
 
-/// The aliasing rule (src/aliasing.h) over the call's tensors.
-Status CheckAliasing(const UnifiedAttentionArgs& a, internal::CallPhase phase,
-                     const LayerAttrs* layer = nullptr) {
-  return internal::CheckOpAliasing(a, false, false, phase, layer);
-}
-
 }  // namespace
+}  // namespace dynattn
 
-Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs,
-                            const UnifiedAttentionArgs& caller_args, Plan* plan) {
-  if (plan == nullptr) return Status::Invalid("plan", "must not be null");
-  internal::WidenedIndex widen;
-  UnifiedAttentionArgs args = caller_args;
-  internal::WidenIndexTensors(&widen, &args);
-  internal::UnifiedCall call;
-  DYNATTN_RETURN_IF_ERROR(internal::ValidateUnifiedAttention(attrs, args, &call));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(caller_args, internal::CallPhase::kPlan));
-  std::unique_ptr<internal::PlanState> s;
-  DYNATTN_RETURN_IF_ERROR(
-      internal::StartPlan(OpKind::kUnifiedAttention, args.cache->cache, "cache", &s));
-  s->write = call.write;
-  s->attention = call.attention;
-  s->unified_step = call.step;
-  s->OwnIndexArrays();
-  s->unified_plan = internal::PlanUnified(s->unified_step);
-#ifndef NDEBUG
-  // Debug builds prove on every plan that each (query, key) pair has exactly one path.
-  const std::string coverage = internal::CheckCoverage(s->unified_step, s->unified_plan);
-  if (!coverage.empty()) {
-    std::fprintf(stderr, "libdynattn: unified plan coverage: %s\n", coverage.c_str());
-    std::abort();
+namespace dynattn::internal {
+
+template <>
+struct OpTraits<UnifiedAttentionArgs> {
+  using Attrs = UnifiedAttentionAttrs;
+  using Call = UnifiedCall;
+  static constexpr OpKind kKind = OpKind::kUnifiedAttention;
+  static constexpr const char* kPlacedBy = "cache";
+  static constexpr bool kCacheTensors = false;  // a BlockCache, not PMX tensors
+
+  static Status Validate(const Attrs& attrs, const UnifiedAttentionArgs& args, Call* call) {
+    return ValidateUnifiedAttention(attrs, args, call);
   }
+  static bool Quantized(const Attrs&) { return false; }
+  static const CacheDesc& CacheOf(const Call&, const UnifiedAttentionArgs& args) {
+    return args.cache->cache;
+  }
+
+  static void Plan(const Attrs&, const Call& call, const UnifiedAttentionArgs& args, PlanState* s) {
+    s->write = call.write;
+    s->attention = call.attention;
+    s->unified_step = call.step;
+    s->OwnIndexArrays();
+    s->unified_plan = PlanUnified(s->unified_step);
+#ifndef NDEBUG
+    // Debug builds prove on every plan that each (query, key) pair has exactly one path.
+    const std::string coverage = CheckCoverage(s->unified_step, s->unified_plan);
+    if (!coverage.empty()) {
+      std::fprintf(stderr, "libdynattn: unified plan coverage: %s\n", coverage.c_str());
+      std::abort();
+    }
 #endif
-  s->workspace_floats = static_cast<size_t>(s->unified_plan.num_states *
-                                            internal::StateFloats(s->attention.padded_dim));
-  s->unified_summary = Summarize(s->unified_step, s->unified_plan, args.cache->cache);
-  internal::RecordTensors(internal::DataTensorsOf(args), s.get());
-  internal::RecordCache({}, {}, false, &args.cache->cache, call.attention.kv.cache, s.get());
-  s->block_cache = *args.cache;
-  internal::StateAccess::Reset(plan, std::move(s));
-  return Status::Ok();
+    s->workspace_floats =
+        static_cast<size_t>(s->unified_plan.num_states * StateFloats(s->attention.padded_dim));
+    s->unified_summary = Summarize(s->unified_step, s->unified_plan, args.cache->cache);
+    RecordCache({}, {}, false, &args.cache->cache, call.attention.kv.cache, s);
+    s->block_cache = *args.cache;
+  }
+
+  static Status Run(const PlanState& s, const UnifiedAttentionArgs& args, const LayerAttrs* layer,
+                    ContextState* context) {
+    if (args.cache == nullptr) return Status::Invalid("cache", "is required but null");
+    const BlockCache& planned = s.block_cache;
+    if (args.cache->block_size != planned.block_size || args.cache->Stride() != planned.Stride() ||
+        args.cache->num_blocks != planned.num_blocks) {
+      return Status::Invalid("cache",
+                             "block_size, block_stride and num_blocks must match the plan's");
+    }
+    CacheDesc cache;
+    DYNATTN_RETURN_IF_ERROR(s.RunCache({}, {}, &args.cache->cache, &cache));
+    AttentionProblem attention = AttentionFor(s, args.query, args.attn_output, cache);
+    attention.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
+    DYNATTN_RETURN_IF_ERROR(ApplyLayer(layer, &attention));
+    const UnifiedPlan& work = s.UnifiedPlanFor(attention.window_left);
+    const BackendKernels& row = *s.kernels;
+    const WriteProblem write = WriteFor(s, args.current_key, args.current_value, cache);
+    // Every allocation of the Run happens here, before its first write.
+    DYNATTN_RETURN_IF_ERROR(row.reserve(
+        row, {.write = &write, .attention = &attention, .unified_plan = &work}, context));
+    DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, context));
+    return row.run_unified(row, attention, work, context);
+  }
+};
+
+}  // namespace dynattn::internal
+
+namespace dynattn {
+
+Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
+                            Plan* plan) {
+  return internal::PlanOp(attrs, args, plan);
 }
 
 Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context,
                            const LayerAttrs* layer) {
-  const internal::PlanState* s = nullptr;
-  DYNATTN_RETURN_IF_ERROR(internal::CheckRun(plan, OpKind::kUnifiedAttention, context, &s));
-  internal::ContextLease lease(internal::StateOf(*context));
-  DYNATTN_RETURN_IF_ERROR(lease.status());
-  DYNATTN_RETURN_IF_ERROR(internal::CheckTensors(*s, internal::DataTensorsOf(args)));
-  DYNATTN_RETURN_IF_ERROR(CheckAliasing(args, internal::CallPhase::kRun, layer));
-  if (args.cache == nullptr) return Status::Invalid("cache", "is required but null");
-  const BlockCache& planned = s->block_cache;
-  if (args.cache->block_size != planned.block_size || args.cache->Stride() != planned.Stride() ||
-      args.cache->num_blocks != planned.num_blocks) {
-    return Status::Invalid("cache",
-                           "block_size, block_stride and num_blocks must match the plan's");
-  }
-  CacheDesc cache;
-  DYNATTN_RETURN_IF_ERROR(s->RunCache({}, {}, &args.cache->cache, &cache));
-  internal::AttentionProblem attention =
-      internal::AttentionFor(*s, args.query, args.attn_output, cache);
-  attention.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
-  DYNATTN_RETURN_IF_ERROR(internal::ApplyLayer(layer, &attention));
-  const internal::UnifiedPlan& work = s->UnifiedPlanFor(attention.window_left);
-  const internal::BackendKernels& row = *s->kernels;
-  const internal::WriteProblem write =
-      internal::WriteFor(*s, args.current_key, args.current_value, cache);
-  // Every allocation of the Run happens here, before its first write.
-  DYNATTN_RETURN_IF_ERROR(
-      row.reserve(row, {.write = &write, .attention = &attention, .unified_plan = &work},
-                  internal::StateOf(*context)));
-  DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, internal::StateOf(*context)));
-  return row.run_unified(row, attention, work, internal::StateOf(*context));
+  return internal::RunOp(plan, args, context, layer);
 }
 
 Status UnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
                         const RunOptions& options) {
-  return internal::PlanAndRun(attrs, args, options, &PlanUnifiedAttention, &RunUnifiedAttention);
+  return internal::PlanAndRun(attrs, args, options);
 }
 
 Status DescribeUnifiedStep(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,

@@ -1,0 +1,94 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The plan/run pipeline every op runs: PlanOp (Plan*), RunOp (Run*) and PlanAndRun (the one-shot
+// call), generic over the op's Args. Each op says only what is its own, in its OpTraits
+// (src/ops/<op>.cc): how it validates, which cache picks its dispatch row, what it plans, what a
+// Run does once the pipeline has checked the plan, the context, the tensors and their aliasing.
+
+#ifndef DYNATTN_SRC_OPS_PLAN_RUN_H_
+#define DYNATTN_SRC_OPS_PLAN_RUN_H_
+
+#include <memory>
+#include <utility>
+
+#include "src/context.h"
+#include "src/op_fields.h"
+#include "src/ops/op_pipeline.h"
+#include "src/plan_state.h"
+#include "src/validate.h"
+
+namespace dynattn::internal {
+
+/// What one op adds to the pipeline, specialized in its src/ops/<op>.cc for its Args:
+///   Attrs, Call                the op's attributes and its validated call (src/validate.h)
+///   kKind, kPlacedBy           its OpKind; the input named when no backend serves its cache
+///   kCacheTensors              whether a PMX cache tensor (args.cache, .scale) may come with it
+///   Validate(attrs, args, &call)
+///   Quantized(attrs)           whether a PMX cache of the planning call has a scale tensor
+///   CacheOf(call, args)        the cache descriptor that picks the dispatch row
+///   Plan(attrs, call, args, state)   the op's problems and work into a started plan
+///   Run(state, args, layer, context) the op's steps once the pipeline checked the Run
+template <class Args>
+struct OpTraits;
+
+/// Whether the call's PMX cache tensors take part in the aliasing rule (a raw CacheDesc is
+/// trusted).
+template <class Args>
+bool PmxCacheOf(const Args& args) {
+  if constexpr (OpTraits<Args>::kCacheTensors) {
+    return args.cache_desc == nullptr;
+  } else {
+    return false;
+  }
+}
+
+/// Plan* of every op: validate, check aliasing, start the plan on its dispatch row, let the op
+/// plan its work, record the tensors a Run is checked against.
+template <class Args>
+Status PlanOp(const typename OpTraits<Args>::Attrs& attrs, const Args& caller_args, Plan* plan) {
+  using Op = OpTraits<Args>;
+  if (plan == nullptr) return Status::Invalid("plan", "must not be null");
+  WidenedIndex widen;
+  Args args = caller_args;
+  WidenIndexTensors(&widen, &args);
+  typename Op::Call call;
+  DYNATTN_RETURN_IF_ERROR(Op::Validate(attrs, args, &call));
+  DYNATTN_RETURN_IF_ERROR(CheckOpAliasing(caller_args, PmxCacheOf(caller_args),
+                                          Op::Quantized(attrs), CallPhase::kPlan));
+  std::unique_ptr<PlanState> state;
+  DYNATTN_RETURN_IF_ERROR(StartPlan(Op::kKind, Op::CacheOf(call, args), Op::kPlacedBy, &state));
+  Op::Plan(attrs, call, args, state.get());
+  RecordTensors(DataTensorsOf(args), state.get());
+  StateAccess::Reset(plan, std::move(state));
+  return Status::Ok();
+}
+
+/// Run* of every op: the plan and context, the lease of the context, the Run's tensors against
+/// the plan's and the aliasing rule, then the op's steps.
+template <class Args>
+Status RunOp(const Plan& plan, const Args& args, Context* context, const LayerAttrs* layer) {
+  using Op = OpTraits<Args>;
+  const PlanState* state = nullptr;
+  DYNATTN_RETURN_IF_ERROR(CheckRun(plan, Op::kKind, context, &state));
+  ContextLease lease(StateOf(*context));
+  DYNATTN_RETURN_IF_ERROR(lease.status());
+  DYNATTN_RETURN_IF_ERROR(CheckTensors(*state, DataTensorsOf(args)));
+  DYNATTN_RETURN_IF_ERROR(CheckOpAliasing(args, PmxCacheOf(args), state->cache.scale.present(),
+                                          CallPhase::kRun, layer));
+  return Op::Run(*state, args, layer, StateOf(*context));
+}
+
+/// A one-shot call of every op: plan, then run on a pooled Context with the planned attributes.
+template <class Args>
+Status PlanAndRun(const typename OpTraits<Args>::Attrs& attrs, const Args& args,
+                  const RunOptions& options) {
+  DYNATTN_RETURN_IF_ERROR(ValidateRunOptions(options));
+  Plan plan;
+  DYNATTN_RETURN_IF_ERROR(PlanOp(attrs, args, &plan));
+  PooledContext context(options.num_threads, options.pin_threads);
+  return RunOp(plan, args, context.get(), nullptr);
+}
+
+}  // namespace dynattn::internal
+
+#endif  // DYNATTN_SRC_OPS_PLAN_RUN_H_
