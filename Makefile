@@ -26,7 +26,7 @@ PYTHON ?= /usr/bin/python3
 
 demo: build
 	./$(BUILD)/tools/dynattn demo
-	PYTHONPATH=$(BUILD)/python $(PYTHON) examples/serve/serve.py --backend dynattn --check
+	PYTHONPATH=$(BUILD)/bindings/python $(PYTHON) examples/serve/serve.py --backend dynattn --check
 
 test: build
 	bash scripts/run_tests.sh $(BUILD)

@@ -6,7 +6,7 @@ D 128, fp16 paged cache, one page of 128): `Plan.run` with `out=` and without it
 one-shot call, against `RunMultiHeadCacheAttention` timed by the C++ tool right after. Medians
 of warm calls on one thread.
 
-    PYTHONPATH=build/python python3 bench/python_overhead.py [--tool build/tools/dynattn]
+    PYTHONPATH=build/bindings/python python3 bench/python_overhead.py [--tool build/tools/dynattn]
 """
 
 import argparse

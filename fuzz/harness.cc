@@ -13,8 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "core/checked_math.h"
-#include "core/codec.h"
 #include "dynattn/dynattn.h"
 #include "dynattn/named_args.h"
 #include "dynattn/plan.h"
@@ -201,6 +199,17 @@ void Alias(const Buffer& previous, int64_t bytes, bool inside, Buffer* b) {
   b->bytes = 0;
 }
 
+/// The element count of `rank` extents: -1 when one is negative or the count overflows int64.
+int64_t ElementsOf(const int64_t* shape, int rank) {
+  if (std::any_of(shape, shape + rank, [](int64_t e) { return e < 0; })) return -1;
+  if (std::find(shape, shape + rank, int64_t{0}) != shape + rank) return 0;
+  int64_t count = 1;
+  for (int i = 0; i < rank; ++i) {
+    if (__builtin_mul_overflow(count, shape[i], &count)) return -1;
+  }
+  return count;
+}
+
 /// Elements between the rows of a kPaddedRows tensor and the next (0: dense, no padding).
 int64_t PaddingOf(const TensorInput& t, const TensorView& view) {
   if (t.mutation != Mutation::kPaddedRows || view.rank < 2 || view.shape[0] < 2) return 0;
@@ -224,15 +233,15 @@ bool BuildBuffers(const Call& call, std::vector<Buffer>* buffers) {
     const int stored_rank = std::min(t.rank, 6);
     b.view = TensorView::Dense(nullptr, dtype, stored_rank, t.shape);
     b.view.rank = t.rank;
-    const int64_t elements = dynattn::internal::CheckedElementCount(t.shape, stored_rank);
+    const int64_t elements = ElementsOf(t.shape, stored_rank);
     const int64_t pad = elements >= 0 && elements <= kMaxTensorBytes ? PaddingOf(t, b.view) : 0;
     // With padded rows the buffer spans shape[0] - 1 row strides and one last row.
     const int64_t count = pad > 0 ? elements + (t.shape[0] - 1) * pad : elements;
     int64_t bytes = 0;
-    const bool fits = count >= 0 &&
-                      dynattn::internal::CheckedMul(
-                          count, static_cast<int64_t>(dynattn::DTypeSize(dtype)), &bytes) &&
-                      bytes <= kMaxTensorBytes;
+    const bool fits =
+        count >= 0 &&
+        !__builtin_mul_overflow(count, static_cast<int64_t>(dynattn::DTypeSize(dtype)), &bytes) &&
+        bytes <= kMaxTensorBytes;
     if (!fits || call_bytes + bytes > kMaxCallBytes) return false;
     call_bytes += bytes;
     b.bytes = static_cast<size_t>(bytes);
@@ -420,7 +429,8 @@ bool TooMuchWork(const std::vector<Buffer>& buffers) {
     if (name == "query" || name == "current_key") queries = std::max(queries, n);
     if (name == "cache" || name == "key") keys = std::max(keys, n);
   }
-  return dynattn::internal::SaturatingMul(queries, keys) > kMaxWork;
+  int64_t work = 0;
+  return __builtin_mul_overflow(queries, keys, &work) || work > kMaxWork;
 }
 
 /// Index in the buffer of the view's element i (row-strided views skip their padding).
@@ -469,10 +479,7 @@ bool OutputsMustBeFinite(const Call& call, const std::vector<Buffer>& buffers) {
     f16_outputs |= b.role == Role::kOutput && b.view.dtype == DType::kF16;
   }
   const float smallest = e5m2 ? kMinFiniteSafeE5m2Scale : 0.0f;
-  using dynattn::internal::Fp8Format;
-  const float largest_code = e5m2   ? dynattn::internal::Fp8Max(Fp8Format::kE5M2)
-                             : e4m3 ? dynattn::internal::Fp8Max(Fp8Format::kE4M3)
-                                    : 0.0f;
+  const float largest_code = e5m2 ? dynattn::kFp8E5M2Max : e4m3 ? dynattn::kFp8E4M3Max : 0.0f;
   const float largest =
       f16_outputs && largest_code > 0 ? 65504.0f / largest_code : kMaxFiniteSafeScale;
   float largest_seen = 1.0f;  // the fp8 planes' default scale

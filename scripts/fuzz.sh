@@ -13,7 +13,7 @@ echo "0 1" > "$fuzz_build/fuzz-counts"
 if [ ! -d "$seeds" ]; then
   work=$(mktemp -d)
   "$build/tools/dynattn" golden --outputs "$work/golden" >/dev/null &&
-    "$build/fuzz/fuzz_seed_corpus" "$work/golden" "$seeds" || { rm -rf "$work"; exit 1; }
+    "$build/tools/fuzz_seed_corpus" "$work/golden" "$seeds" || { rm -rf "$work"; exit 1; }
   rm -rf "$work"
 fi
 mkdir -p "$corpus"

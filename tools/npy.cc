@@ -15,8 +15,6 @@
 #include <limits>
 #include <utility>
 
-#include "core/checked_math.h"
-
 namespace dynattn::cli {
 namespace {
 
@@ -362,10 +360,21 @@ std::string FormatHeader(DType dtype, const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+int64_t ElementCount(const std::vector<int64_t>& shape) {
+  int64_t count = 1;
+  bool overflow = false;
+  for (int64_t extent : shape) {
+    if (extent < 0) return -1;
+    if (extent == 0) return 0;
+    overflow = overflow || __builtin_mul_overflow(count, extent, &count);
+  }
+  return overflow ? -1 : count;
+}
+
 int64_t NpyArray::NumElements() const {
   // Arrays come from ReadNpy (sizes checked against the file) or MakeZeroArray (checked there);
   // -1 for a shape whose count does not fit is never reached by either.
-  return internal::CheckedElementCount(shape.data(), static_cast<int>(shape.size()));
+  return ElementCount(shape);
 }
 
 TensorView NpyArray::View() {
@@ -408,7 +417,7 @@ Status ReadNpy(const std::string& path, NpyArray* out) {
 Status WriteNpy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                 const void* data) {
   DYNATTN_RETURN_IF_ERROR(CheckShapeForWriting(path, shape));
-  const int64_t count = internal::CheckedElementCount(shape.data(), static_cast<int>(shape.size()));
+  const int64_t count = ElementCount(shape);
   const std::string header = FormatHeader(dtype, shape);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Status::Invalid(path, "cannot open for writing: " + ErrnoText());

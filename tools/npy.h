@@ -35,6 +35,17 @@ struct NpyArray {
   TensorView View();
 };
 
+/// `a * b` for extents >= 0, or INT64_MAX when it does not fit: a size that is too large is
+/// refused as such, never wrapped into a small one.
+inline int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? INT64_MAX : product;
+}
+
+/// The element count of `shape` (1 for a 0-d array), or -1 when an extent is negative or the
+/// count does not fit in int64. A zero extent gives 0 whatever the others are.
+int64_t ElementCount(const std::vector<int64_t>& shape);
+
 /// A zero-filled array of the given dtype and shape.
 NpyArray MakeZeroArray(DType dtype, const std::vector<int64_t>& shape);
 

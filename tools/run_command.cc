@@ -17,7 +17,6 @@
 #include <map>
 #include <system_error>
 
-#include "core/checked_math.h"
 #include "dynattn/named_args.h"
 #include "dynattn/ops.h"
 #include "tools/npy.h"
@@ -372,7 +371,7 @@ Status CallKeyValueCache(const Attributes& attributes, const RunOptions& options
   const NpyArray& current_key = inputs.at("current_key");
   std::vector<int64_t> shape = {GatheredRows(inputs), 0, 0};
   if (current_key.shape.size() == 3) {
-    shape[1] = internal::SaturatingMul(current_key.shape[1], std::max(attrs.num_repeat, 0));
+    shape[1] = SaturatingMul(current_key.shape[1], std::max(attrs.num_repeat, 0));
     shape[2] = current_key.shape[2];
   }
   pending->Add("key", current_key.dtype, shape);

@@ -8,8 +8,6 @@
 
 #include <limits>
 
-#include "core/checked_math.h"
-
 namespace dynattn::cli::run_support {
 namespace {
 
@@ -48,7 +46,7 @@ TensorLookup PendingOutputs::Lookup(Arrays& inputs) const {
 Status PendingOutputs::Allocate(Arrays* outputs) {
   for (const Pending& output : pending_) {
     int64_t bytes = static_cast<int64_t>(DTypeSize(output.dtype));
-    for (int64_t extent : output.shape) bytes = internal::SaturatingMul(bytes, extent);
+    for (int64_t extent : output.shape) bytes = SaturatingMul(bytes, extent);
     if (bytes > PhysicalMemoryBytes()) {
       out_of_memory_ = true;
       return Status::Invalid(output.name, "output of shape " + ShapeText(output.shape) + " needs " +

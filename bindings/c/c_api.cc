@@ -185,116 +185,80 @@ Status ToTensors(std::initializer_list<TensorField> fields) {
 // ---------------------------------------------------------------------------------------------
 // Caches.
 
-CachePlane ToPlane(const dynattn_cache_plane_t& in) {
-  CachePlane plane;
-  plane.data = in.data;
-  plane.slot_stride = in.slot_stride;
-  plane.head_stride = in.head_stride;
-  plane.scale = in.scale;
-  plane.scale_slot_stride = in.scale_slot_stride;
-  plane.scale_head_stride = in.scale_head_stride;
-  plane.tensor_scale = in.tensor_scale;
-  plane.dim_stride = in.dim_stride;
-  plane.slots_per_tile = in.slots_per_tile;
-  plane.tile_stride = in.tile_stride;
-  return plane;
-}
-
-dynattn_cache_plane_t FromPlane(const CachePlane& in) {
-  dynattn_cache_plane_t plane;
-  plane.data = in.data;
-  plane.slot_stride = in.slot_stride;
-  plane.head_stride = in.head_stride;
-  plane.scale = in.scale;
-  plane.scale_slot_stride = in.scale_slot_stride;
-  plane.scale_head_stride = in.scale_head_stride;
-  plane.tensor_scale = in.tensor_scale;
-  plane.dim_stride = in.dim_stride;
-  plane.slots_per_tile = in.slots_per_tile;
-  plane.tile_stride = in.tile_stride;
-  return plane;
-}
-
-Status ToCacheDesc(const dynattn_cache_desc_t& in, const std::string& name, CacheDesc* out) {
-  CacheDesc desc;
-  DYNATTN_RETURN_IF_ERROR(
-      ToEnum(in.elem, kNumCacheElems, name + ".elem", "dynattn_cache_elem_t", &desc.elem));
-  DYNATTN_RETURN_IF_ERROR(
-      ToEnum(in.scale_type, 2, name + ".scale_type", "dynattn_scale_type_t", &desc.scale_type));
-  DYNATTN_RETURN_IF_ERROR(ToEnum(in.device, 2, name + ".device", "dynattn_device_t", &desc.device));
-  desc.quant_group = in.quant_group;
-  desc.num_kv_heads = in.num_kv_heads;
-  desc.head_dim = in.head_dim;
-  desc.num_slots = in.num_slots;
-  desc.key = ToPlane(in.key);
-  desc.value = ToPlane(in.value);
-  *out = desc;
-  return Status::Ok();
-}
-
-dynattn_cache_desc_t FromCacheDesc(const CacheDesc& in) {
-  dynattn_cache_desc_t desc;
-  desc.elem = FromEnum<dynattn_cache_elem_t>(in.elem);
-  desc.scale_type = FromEnum<dynattn_scale_type_t>(in.scale_type);
-  desc.quant_group = in.quant_group;
-  desc.num_kv_heads = in.num_kv_heads;
-  desc.head_dim = in.head_dim;
-  desc.num_slots = in.num_slots;
-  desc.key = FromPlane(in.key);
-  desc.value = FromPlane(in.value);
-  desc.device = FromEnum<dynattn_device_t>(in.device);
-  return desc;
-}
-
-Status ToBlockCache(const dynattn_block_cache_t& in, BlockCache* out) {
-  BlockCache cache;
-  DYNATTN_RETURN_IF_ERROR(ToCacheDesc(in.cache, "cache", &cache.cache));
-  cache.block_size = in.block_size;
-  cache.block_stride = in.block_stride;
-  cache.num_blocks = in.num_blocks;
-  *out = cache;
-  return Status::Ok();
-}
-
-dynattn_block_cache_t FromBlockCache(const BlockCache& in) {
-  dynattn_block_cache_t cache;
-  cache.cache = FromCacheDesc(in.cache);
-  cache.block_size = in.block_size;
-  cache.block_stride = in.block_stride;
-  cache.num_blocks = in.num_blocks;
-  return cache;
-}
-
+// The fields a C struct and its C++ struct share, by name: copied one way or the other.
+// clang-format off
+#define DYNATTN_CACHE_PLANE_FIELDS(X)                                                      \
+  X(data) X(slot_stride) X(head_stride) X(scale) X(scale_slot_stride) X(scale_head_stride) \
+  X(tensor_scale) X(dim_stride) X(slots_per_tile) X(tile_stride)
+// clang-format on
+#define DYNATTN_CACHE_DESC_SIZES(X) X(quant_group) X(num_kv_heads) X(head_dim) X(num_slots)
+#define DYNATTN_BLOCK_CACHE_SIZES(X) X(block_size) X(block_stride) X(num_blocks)
 // One attribute of an attribute table (dynattn/op_signatures.h), copied between the C and C++
 // structs, which name it alike.
 #define DYNATTN_COPY_ATTR(member) to.member = in.member;
 
-CacheAttrs ToCacheAttrs(const dynattn_cache_attrs_t& in) {
-  CacheAttrs to;
-  DYNATTN_CACHE_ATTRS(DYNATTN_COPY_ATTR)
+static_assert(sizeof(CachePlane) == sizeof(dynattn_cache_plane_t),
+              "a cache plane field that DYNATTN_CACHE_PLANE_FIELDS does not copy");
+
+// A struct whose C and C++ forms share the fields `LIST` names: ToT (C -> C++) and FromT.
+#define DYNATTN_COPY_FUNCTIONS(T, CType, LIST) \
+  T To##T(const CType& in) {                   \
+    T to;                                      \
+    LIST(DYNATTN_COPY_ATTR)                    \
+    return to;                                 \
+  }                                            \
+  CType From##T(const T& in) {                 \
+    CType to;                                  \
+    LIST(DYNATTN_COPY_ATTR)                    \
+    return to;                                 \
+  }
+
+DYNATTN_COPY_FUNCTIONS(CachePlane, dynattn_cache_plane_t, DYNATTN_CACHE_PLANE_FIELDS)
+DYNATTN_COPY_FUNCTIONS(CacheAttrs, dynattn_cache_attrs_t, DYNATTN_CACHE_ATTRS)
+DYNATTN_COPY_FUNCTIONS(AttentionAttrs, dynattn_attention_attrs_t, DYNATTN_ATTENTION_ATTRS)
+
+Status ToCacheDesc(const dynattn_cache_desc_t& in, const std::string& name, CacheDesc* out) {
+  CacheDesc to;
+  DYNATTN_RETURN_IF_ERROR(
+      ToEnum(in.elem, kNumCacheElems, name + ".elem", "dynattn_cache_elem_t", &to.elem));
+  DYNATTN_RETURN_IF_ERROR(
+      ToEnum(in.scale_type, 2, name + ".scale_type", "dynattn_scale_type_t", &to.scale_type));
+  DYNATTN_RETURN_IF_ERROR(ToEnum(in.device, 2, name + ".device", "dynattn_device_t", &to.device));
+  DYNATTN_CACHE_DESC_SIZES(DYNATTN_COPY_ATTR)
+  to.key = ToCachePlane(in.key);
+  to.value = ToCachePlane(in.value);
+  *out = to;
+  return Status::Ok();
+}
+
+dynattn_cache_desc_t FromCacheDesc(const CacheDesc& in) {
+  dynattn_cache_desc_t to;
+  to.elem = FromEnum<dynattn_cache_elem_t>(in.elem);
+  to.scale_type = FromEnum<dynattn_scale_type_t>(in.scale_type);
+  to.device = FromEnum<dynattn_device_t>(in.device);
+  DYNATTN_CACHE_DESC_SIZES(DYNATTN_COPY_ATTR)
+  to.key = FromCachePlane(in.key);
+  to.value = FromCachePlane(in.value);
   return to;
 }
 
-dynattn_cache_attrs_t FromCacheAttrs(const CacheAttrs& in) {
-  dynattn_cache_attrs_t to;
-  DYNATTN_CACHE_ATTRS(DYNATTN_COPY_ATTR)
+Status ToBlockCache(const dynattn_block_cache_t& in, BlockCache* out) {
+  BlockCache to;
+  DYNATTN_RETURN_IF_ERROR(ToCacheDesc(in.cache, "cache", &to.cache));
+  DYNATTN_BLOCK_CACHE_SIZES(DYNATTN_COPY_ATTR)
+  *out = to;
+  return Status::Ok();
+}
+
+dynattn_block_cache_t FromBlockCache(const BlockCache& in) {
+  dynattn_block_cache_t to;
+  to.cache = FromCacheDesc(in.cache);
+  DYNATTN_BLOCK_CACHE_SIZES(DYNATTN_COPY_ATTR)
   return to;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Attributes and options.
-
-AttentionAttrs ToAttentionAttrs(const dynattn_attention_attrs_t& in) {
-  AttentionAttrs to;
-  DYNATTN_ATTENTION_ATTRS(DYNATTN_COPY_ATTR)
-  return to;
-}
-
-dynattn_attention_attrs_t FromAttentionAttrs(const AttentionAttrs& in) {
-  dynattn_attention_attrs_t to;
-  DYNATTN_ATTENTION_ATTRS(DYNATTN_COPY_ATTR)
-  return to;
-}
 
 Status ToAttrs(const dynattn_attention_attrs_t* in, AttentionAttrs* out) {
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "attrs"));

@@ -209,4 +209,13 @@ bool SameBytes(const Array& a, const Array& b, std::string* why) {
   return true;
 }
 
+std::vector<std::pair<int64_t, int64_t>> TokenRanges(const Case& c) {
+  const Array& qsl = c.inputs.at("query_start_loc");
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t b = 0; b + 1 < qsl.numel(); ++b) {
+    ranges.emplace_back(qsl.data<int64_t>()[b], qsl.data<int64_t>()[b + 1]);
+  }
+  return ranges;
+}
+
 }  // namespace dynattn_test

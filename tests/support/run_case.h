@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dynattn/dynattn.h"
@@ -66,6 +67,9 @@ bool HaveAvx2AndAvx512();
 
 /// Byte-for-byte equality, with the first differing byte in `why`.
 bool SameBytes(const Array& a, const Array& b, std::string* why);
+
+/// Token ranges [first, last) of each request of a unified-attention case (its query_start_loc).
+std::vector<std::pair<int64_t, int64_t>> TokenRanges(const Case& c);
 
 }  // namespace dynattn_test
 

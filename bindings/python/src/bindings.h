@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "bindings/python/src/tensors.h"
 #include "dynattn/dynattn.h"
-#include "python/src/tensors.h"
 
 namespace dynattn_py {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "python/src/bindings.h"
+#include "bindings/python/src/bindings.h"
 
 namespace dynattn_py {
 namespace {

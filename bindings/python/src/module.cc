@@ -1,7 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// The _dynattn extension: the C++ half of the dynattn Python package (python/dynattn/__init__.py
-// is the documented surface). It links the public API of libdynattn only.
+// The _dynattn extension: the C++ half of the dynattn Python package
+// (bindings/python/dynattn/__init__.py is the documented surface). It links the public API of
+// libdynattn only.
 
 #include <pybind11/pybind11.h>
 
@@ -10,8 +11,8 @@
 #include <limits>
 #include <string>
 
+#include "bindings/python/src/bindings.h"
 #include "dynattn/dynattn.h"
-#include "python/src/bindings.h"
 
 namespace dynattn_py {
 

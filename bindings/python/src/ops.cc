@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "bindings/python/src/bindings.h"
 #include "dynattn/op_signatures.h"
-#include "python/src/bindings.h"
 
 namespace dynattn_py {
 namespace {

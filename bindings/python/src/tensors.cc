@@ -2,7 +2,7 @@
 //
 // DLPack and buffer-protocol tensors as borrowed TensorViews.
 
-#include "python/src/tensors.h"
+#include "bindings/python/src/tensors.h"
 
 #include <cstdint>
 #include <optional>
