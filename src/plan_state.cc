@@ -103,32 +103,69 @@ Status CheckAgainstPlanned(const char* name, const TensorView& view, const Tenso
 
 }  // namespace
 
+namespace {
+
+void OwnWrite(WriteProblem* write, IndexCopies* index) {
+  write->batch = OwnBatch(write->batch, index);
+  write->kv.slots = OwnSlots(write->kv.slots, write->batch.size, index);
+}
+
+void OwnGather(GatherProblem* gather, IndexCopies* index) {
+  gather->batch = OwnBatch(gather->batch, index);
+  gather->kv.slots = OwnSlots(gather->kv.slots, gather->batch.size, index);
+}
+
+void OwnStep(UnifiedStep* step, IndexCopies* index) {
+  step->query_start_loc = index->Own(step->query_start_loc, step->num_requests + 1);
+  step->context_lens = index->Own(step->context_lens, step->num_requests);
+  step->block_table = index->Own(step->block_table, step->num_requests * step->table_stride);
+}
+
+/// The attention problem's index arrays, ALiBi slopes and sinks owned by `state`, and the
+/// attributes it was planned with kept as the plan's layer attributes.
+void OwnAttention(AttentionProblem* attention, PlanState* state) {
+  attention->batch = OwnBatch(attention->batch, &state->index);
+  attention->kv.slots = OwnSlots(attention->kv.slots, attention->batch.size, &state->index);
+  const int64_t heads = attention->num_heads;
+  if (attention->alibi_slopes != nullptr) {
+    state->alibi_slopes.assign(attention->alibi_slopes, attention->alibi_slopes + heads);
+    attention->alibi_slopes = state->alibi_slopes.data();
+  }
+  if (attention->sinks != nullptr) {
+    state->sinks.assign(attention->sinks, attention->sinks + heads);
+    attention->sinks = state->sinks.data();
+  }
+  LayerAttrs& layer = state->planned_layer;
+  layer = LayerAttrs();
+  layer.window_left = static_cast<int>(attention->window_left);
+  layer.logits_soft_cap = attention->soft_cap;
+  layer.softmax_scale = attention->score_scale;
+  if (!state->sinks.empty()) {
+    layer.sinks = TensorView::Dense(state->sinks.data(), DType::kF32, {heads});
+  }
+}
+
+}  // namespace
+
 void PlanState::OwnIndexArrays() {
-  write.batch = OwnBatch(write.batch, &index);
-  write.kv.slots = OwnSlots(write.kv.slots, write.batch.size, &index);
-  gather.batch = OwnBatch(gather.batch, &index);
-  gather.kv.slots = OwnSlots(gather.kv.slots, gather.batch.size, &index);
-  attention.batch = OwnBatch(attention.batch, &index);
-  attention.kv.slots = OwnSlots(attention.kv.slots, attention.batch.size, &index);
-  if (attention.alibi_slopes != nullptr) {
-    alibi_slopes.assign(attention.alibi_slopes, attention.alibi_slopes + attention.num_heads);
-    attention.alibi_slopes = alibi_slopes.data();
-  }
-  if (attention.sinks != nullptr) {
-    sinks.assign(attention.sinks, attention.sinks + attention.num_heads);
-    attention.sinks = sinks.data();
-  }
-  planned_layer = LayerAttrs();
-  planned_layer.window_left = static_cast<int>(attention.window_left);
-  planned_layer.logits_soft_cap = attention.soft_cap;
-  planned_layer.softmax_scale = attention.score_scale;
-  if (!sinks.empty()) {
-    planned_layer.sinks = TensorView::Dense(sinks.data(), DType::kF32, {attention.num_heads});
-  }
-  UnifiedStep& s = unified_step;
-  s.query_start_loc = index.Own(s.query_start_loc, s.num_requests + 1);
-  s.context_lens = index.Own(s.context_lens, s.num_requests);
-  s.block_table = index.Own(s.block_table, s.num_requests * s.table_stride);
+  struct Owner {
+    PlanState* state;
+    void operator()(KeyValueCacheWork& w) const {
+      OwnWrite(&w.write, &state->index);
+      OwnGather(&w.gather, &state->index);
+    }
+    void operator()(AttentionWork& w) const { OwnAttention(&w.attention, state); }
+    void operator()(CacheAttentionWork& w) const {
+      OwnWrite(&w.write, &state->index);
+      OwnAttention(&w.attention, state);
+    }
+    void operator()(UnifiedWork& w) const {
+      OwnWrite(&w.write, &state->index);
+      OwnAttention(&w.attention, state);
+      OwnStep(&w.step, &state->index);
+    }
+  };
+  std::visit(Owner{this}, work);
 }
 
 Status PlanState::CheckTensor(const char* name, const TensorView& view) const {
@@ -193,24 +230,25 @@ const WindowPlan& FindOrPlan(std::vector<std::unique_ptr<WindowPlan>>* plans, in
 
 }  // namespace
 
-const AttentionPlan& PlanState::AttentionPlanFor(int64_t window_left) const {
-  if (window_left == attention.window_left) return attention_plan;
+const AttentionPlan& PlanState::AttentionPlanFor(const AttentionWork& work,
+                                                 int64_t window_left) const {
+  if (window_left == work.attention.window_left) return work.plan;
   std::lock_guard<std::mutex> lock(window_mutex);
   return FindOrPlan(&window_plans, window_left,
                     [&](WindowPlan* p) {
-                      AttentionProblem problem = attention;
+                      AttentionProblem problem = work.attention;
                       problem.window_left = window_left;
                       p->attention = PlanAttention(problem);
                     })
       .attention;
 }
 
-const UnifiedPlan& PlanState::UnifiedPlanFor(int64_t window_left) const {
-  if (window_left == unified_step.window_left) return unified_plan;
+const UnifiedPlan& PlanState::UnifiedPlanFor(const UnifiedWork& work, int64_t window_left) const {
+  if (window_left == work.step.window_left) return work.plan;
   std::lock_guard<std::mutex> lock(window_mutex);
   return FindOrPlan(&window_plans, window_left,
                     [&](WindowPlan* p) {
-                      UnifiedStep step = unified_step;
+                      UnifiedStep step = work.step;
                       step.window_left = window_left;
                       p->unified = PlanUnified(step);
                     })
@@ -220,9 +258,9 @@ const UnifiedPlan& PlanState::UnifiedPlanFor(int64_t window_left) const {
 Status PlanOf(const Plan& plan, OpKind op, const PlanState** state) {
   if (plan.empty()) return Status::Invalid("plan", "is empty (its Plan* call failed or never ran)");
   const PlanState* planned = StateAccess::Of(plan);
-  if (planned->op != op) {
+  if (planned->op() != op) {
     return Status::Invalid(
-        "plan", std::string("is a plan of ") + OpName(planned->op) + ", not of " + OpName(op));
+        "plan", std::string("is a plan of ") + OpName(planned->op()) + ", not of " + OpName(op));
   }
   *state = planned;
   return Status::Ok();
@@ -239,7 +277,7 @@ void internal::StateAccess::Reset(Plan* plan, std::unique_ptr<PlanState> state) 
   plan->state_ = std::move(state);
 }
 
-const char* Plan::op() const { return state_ ? internal::OpName(state_->op) : nullptr; }
+const char* Plan::op() const { return state_ ? internal::OpName(state_->op()) : nullptr; }
 
 const char* Plan::backend() const { return state_ ? state_->kernels->name : nullptr; }
 
@@ -248,13 +286,13 @@ size_t Plan::workspace_bytes() const {
 }
 
 LayerAttrs Plan::layer_attrs() const {
-  if (!state_ || state_->op == internal::OpKind::kKeyValueCache) return LayerAttrs{};
+  if (!state_ || state_->op() == internal::OpKind::kKeyValueCache) return LayerAttrs{};
   return state_->planned_layer;
 }
 
 const UnifiedStepSummary* Plan::unified_summary() const {
-  if (!state_ || state_->op != internal::OpKind::kUnifiedAttention) return nullptr;
-  return &state_->unified_summary;
+  const auto* unified = state_ ? std::get_if<internal::UnifiedWork>(&state_->work) : nullptr;
+  return unified != nullptr ? &unified->summary : nullptr;
 }
 
 }  // namespace dynattn

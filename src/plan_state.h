@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/plan.h"
@@ -61,23 +63,45 @@ struct WindowPlan {
   UnifiedPlan unified;      ///< Unified plans.
 };
 
+/// What a KeyValueCache plan holds of its own: the writes, then the gather of every context.
+struct KeyValueCacheWork {
+  WriteProblem write;
+  GatherProblem gather;
+  std::vector<GatherPiece> gather_pieces;
+};
+
+/// What a MultiHeadAttention plan holds of its own: the problem and core/'s work items.
+struct AttentionWork {
+  AttentionProblem attention;
+  AttentionPlan plan;
+};
+
+/// What a MultiHeadCacheAttention plan holds of its own: the new tokens' writes, then attention.
+struct CacheAttentionWork : AttentionWork {
+  WriteProblem write;
+};
+
+/// What a unified-attention plan holds of its own: the writes, the step and its three paths.
+struct UnifiedWork {
+  WriteProblem write;
+  AttentionProblem attention;
+  UnifiedStep step;
+  UnifiedPlan plan;
+  UnifiedStepSummary summary;
+  BlockCache block_cache;  ///< The block geometry the plan addresses.
+};
+
+/// One alternative per OpKind, in its order: a plan's op is the alternative it holds.
+using OpWork = std::variant<KeyValueCacheWork, AttentionWork, CacheAttentionWork, UnifiedWork>;
+
 struct PlanState {
-  OpKind op = OpKind::kMultiHeadAttention;
+  OpWork work;  ///< The op's problems and work (each op's plan fills its alternative).
   const BackendKernels* kernels = nullptr;
   IndexCopies index;
   std::vector<float> alibi_slopes;
   std::vector<float> sinks;
-  WriteProblem write;
-  GatherProblem gather;
-  AttentionProblem attention;
-  AttentionPlan attention_plan;
-  std::vector<GatherPiece> gather_pieces;
-  UnifiedStep unified_step;
-  UnifiedPlan unified_plan;
-  UnifiedStepSummary unified_summary;
   std::vector<PlannedTensor> tensors;
   PlannedCache cache;
-  BlockCache block_cache;  ///< Unified plans: the block geometry the plan addresses.
   size_t workspace_floats = 0;
   /// The attributes the step was planned with (its sinks view `sinks`).
   LayerAttrs planned_layer;
@@ -86,21 +110,34 @@ struct PlanState {
   mutable std::mutex window_mutex;
   mutable std::vector<std::unique_ptr<WindowPlan>> window_plans;
 
-  /// Copies the batch's and slot map's arrays (and the ALiBi slopes and sinks) into the plan and
-  /// points the problems at the copies.
+  /// The op this is a plan of.
+  OpKind op() const { return static_cast<OpKind>(work.index()); }
+
+  /// Copies the batch's and slot map's arrays (and the ALiBi slopes and sinks) of the work's
+  /// problems into the plan and points the problems at the copies.
   void OwnIndexArrays();
+
   /// Fails unless `view` matches the planned tensor `name` (presence, dtype, shape, device) and
   /// passes the storage checks.
   Status CheckTensor(const char* name, const TensorView& view) const;
+
   /// The cache descriptor of a Run: the planned one moved onto the run's PMX tensors, or the
   /// run's own descriptor once its geometry matches the plan's.
   Status RunCache(const TensorView& tensor, const TensorView& scale, const CacheDesc* desc,
                   CacheDesc* out) const;
+
   /// The attention work of `window_left`: the planned work, or that window's (planned once).
-  const AttentionPlan& AttentionPlanFor(int64_t window_left) const;
+  const AttentionPlan& AttentionPlanFor(const AttentionWork& work, int64_t window_left) const;
   /// The unified work of `window_left`: the planned work, or that window's (planned once).
-  const UnifiedPlan& UnifiedPlanFor(int64_t window_left) const;
+  const UnifiedPlan& UnifiedPlanFor(const UnifiedWork& work, int64_t window_left) const;
 };
+
+static_assert(
+    std::is_same_v<
+        std::variant_alternative_t<static_cast<size_t>(OpKind::kMultiHeadCacheAttention), OpWork>,
+        CacheAttentionWork> &&
+        std::variant_size_v<OpWork> == static_cast<size_t>(OpKind::kUnifiedAttention) + 1,
+    "OpWork's alternatives follow OpKind's order");
 
 /// The state of `plan` when it is a plan of `op`, else an error.
 Status PlanOf(const Plan& plan, OpKind op, const PlanState** state);

@@ -12,6 +12,7 @@ template <>
 struct OpTraits<KeyValueCacheArgs> {
   using Attrs = KeyValueCacheAttrs;
   using Call = KeyValueCacheCall;
+  using Work = KeyValueCacheWork;
   static constexpr OpKind kKind = OpKind::kKeyValueCache;
   static constexpr const char* kPlacedBy = "current_key";
   static constexpr bool kCacheTensors = true;
@@ -26,30 +27,31 @@ struct OpTraits<KeyValueCacheArgs> {
 
   static void Plan(const Attrs& attrs, const Call& call, const KeyValueCacheArgs& args,
                    PlanState* state) {
-    state->write = call.write;
-    state->gather = call.gather;
+    Work& work = state->work.emplace<Work>();
+    work.write = call.write;
+    work.gather = call.gather;
     state->OwnIndexArrays();
-    state->gather_pieces = PlanGather(state->gather.batch);
+    work.gather_pieces = PlanGather(work.gather.batch);
     RecordCache(args.cache, args.scale, Quantized(attrs), args.cache_desc, call.write.kv.cache,
                 state);
   }
 
-  static Status Run(const PlanState& s, const KeyValueCacheArgs& args, const LayerAttrs*,
-                    ContextState* context) {
+  static Status Run(const PlanState& s, const Work& planned, const KeyValueCacheArgs& args,
+                    const LayerAttrs*, ContextState* context) {
     CacheDesc cache;
     DYNATTN_RETURN_IF_ERROR(s.RunCache(args.cache, args.scale, args.cache_desc, &cache));
-    GatherProblem gather = s.gather;
+    GatherProblem gather = planned.gather;
     gather.key = args.key.data;
     gather.value = args.value.data;
     gather.key_row_stride = RowStride(args.key);
     gather.value_row_stride = RowStride(args.value);
     gather.kv.cache = cache;
     const BackendKernels& row = *s.kernels;
-    const WriteProblem write = WriteFor(s, args.current_key, args.current_value, cache);
+    const WriteProblem write = WriteFor(planned.write, args.current_key, args.current_value, cache);
     // Every allocation of the Run happens here, before its first write.
     DYNATTN_RETURN_IF_ERROR(row.reserve(row, {.write = &write, .gather = &gather}, context));
     DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, context));
-    return row.gather_context(row, gather, s.gather_pieces, context);
+    return row.gather_context(row, gather, planned.gather_pieces, context);
   }
 };
 

@@ -12,6 +12,7 @@ template <>
 struct OpTraits<MultiHeadAttentionArgs> {
   using Attrs = AttentionAttrs;
   using Call = MultiHeadAttentionCall;
+  using Work = AttentionWork;
   static constexpr OpKind kKind = OpKind::kMultiHeadAttention;
   static constexpr const char* kPlacedBy = "query";
   static constexpr bool kCacheTensors = false;
@@ -26,25 +27,27 @@ struct OpTraits<MultiHeadAttentionArgs> {
 
   static void Plan(const Attrs&, const Call& call, const MultiHeadAttentionArgs&,
                    PlanState* state) {
-    state->attention = call.attention;
+    Work& work = state->work.emplace<Work>();
+    work.attention = call.attention;
     state->OwnIndexArrays();
-    PlanAttentionWork(state);
+    PlanAttentionWork(&work, state);
   }
 
-  static Status Run(const PlanState& s, const MultiHeadAttentionArgs& args, const LayerAttrs* layer,
-                    ContextState* context) {
+  static Status Run(const PlanState& s, const Work& planned, const MultiHeadAttentionArgs& args,
+                    const LayerAttrs* layer, ContextState* context) {
     // The packed K/V are the problem's cache: its planes move to this call's tensors (their row
     // strides are its slot strides).
-    CacheDesc cache = s.attention.kv.cache;
+    CacheDesc cache = planned.attention.kv.cache;
     cache.key.data = args.key.data;
     cache.value.data = args.value.data;
     cache.key.slot_stride = RowStride(args.key);
     cache.value.slot_stride = RowStride(args.value);
-    AttentionProblem attention = AttentionFor(s, args.query, args.attn_output, cache);
+    AttentionProblem attention =
+        AttentionFor(planned.attention, args.query, args.attn_output, cache);
     // The plan decides whether there is a mask: an empty one (no elements) counts as none.
-    attention.mask = s.attention.mask != nullptr ? args.attn_mask.data : nullptr;
+    attention.mask = planned.attention.mask != nullptr ? args.attn_mask.data : nullptr;
     DYNATTN_RETURN_IF_ERROR(ApplyLayer(layer, &attention));
-    const AttentionPlan& work = s.AttentionPlanFor(attention.window_left);
+    const AttentionPlan& work = s.AttentionPlanFor(planned, attention.window_left);
     const BackendKernels& row = *s.kernels;
     // Every allocation of the Run happens here, before its first write.
     DYNATTN_RETURN_IF_ERROR(

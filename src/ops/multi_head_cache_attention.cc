@@ -12,6 +12,7 @@ template <>
 struct OpTraits<MultiHeadCacheAttentionArgs> {
   using Attrs = MultiHeadCacheAttentionAttrs;
   using Call = MultiHeadCacheAttentionCall;
+  using Work = CacheAttentionWork;
   static constexpr OpKind kKind = OpKind::kMultiHeadCacheAttention;
   static constexpr const char* kPlacedBy = "cache";
   static constexpr bool kCacheTensors = true;
@@ -26,25 +27,28 @@ struct OpTraits<MultiHeadCacheAttentionArgs> {
 
   static void Plan(const Attrs& attrs, const Call& call, const MultiHeadCacheAttentionArgs& args,
                    PlanState* state) {
-    state->write = call.write;
-    state->attention = call.attention;
+    Work& work = state->work.emplace<Work>();
+    work.write = call.write;
+    work.attention = call.attention;
     state->OwnIndexArrays();
-    PlanAttentionWork(state);
+    PlanAttentionWork(&work, state);
     RecordCache(args.cache, args.scale, Quantized(attrs), args.cache_desc, call.attention.kv.cache,
                 state);
   }
 
-  static Status Run(const PlanState& s, const MultiHeadCacheAttentionArgs& args,
-                    const LayerAttrs* layer, ContextState* context) {
+  static Status Run(const PlanState& s, const Work& planned,
+                    const MultiHeadCacheAttentionArgs& args, const LayerAttrs* layer,
+                    ContextState* context) {
     CacheDesc cache;
     DYNATTN_RETURN_IF_ERROR(s.RunCache(args.cache, args.scale, args.cache_desc, &cache));
-    AttentionProblem attention = AttentionFor(s, args.query, args.attn_output, cache);
+    AttentionProblem attention =
+        AttentionFor(planned.attention, args.query, args.attn_output, cache);
     // The plan decides whether there is a mask: an empty one (no elements) counts as none.
-    attention.mask = s.attention.mask != nullptr ? args.attn_mask.data : nullptr;
+    attention.mask = planned.attention.mask != nullptr ? args.attn_mask.data : nullptr;
     DYNATTN_RETURN_IF_ERROR(ApplyLayer(layer, &attention));
-    const AttentionPlan& work = s.AttentionPlanFor(attention.window_left);
+    const AttentionPlan& work = s.AttentionPlanFor(planned, attention.window_left);
     const BackendKernels& row = *s.kernels;
-    const WriteProblem write = WriteFor(s, args.current_key, args.current_value, cache);
+    const WriteProblem write = WriteFor(planned.write, args.current_key, args.current_value, cache);
     // Every allocation of the Run happens here, before its first write.
     DYNATTN_RETURN_IF_ERROR(row.reserve(
         row, {.write = &write, .attention = &attention, .attention_plan = &work}, context));

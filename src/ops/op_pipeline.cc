@@ -7,12 +7,10 @@
 
 namespace dynattn::internal {
 
-Status StartPlan(OpKind op, const CacheDesc& cache, const char* input,
-                 std::unique_ptr<PlanState>* state) {
+Status StartPlan(const CacheDesc& cache, const char* input, std::unique_ptr<PlanState>* state) {
   const BackendKernels* kernels = KernelsFor(cache.device, cache.elem);
   if (kernels == nullptr) return NoBackend(input, cache.device);
   *state = std::make_unique<PlanState>();
-  (*state)->op = op;
   (*state)->kernels = kernels;
   return Status::Ok();
 }
@@ -28,9 +26,9 @@ Status CheckTensors(const PlanState& state, const DataTensors& tensors) {
   return Status::Ok();
 }
 
-WriteProblem WriteFor(const PlanState& state, const TensorView& current_key,
+WriteProblem WriteFor(const WriteProblem& planned, const TensorView& current_key,
                       const TensorView& current_value, const CacheDesc& cache) {
-  WriteProblem write = state.write;
+  WriteProblem write = planned;
   write.current_key = current_key.data;
   write.current_value = current_value.data;
   write.key_row_stride = RowStride(current_key);
@@ -39,9 +37,9 @@ WriteProblem WriteFor(const PlanState& state, const TensorView& current_key,
   return write;
 }
 
-AttentionProblem AttentionFor(const PlanState& state, const TensorView& query,
+AttentionProblem AttentionFor(const AttentionProblem& planned, const TensorView& query,
                               const TensorView& output, const CacheDesc& cache) {
-  AttentionProblem attention = state.attention;
+  AttentionProblem attention = planned;
   SetActivations(query, output, &attention);
   attention.kv.cache = cache;
   return attention;
@@ -69,10 +67,10 @@ void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantiz
   state->cache.desc = desc;
 }
 
-void PlanAttentionWork(PlanState* state) {
-  state->attention_plan = PlanAttention(state->attention);
-  state->workspace_floats = static_cast<size_t>(state->attention_plan.num_states *
-                                                StateFloats(state->attention.padded_dim));
+void PlanAttentionWork(AttentionWork* work, PlanState* state) {
+  work->plan = PlanAttention(work->attention);
+  state->workspace_floats =
+      static_cast<size_t>(work->plan.num_states * StateFloats(work->attention.padded_dim));
 }
 
 TensorView WidenedIndex::operator()(const TensorView& t) {

@@ -18,10 +18,10 @@
 
 namespace dynattn::internal {
 
-/// A new plan of `op` run by the dispatch row of `cache`'s device and element type; fails when
-/// this library has no backend for that device (`input` names the tensor that lives there).
-Status StartPlan(OpKind op, const CacheDesc& cache, const char* input,
-                 std::unique_ptr<PlanState>* state);
+/// A new plan run by the dispatch row of `cache`'s device and element type (the op's plan then
+/// fills its work); fails when this library has no backend for that device (`input` names the
+/// tensor that lives there).
+Status StartPlan(const CacheDesc& cache, const char* input, std::unique_ptr<PlanState>* state);
 
 /// A call's data tensors by name (at most five besides the cache): what a plan records and each
 /// Run checks its own against.
@@ -36,12 +36,12 @@ void RecordTensors(const DataTensors& tensors, PlanState* state);
 /// Checks a Run's data tensors against the recorded ones.
 Status CheckTensors(const PlanState& state, const DataTensors& tensors);
 
-/// The plan's write problem on a Run's new keys, values (their row strides too) and cache.
-WriteProblem WriteFor(const PlanState& state, const TensorView& current_key,
+/// The planned write problem on a Run's new keys, values (their row strides too) and cache.
+WriteProblem WriteFor(const WriteProblem& planned, const TensorView& current_key,
                       const TensorView& current_value, const CacheDesc& cache);
-/// The plan's attention problem on a Run's query, output (their row strides too) and cache (mask
-/// and LSE left to the op).
-AttentionProblem AttentionFor(const PlanState& state, const TensorView& query,
+/// The planned attention problem on a Run's query, output (their row strides too) and cache
+/// (mask and LSE left to the op).
+AttentionProblem AttentionFor(const AttentionProblem& planned, const TensorView& query,
                               const TensorView& output, const CacheDesc& cache);
 
 /// A Run's score attributes: the plan's when `layer` is null, else `layer`'s once they pass
@@ -52,8 +52,9 @@ Status ApplyLayer(const LayerAttrs* layer, AttentionProblem* attention);
 void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantized,
                  const CacheDesc* raw, const CacheDesc& desc, PlanState* state);
 
-/// Plans an attention problem (MHA, MHCA) with core/'s planner and sizes its workspace.
-void PlanAttentionWork(PlanState* state);
+/// Plans `work`'s attention problem (MHA, MHCA) with core/'s planner and sizes the workspace of
+/// `state`.
+void PlanAttentionWork(AttentionWork* work, PlanState* state);
 
 /// int32 index tensors (what vLLM and FlashInfer pass) as int64 views of copies made at plan
 /// time: validation and planning read int64, and a plan keeps its own copies of the index

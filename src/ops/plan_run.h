@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <utility>
+#include <variant>
 
 #include "src/context.h"
 #include "src/op_fields.h"
@@ -26,8 +27,9 @@ namespace dynattn::internal {
 ///   Validate(attrs, args, &call)
 ///   Quantized(attrs)           whether a PMX cache of the planning call has a scale tensor
 ///   CacheOf(call, args)        the cache descriptor that picks the dispatch row
-///   Plan(attrs, call, args, state)   the op's problems and work into a started plan
-///   Run(state, args, layer, context) the op's steps once the pipeline checked the Run
+///   Plan(attrs, call, args, state)   the op's work (its OpWork alternative) into a started plan
+///   Work                       its alternative of OpWork (src/plan_state.h)
+///   Run(state, work, args, layer, context)   the op's steps once the pipeline checked the Run
 template <class Args>
 struct OpTraits;
 
@@ -56,8 +58,9 @@ Status PlanOp(const typename OpTraits<Args>::Attrs& attrs, const Args& caller_ar
   DYNATTN_RETURN_IF_ERROR(CheckOpAliasing(caller_args, PmxCacheOf(caller_args),
                                           Op::Quantized(attrs), CallPhase::kPlan));
   std::unique_ptr<PlanState> state;
-  DYNATTN_RETURN_IF_ERROR(StartPlan(Op::kKind, Op::CacheOf(call, args), Op::kPlacedBy, &state));
+  DYNATTN_RETURN_IF_ERROR(StartPlan(Op::CacheOf(call, args), Op::kPlacedBy, &state));
   Op::Plan(attrs, call, args, state.get());
+  if (state->op() != Op::kKind) return Status::Internal("a plan holds another op's work");
   RecordTensors(DataTensorsOf(args), state.get());
   StateAccess::Reset(plan, std::move(state));
   return Status::Ok();
@@ -75,7 +78,7 @@ Status RunOp(const Plan& plan, const Args& args, Context* context, const LayerAt
   DYNATTN_RETURN_IF_ERROR(CheckTensors(*state, DataTensorsOf(args)));
   DYNATTN_RETURN_IF_ERROR(CheckOpAliasing(args, PmxCacheOf(args), state->cache.scale.present(),
                                           CallPhase::kRun, layer));
-  return Op::Run(*state, args, layer, StateOf(*context));
+  return Op::Run(*state, std::get<typename Op::Work>(state->work), args, layer, StateOf(*context));
 }
 
 /// A one-shot call of every op: plan, then run on a pooled Context with the planned attributes.

@@ -50,6 +50,7 @@ template <>
 struct OpTraits<UnifiedAttentionArgs> {
   using Attrs = UnifiedAttentionAttrs;
   using Call = UnifiedCall;
+  using Work = UnifiedWork;
   static constexpr OpKind kKind = OpKind::kUnifiedAttention;
   static constexpr const char* kPlacedBy = "cache";
   static constexpr bool kCacheTensors = false;  // a BlockCache, not PMX tensors
@@ -63,43 +64,45 @@ struct OpTraits<UnifiedAttentionArgs> {
   }
 
   static void Plan(const Attrs&, const Call& call, const UnifiedAttentionArgs& args, PlanState* s) {
-    s->write = call.write;
-    s->attention = call.attention;
-    s->unified_step = call.step;
+    Work& work = s->work.emplace<Work>();
+    work.write = call.write;
+    work.attention = call.attention;
+    work.step = call.step;
     s->OwnIndexArrays();
-    s->unified_plan = PlanUnified(s->unified_step);
+    work.plan = PlanUnified(work.step);
 #ifndef NDEBUG
     // Debug builds prove on every plan that each (query, key) pair has exactly one path.
-    const std::string coverage = CheckCoverage(s->unified_step, s->unified_plan);
+    const std::string coverage = CheckCoverage(work.step, work.plan);
     if (!coverage.empty()) {
       std::fprintf(stderr, "libdynattn: unified plan coverage: %s\n", coverage.c_str());
       std::abort();
     }
 #endif
     s->workspace_floats =
-        static_cast<size_t>(s->unified_plan.num_states * StateFloats(s->attention.padded_dim));
-    s->unified_summary = Summarize(s->unified_step, s->unified_plan, args.cache->cache);
+        static_cast<size_t>(work.plan.num_states * StateFloats(work.attention.padded_dim));
+    work.summary = Summarize(work.step, work.plan, args.cache->cache);
     RecordCache({}, {}, false, &args.cache->cache, call.attention.kv.cache, s);
-    s->block_cache = *args.cache;
+    work.block_cache = *args.cache;
   }
 
-  static Status Run(const PlanState& s, const UnifiedAttentionArgs& args, const LayerAttrs* layer,
-                    ContextState* context) {
+  static Status Run(const PlanState& s, const Work& planned, const UnifiedAttentionArgs& args,
+                    const LayerAttrs* layer, ContextState* context) {
     if (args.cache == nullptr) return Status::Invalid("cache", "is required but null");
-    const BlockCache& planned = s.block_cache;
-    if (args.cache->block_size != planned.block_size || args.cache->Stride() != planned.Stride() ||
-        args.cache->num_blocks != planned.num_blocks) {
+    const BlockCache& blocks = planned.block_cache;
+    if (args.cache->block_size != blocks.block_size || args.cache->Stride() != blocks.Stride() ||
+        args.cache->num_blocks != blocks.num_blocks) {
       return Status::Invalid("cache",
                              "block_size, block_stride and num_blocks must match the plan's");
     }
     CacheDesc cache;
     DYNATTN_RETURN_IF_ERROR(s.RunCache({}, {}, &args.cache->cache, &cache));
-    AttentionProblem attention = AttentionFor(s, args.query, args.attn_output, cache);
+    AttentionProblem attention =
+        AttentionFor(planned.attention, args.query, args.attn_output, cache);
     attention.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
     DYNATTN_RETURN_IF_ERROR(ApplyLayer(layer, &attention));
-    const UnifiedPlan& work = s.UnifiedPlanFor(attention.window_left);
+    const UnifiedPlan& work = s.UnifiedPlanFor(planned, attention.window_left);
     const BackendKernels& row = *s.kernels;
-    const WriteProblem write = WriteFor(s, args.current_key, args.current_value, cache);
+    const WriteProblem write = WriteFor(planned.write, args.current_key, args.current_value, cache);
     // Every allocation of the Run happens here, before its first write.
     DYNATTN_RETURN_IF_ERROR(row.reserve(
         row, {.write = &write, .attention = &attention, .unified_plan = &work}, context));
