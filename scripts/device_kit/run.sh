@@ -83,8 +83,10 @@ seed1="${DYNATTN_KIT_SEED:-$(date +%s)}"
 seed2=$((seed1 + 1))
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 checks=()  # the background checks' process ids
+# DYNATTN_KIT_TIMEOUT_SCALE multiplies each check's timeout: the rehearsal on the CUDA emulator
+# (scripts/device_kit.sh --dry-run) runs the five checks on a loaded CPU, not on a device.
 check() {  # check NAME TIMEOUT COMMAND...: runs in the background, logs to NAME.log
-  local name="$1" limit="$2"
+  local name="$1" limit=$(($2 * ${DYNATTN_KIT_TIMEOUT_SCALE:-1}))
   shift 2
   (
     start=$SECONDS
