@@ -22,13 +22,13 @@ namespace dynattn::internal {
 
 /// What one op adds to the pipeline, specialized in its src/ops/<op>.cc for its Args:
 ///   Attrs, Call                the op's attributes and its validated call (src/validate.h)
+///   Work                       its alternative of OpWork (src/plan_state.h)
 ///   kKind, kPlacedBy           its OpKind; the input named when no backend serves its cache
 ///   kCacheTensors              whether a PMX cache tensor (args.cache, .scale) may come with it
 ///   Validate(attrs, args, &call)
 ///   Quantized(attrs)           whether a PMX cache of the planning call has a scale tensor
 ///   CacheOf(call, args)        the cache descriptor that picks the dispatch row
 ///   Plan(attrs, call, args, state)   the op's work (its OpWork alternative) into a started plan
-///   Work                       its alternative of OpWork (src/plan_state.h)
 ///   Run(state, work, args, layer, context)   the op's steps once the pipeline checked the Run
 template <class Args>
 struct OpTraits;
