@@ -25,13 +25,12 @@ struct OpTraits<KeyValueCacheArgs> {
     return call.write.kv.cache;
   }
 
-  static void Plan(const Attrs& attrs, const Call& call, const KeyValueCacheArgs& args,
+  static void Plan(const Attrs& attrs, const Call& call, const KeyValueCacheArgs& args, Work* work,
                    PlanState* state) {
-    Work& work = state->work.emplace<Work>();
-    work.write = call.write;
-    work.gather = call.gather;
+    work->write = call.write;
+    work->gather = call.gather;
     state->OwnIndexArrays();
-    work.gather_pieces = PlanGather(work.gather.batch);
+    work->gather_pieces = PlanGather(work->gather.batch);
     RecordCache(args.cache, args.scale, Quantized(attrs), args.cache_desc, call.write.kv.cache,
                 state);
   }

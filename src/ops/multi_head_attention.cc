@@ -25,12 +25,11 @@ struct OpTraits<MultiHeadAttentionArgs> {
     return call.attention.kv.cache;
   }
 
-  static void Plan(const Attrs&, const Call& call, const MultiHeadAttentionArgs&,
+  static void Plan(const Attrs&, const Call& call, const MultiHeadAttentionArgs&, Work* work,
                    PlanState* state) {
-    Work& work = state->work.emplace<Work>();
-    work.attention = call.attention;
+    work->attention = call.attention;
     state->OwnIndexArrays();
-    PlanAttentionWork(&work, state);
+    PlanAttentionWork(work, state);
   }
 
   static Status Run(const PlanState& s, const Work& planned, const MultiHeadAttentionArgs& args,

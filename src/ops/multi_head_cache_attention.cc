@@ -26,12 +26,11 @@ struct OpTraits<MultiHeadCacheAttentionArgs> {
   }
 
   static void Plan(const Attrs& attrs, const Call& call, const MultiHeadCacheAttentionArgs& args,
-                   PlanState* state) {
-    Work& work = state->work.emplace<Work>();
-    work.write = call.write;
-    work.attention = call.attention;
+                   Work* work, PlanState* state) {
+    work->write = call.write;
+    work->attention = call.attention;
     state->OwnIndexArrays();
-    PlanAttentionWork(&work, state);
+    PlanAttentionWork(work, state);
     RecordCache(args.cache, args.scale, Quantized(attrs), args.cache_desc, call.attention.kv.cache,
                 state);
   }

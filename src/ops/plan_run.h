@@ -9,6 +9,7 @@
 #define DYNATTN_SRC_OPS_PLAN_RUN_H_
 
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -28,7 +29,7 @@ namespace dynattn::internal {
 ///   Validate(attrs, args, &call)
 ///   Quantized(attrs)           whether a PMX cache of the planning call has a scale tensor
 ///   CacheOf(call, args)        the cache descriptor that picks the dispatch row
-///   Plan(attrs, call, args, state)   the op's work (its OpWork alternative) into a started plan
+///   Plan(attrs, call, args, work, state)   the op's work into the started plan's (empty) Work
 ///   Run(state, work, args, layer, context)   the op's steps once the pipeline checked the Run
 template <class Args>
 struct OpTraits;
@@ -59,8 +60,10 @@ Status PlanOp(const typename OpTraits<Args>::Attrs& attrs, const Args& caller_ar
                                           Op::Quantized(attrs), CallPhase::kPlan));
   std::unique_ptr<PlanState> state;
   DYNATTN_RETURN_IF_ERROR(StartPlan(Op::CacheOf(call, args), Op::kPlacedBy, &state));
-  Op::Plan(attrs, call, args, state.get());
-  if (state->op() != Op::kKind) return Status::Internal("a plan holds another op's work");
+  static_assert(std::is_same_v<std::variant_alternative_t<static_cast<size_t>(Op::kKind), OpWork>,
+                               typename Op::Work>,
+                "an op's Work is OpWork's alternative of its OpKind");
+  Op::Plan(attrs, call, args, &state->work.template emplace<typename Op::Work>(), state.get());
   RecordTensors(DataTensorsOf(args), state.get());
   StateAccess::Reset(plan, std::move(state));
   return Status::Ok();

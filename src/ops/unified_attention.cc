@@ -63,26 +63,26 @@ struct OpTraits<UnifiedAttentionArgs> {
     return args.cache->cache;
   }
 
-  static void Plan(const Attrs&, const Call& call, const UnifiedAttentionArgs& args, PlanState* s) {
-    Work& work = s->work.emplace<Work>();
-    work.write = call.write;
-    work.attention = call.attention;
-    work.step = call.step;
+  static void Plan(const Attrs&, const Call& call, const UnifiedAttentionArgs& args, Work* work,
+                   PlanState* s) {
+    work->write = call.write;
+    work->attention = call.attention;
+    work->step = call.step;
     s->OwnIndexArrays();
-    work.plan = PlanUnified(work.step);
+    work->plan = PlanUnified(work->step);
 #ifndef NDEBUG
     // Debug builds prove on every plan that each (query, key) pair has exactly one path.
-    const std::string coverage = CheckCoverage(work.step, work.plan);
+    const std::string coverage = CheckCoverage(work->step, work->plan);
     if (!coverage.empty()) {
       std::fprintf(stderr, "libdynattn: unified plan coverage: %s\n", coverage.c_str());
       std::abort();
     }
 #endif
     s->workspace_floats =
-        static_cast<size_t>(work.plan.num_states * StateFloats(work.attention.padded_dim));
-    work.summary = Summarize(work.step, work.plan, args.cache->cache);
+        static_cast<size_t>(work->plan.num_states * StateFloats(work->attention.padded_dim));
+    work->summary = Summarize(work->step, work->plan, args.cache->cache);
     RecordCache({}, {}, false, &args.cache->cache, call.attention.kv.cache, s);
-    work.block_cache = *args.cache;
+    work->block_cache = *args.cache;
   }
 
   static Status Run(const PlanState& s, const Work& planned, const UnifiedAttentionArgs& args,
