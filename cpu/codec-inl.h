@@ -42,6 +42,12 @@ namespace hn = hwy::HWY_NAMESPACE;
 /// Float vectors of at most kVirtualLanes lanes: 16 on AVX-512, 8 on AVX2, 4 on SSE4, 1 scalar.
 using DF = hn::CappedTag<float, internal::kVirtualLanes>;
 
+/// A step run once per tile or per work item (scoring a tile, its P.V, its softmax), not per
+/// vector: compiled once per target and called, instead of inlined into every (format, scale
+/// mode, rounding, block) instantiation of the kernels that use it. A call per tile costs nothing
+/// measurable; inlining them all made the quantized formats' translation units take minutes.
+#define DYNATTN_TILE_STEP inline HWY_NOINLINE
+
 /// Rounds each lane to the nearest binary16 value (ties to even), kept as float. Bit-identical to
 /// internal::RoundToF16 on every target: F16C where the target has it, integer operations
 /// elsewhere (Highway 1.0.3's software demotion truncates, so it is not used).
@@ -838,21 +844,17 @@ HWY_INLINE void EncodeRow(const CacheDesc& cache, bool io_is_f16, const CachePla
 HWY_INLINE void LoadActivations(const void* src, DType io, int count, float* dst) {
   if (io == DType::kF32) {
     std::copy(static_cast<const float*>(src), static_cast<const float*>(src) + count, dst);
-  } else if (io == DType::kBF16) {
-    const DF df;
-    const int n = static_cast<int>(hn::Lanes(df));
-    const auto* bits = static_cast<const uint16_t*>(src);
-    int i = 0;
-    for (; i + n <= count; i += n) hn::StoreU(Bf16Lanes(bits + i), df, dst + i);
-    for (; i < count; ++i) dst[i] = internal::Bf16ToF32(bits[i]);
-  } else {
-    const DF df;
-    const int n = static_cast<int>(hn::Lanes(df));
-    const auto* half = static_cast<const uint16_t*>(src);
-    int i = 0;
-    for (; i + n <= count; i += n) hn::StoreU(F16Lanes(half + i), df, dst + i);
-    for (; i < count; ++i) dst[i] = internal::F16ToF32(half[i]);
+    return;
   }
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto* half = static_cast<const uint16_t*>(src);
+  const bool bf16 = io == DType::kBF16;
+  int i = 0;
+  for (; i + n <= count; i += n) {
+    hn::StoreU(bf16 ? Bf16Lanes(half + i) : F16Lanes(half + i), df, dst + i);
+  }
+  for (; i < count; ++i) dst[i] = bf16 ? internal::Bf16ToF32(half[i]) : internal::F16ToF32(half[i]);
 }
 
 }  // namespace HWY_NAMESPACE

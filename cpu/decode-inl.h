@@ -41,7 +41,6 @@
 #include <cstdint>
 
 #include "cpu/codec-inl.h"
-#include "cpu/kernel_table.h"
 #include "cpu/softmax-inl.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
@@ -49,10 +48,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace dynattn {
 namespace HWY_NAMESPACE {
-
-using internal::AttentionProblem;
-using internal::kKeyTile;
-using internal::kVirtualLanes;
 
 /// Floats a tile needs to gather the rows of `plane` (none unless it is dimension-major).
 HWY_INLINE size_t StagingFloats(const CachePlane& plane, int head_dim) {
@@ -292,9 +287,10 @@ HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
 
 /// The whole P.V of a tile; its first pass over the keys fetches the rows of `ahead`.
 template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock>
-HWY_INLINE void FusedAccumulateRounded(const float* probs, const uint8_t* active,
-                                       const TileRows& values, int count, const ScaleLanes& lanes,
-                                       int head_dim, int padded_dim, RowsAhead ahead, float* acc) {
+DYNATTN_TILE_STEP void FusedAccumulateRounded(const float* probs, const uint8_t* active,
+                                              const TileRows& values, int count,
+                                              const ScaleLanes& lanes, int head_dim, int padded_dim,
+                                              RowsAhead ahead, float* acc) {
   constexpr int kParts = FusedValueParts<kBlock>();
   int e = 0;
   for (; e + kParts * kLanes <= head_dim; e += kParts * kLanes) {
@@ -351,8 +347,8 @@ HWY_INLINE void PointTileRows(const CacheDesc& cache, const CachePlane& plane, c
 /// Widens the group scales of the tile's rows and sees whether they prove NormalProducts
 /// (nothing for unquantized caches).
 template <CacheElem kElem>
-HWY_INLINE void WidenTileScales(const CacheDesc& cache, const ScaleLanes& lanes, int count,
-                                TileRows* tile) {
+DYNATTN_TILE_STEP void WidenTileScales(const CacheDesc& cache, const ScaleLanes& lanes, int count,
+                                       TileRows* tile) {
   if (lanes.mode == ScaleLanes::Mode::kNone) return;
   if (lanes.mode != ScaleLanes::Mode::kExpanded && lanes.groups % kLanes == 0) {
     tile->normal_products =
@@ -377,10 +373,10 @@ struct FusedTile {
 /// scores[v * kKeyTile + j] = q_v . k_j for the keys of `tile`, kKeys at a time, while the rows
 /// of `ahead` and `also_ahead` are fetched in step.
 template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock>
-HWY_INLINE void ScoreFusedTile(const AttentionProblem& p, const float* queries,
-                               const FusedTile& tile, const RowsAhead& ahead,
-                               const RowsAhead& also_ahead, const ScaleLanes& lanes,
-                               float* scores) {
+DYNATTN_TILE_STEP void ScoreFusedTile(const AttentionProblem& p, const float* queries,
+                                      const FusedTile& tile, const RowsAhead& ahead,
+                                      const RowsAhead& also_ahead, const ScaleLanes& lanes,
+                                      float* scores) {
   constexpr int kKeys = FusedKeys<kBlock>();
   const int dp = p.padded_dim;
   int j = 0;

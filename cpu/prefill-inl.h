@@ -27,17 +27,12 @@
 #include <utility>
 
 #include "cpu/codec-inl.h"
-#include "cpu/kernel_table.h"
 #include "cpu/softmax-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace dynattn {
 namespace HWY_NAMESPACE {
-
-using internal::AttentionProblem;
-using internal::kKeyTile;
-using internal::kVirtualLanes;
 
 /// Query vectors scored together share each load of the key and value tiles. Blocks of 8 keep
 /// enough independent FMA chains in flight for prefill tiles; decode tiles with a GQA group of 4

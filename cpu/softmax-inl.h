@@ -359,8 +359,8 @@ HWY_INLINE void PrefetchQueries(const AttentionProblem& p, const QueryRow* rows,
 }
 
 /// Loads query vectors [0, vectors) into rows of padded_dim floats, zero rows up to `padded`.
-HWY_INLINE void LoadQueries(const AttentionProblem& p, const QueryRow* rows, int vectors,
-                            int padded, float* queries) {
+DYNATTN_TILE_STEP void LoadQueries(const AttentionProblem& p, const QueryRow* rows, int vectors,
+                                   int padded, float* queries) {
   std::fill(queries + static_cast<int64_t>(vectors) * p.padded_dim,
             queries + static_cast<int64_t>(padded) * p.padded_dim, 0.0f);
   for (int index = 0; index < vectors; ++index) {
@@ -441,9 +441,9 @@ HWY_INLINE void WriteStates(const AttentionProblem& p, int64_t state_index, int 
 /// Finishes the dots of query vectors [first, first + block) against one tile (`scores`, rows of
 /// kKeyTile) and folds them into the vectors' running states. Afterwards `scores` holds the
 /// probabilities relative to the updated maxima; padding vectors (index >= vectors) get zeros.
-HWY_INLINE void SoftmaxBlock(const AttentionProblem& p, const QueryRow* rows, int vectors,
-                             int first, int block, int64_t key0, int count, float* scores,
-                             const VectorStates& s) {
+DYNATTN_TILE_STEP void SoftmaxBlock(const AttentionProblem& p, const QueryRow* rows, int vectors,
+                                    int first, int block, int64_t key0, int count, float* scores,
+                                    const VectorStates& s) {
   const int span = LiveSpan(count);
   const int live = std::clamp(vectors - first, 0, block);  // the rest are padding vectors
   std::fill(scores + live * kKeyTile, scores + block * kKeyTile, -0.0f);  // see no key
@@ -504,8 +504,8 @@ HWY_INLINE bool AllFinite(const hn::Vec<DF>* value) {
 }
 
 /// Ends a request work item: its output rows when it is their only part, else its states.
-HWY_INLINE void FinishItem(const AttentionProblem& p, const internal::WorkItem& w,
-                           const QueryRow* rows, const VectorStates& s, float* states) {
+DYNATTN_TILE_STEP void FinishItem(const AttentionProblem& p, const internal::WorkItem& w,
+                                  const QueryRow* rows, const VectorStates& s, float* states) {
   const int vectors = p.group_size * (w.row_end - w.row_begin);
   if (w.num_splits == 1) {
     WriteOutputs(p, rows, vectors, s);
