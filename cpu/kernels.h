@@ -13,7 +13,7 @@ namespace dynattn::internal {
 
 // CpuKernelsF32(), CpuKernelsF16(), ...: one per row of DYNATTN_CACHE_FORMATS, each defined by
 // its cpu/kernels_<tag>.cc (a format without one fails to link).
-#define DYNATTN_CPU_KERNELS_GETTER(elem, tag, name, row) CpuKernels CpuKernels##tag();
+#define DYNATTN_CPU_KERNELS_GETTER(elem, tag, name, row, c_suffix) CpuKernels CpuKernels##tag();
 DYNATTN_CACHE_FORMATS(DYNATTN_CPU_KERNELS_GETTER)
 #undef DYNATTN_CPU_KERNELS_GETTER
 

@@ -362,7 +362,7 @@ BackendKernels CudaRow(const char* name) {
 
 const BackendKernels* CudaKernelsFor(CacheElem elem) {
   static const std::array<BackendKernels, kNumCacheElems> rows = {
-#define DYNATTN_CUDA_ROW(elem, tag, name, row) CudaRow<CacheElem::elem>("cuda/" row),
+#define DYNATTN_CUDA_ROW(elem, tag, name, row, c_suffix) CudaRow<CacheElem::elem>("cuda/" row),
       DYNATTN_CACHE_FORMATS(DYNATTN_CUDA_ROW)
 #undef DYNATTN_CUDA_ROW
   };

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -801,44 +802,22 @@ std::string DescribeElement(int64_t t, int64_t h, int64_t x, double got, double 
 // ================================================================================================
 // Public API.
 
-int64_t DtSize(Dt dt) {
-  switch (dt) {
-    case Dt::kF32:
-      return 4;
-    case Dt::kF16:
-      return 2;
-    case Dt::kI8:
-      return 1;
-    case Dt::kI64:
-      return 8;
-    case Dt::kBF16:
-      return 2;
-    case Dt::kF8E4M3:
-    case Dt::kF8E5M2:
-      return 1;
-  }
-  return 0;
-}
+namespace {
 
-const char* DtName(Dt dt) {
-  switch (dt) {
-    case Dt::kF32:
-      return "f32";
-    case Dt::kF16:
-      return "f16";
-    case Dt::kI8:
-      return "i8";
-    case Dt::kI64:
-      return "i64";
-    case Dt::kBF16:
-      return "bf16";
-    case Dt::kF8E4M3:
-      return "f8e4m3";
-    case Dt::kF8E5M2:
-      return "f8e5m2";
-  }
-  return "?";
-}
+// Each Dt's size in bytes and short name, in enumerator order.
+struct DtInfo {
+  int64_t bytes;
+  const char* name;
+};
+constexpr DtInfo kDts[] = {{4, "f32"},  {2, "f16"},    {1, "i8"},    {8, "i64"},
+                           {2, "bf16"}, {1, "f8e4m3"}, {1, "f8e5m2"}};
+static_assert(std::size(kDts) == static_cast<size_t>(Dt::kF8E5M2) + 1);
+
+}  // namespace
+
+int64_t DtSize(Dt dt) { return kDts[static_cast<size_t>(dt)].bytes; }
+
+const char* DtName(Dt dt) { return kDts[static_cast<size_t>(dt)].name; }
 
 bool IsActivationDt(Dt dt) { return dt == Dt::kF32 || dt == Dt::kF16 || dt == Dt::kBF16; }
 

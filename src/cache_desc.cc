@@ -191,8 +191,8 @@ Status MakePmxCacheDesc(const TensorView& cache, const TensorView& scale, const 
 
 const char* CacheElemName(CacheElem elem) {
   switch (elem) {
-#define DYNATTN_CACHE_ELEM_NAME(elem, tag, name, row) \
-  case CacheElem::elem:                               \
+#define DYNATTN_CACHE_ELEM_NAME(elem, tag, name, row, c_suffix) \
+  case CacheElem::elem:                                         \
     return name;
     DYNATTN_CACHE_FORMATS(DYNATTN_CACHE_ELEM_NAME)
 #undef DYNATTN_CACHE_ELEM_NAME

@@ -160,8 +160,8 @@ Status RunUnified(const BackendKernels& row, const AttentionProblem& problem,
 
 const char* CpuRowName(CacheElem elem) {
   switch (elem) {
-#define DYNATTN_CPU_ROW_NAME(elem, tag, name, row) \
-  case CacheElem::elem:                            \
+#define DYNATTN_CPU_ROW_NAME(elem, tag, name, row, c_suffix) \
+  case CacheElem::elem:                                      \
     return "cpu/" row;
     DYNATTN_CACHE_FORMATS(DYNATTN_CPU_ROW_NAME)
 #undef DYNATTN_CPU_ROW_NAME

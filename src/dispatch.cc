@@ -18,7 +18,7 @@ struct CpuFormat {
   CpuKernels (*kernels)();
 };
 constexpr CpuFormat kCpuFormats[] = {
-#define DYNATTN_CPU_FORMAT(elem, tag, name, row) {CacheElem::elem, &CpuKernels##tag},
+#define DYNATTN_CPU_FORMAT(elem, tag, name, row, c_suffix) {CacheElem::elem, &CpuKernels##tag},
     DYNATTN_CACHE_FORMATS(DYNATTN_CPU_FORMAT)
 #undef DYNATTN_CPU_FORMAT
 };

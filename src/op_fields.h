@@ -38,32 +38,19 @@ template <class Args>
 struct OpTensors;
 
 #define DYNATTN_TENSOR_FIELD(member, role) TensorField<A>{#member, TensorRole::k##role, &A::member},
+#define DYNATTN_OP_TENSORS(Args, TENSORS)                                        \
+  template <>                                                                    \
+  struct OpTensors<Args> {                                                       \
+    using A = Args;                                                              \
+    static constexpr TensorField<A> kFields[] = {TENSORS(DYNATTN_TENSOR_FIELD)}; \
+  };
 
-template <>
-struct OpTensors<KeyValueCacheArgs> {
-  using A = KeyValueCacheArgs;
-  static constexpr TensorField<A> kFields[] = {
-      DYNATTN_KEY_VALUE_CACHE_TENSORS(DYNATTN_TENSOR_FIELD)};
-};
-template <>
-struct OpTensors<MultiHeadAttentionArgs> {
-  using A = MultiHeadAttentionArgs;
-  static constexpr TensorField<A> kFields[] = {
-      DYNATTN_MULTI_HEAD_ATTENTION_TENSORS(DYNATTN_TENSOR_FIELD)};
-};
-template <>
-struct OpTensors<MultiHeadCacheAttentionArgs> {
-  using A = MultiHeadCacheAttentionArgs;
-  static constexpr TensorField<A> kFields[] = {
-      DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS(DYNATTN_TENSOR_FIELD)};
-};
-template <>
-struct OpTensors<UnifiedAttentionArgs> {
-  using A = UnifiedAttentionArgs;
-  static constexpr TensorField<A> kFields[] = {
-      DYNATTN_UNIFIED_ATTENTION_TENSORS(DYNATTN_TENSOR_FIELD)};
-};
+DYNATTN_OP_TENSORS(KeyValueCacheArgs, DYNATTN_KEY_VALUE_CACHE_TENSORS)
+DYNATTN_OP_TENSORS(MultiHeadAttentionArgs, DYNATTN_MULTI_HEAD_ATTENTION_TENSORS)
+DYNATTN_OP_TENSORS(MultiHeadCacheAttentionArgs, DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS)
+DYNATTN_OP_TENSORS(UnifiedAttentionArgs, DYNATTN_UNIFIED_ATTENTION_TENSORS)
 
+#undef DYNATTN_OP_TENSORS
 #undef DYNATTN_TENSOR_FIELD
 
 /// Every tensor of an op's Args looked up by its name.

@@ -3,6 +3,7 @@
 #include "src/plan_state.h"
 
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "core/cache_rows.h"
@@ -14,17 +15,11 @@ namespace internal {
 namespace {
 
 const char* OpName(OpKind op) {
-  switch (op) {
-    case OpKind::kKeyValueCache:
-      return "KeyValueCache";
-    case OpKind::kMultiHeadAttention:
-      return "MultiHeadAttention";
-    case OpKind::kMultiHeadCacheAttention:
-      return "MultiHeadCacheAttention";
-    case OpKind::kUnifiedAttention:
-      return "UnifiedAttention";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"KeyValueCache", "MultiHeadAttention",
+                                    "MultiHeadCacheAttention", "UnifiedAttention"};
+  static_assert(std::size(kNames) == static_cast<size_t>(OpKind::kUnifiedAttention) + 1);
+  const size_t index = static_cast<size_t>(op);
+  return index < std::size(kNames) ? kNames[index] : "?";
 }
 
 Batch OwnBatch(const Batch& batch, IndexCopies* index) {
@@ -228,31 +223,34 @@ const WindowPlan& FindOrPlan(std::vector<std::unique_ptr<WindowPlan>>* plans, in
   return *plans->back();
 }
 
+/// `planned` when `window_left` is the window its `problem` was planned with; else the plan of
+/// `problem` under `window_left`, planned by `plan` on first use and kept in `slot` of s's window
+/// plans (layers with their own sliding window on one plan).
+template <class Problem, class Planned>
+const Planned& PlanUnderWindow(const PlanState& s, const Problem& problem, const Planned& planned,
+                               int64_t window_left, Planned WindowPlan::*slot,
+                               Planned (*plan)(const Problem&)) {
+  if (window_left == problem.window_left) return planned;
+  std::lock_guard<std::mutex> lock(s.window_mutex);
+  const WindowPlan& kept = FindOrPlan(&s.window_plans, window_left, [&](WindowPlan* p) {
+    Problem windowed = problem;
+    windowed.window_left = window_left;
+    p->*slot = plan(windowed);
+  });
+  return kept.*slot;
+}
+
 }  // namespace
 
 const AttentionPlan& PlanState::AttentionPlanFor(const AttentionWork& work,
                                                  int64_t window_left) const {
-  if (window_left == work.attention.window_left) return work.plan;
-  std::lock_guard<std::mutex> lock(window_mutex);
-  return FindOrPlan(&window_plans, window_left,
-                    [&](WindowPlan* p) {
-                      AttentionProblem problem = work.attention;
-                      problem.window_left = window_left;
-                      p->attention = PlanAttention(problem);
-                    })
-      .attention;
+  return PlanUnderWindow(*this, work.attention, work.plan, window_left, &WindowPlan::attention,
+                         &PlanAttention);
 }
 
 const UnifiedPlan& PlanState::UnifiedPlanFor(const UnifiedWork& work, int64_t window_left) const {
-  if (window_left == work.step.window_left) return work.plan;
-  std::lock_guard<std::mutex> lock(window_mutex);
-  return FindOrPlan(&window_plans, window_left,
-                    [&](WindowPlan* p) {
-                      UnifiedStep step = work.step;
-                      step.window_left = window_left;
-                      p->unified = PlanUnified(step);
-                    })
-      .unified;
+  return PlanUnderWindow(*this, work.step, work.plan, window_left, &WindowPlan::unified,
+                         &PlanUnified);
 }
 
 Status PlanOf(const Plan& plan, OpKind op, const PlanState** state) {

@@ -3,6 +3,7 @@
 #include "dynattn/types.h"
 
 #include <cstdint>
+#include <iterator>
 
 #include "core/checked_math.h"
 
@@ -12,47 +13,34 @@ namespace dynattn {
 // fit is refused as too large by validation, never wrapped into a small one.
 using internal::SaturatingMul;
 
+namespace {
+
+/// Each DType's size and name, in enumerator order.
+struct DTypeInfo {
+  size_t bytes;
+  const char* name;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {4, "float32"}, {2, "float16"},  {1, "int8"},          {8, "int64"},
+    {4, "int32"},   {2, "bfloat16"}, {1, "float8_e4m3fn"}, {1, "float8_e5m2"},
+};
+static_assert(std::size(kDTypes) == static_cast<size_t>(DType::kF8E5M2) + 1);
+
+const DTypeInfo* InfoOf(DType dtype) {
+  const size_t index = static_cast<size_t>(dtype);
+  return index < std::size(kDTypes) ? &kDTypes[index] : nullptr;
+}
+
+}  // namespace
+
 size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kF16:
-      return 2;
-    case DType::kI8:
-      return 1;
-    case DType::kI64:
-      return 8;
-    case DType::kI32:
-      return 4;
-    case DType::kBF16:
-      return 2;
-    case DType::kF8E4M3:
-    case DType::kF8E5M2:
-      return 1;
-  }
-  return 0;
+  const DTypeInfo* info = InfoOf(dtype);
+  return info != nullptr ? info->bytes : 0;
 }
 
 const char* DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "float32";
-    case DType::kF16:
-      return "float16";
-    case DType::kI8:
-      return "int8";
-    case DType::kI64:
-      return "int64";
-    case DType::kI32:
-      return "int32";
-    case DType::kBF16:
-      return "bfloat16";
-    case DType::kF8E4M3:
-      return "float8_e4m3fn";
-    case DType::kF8E5M2:
-      return "float8_e5m2";
-  }
-  return "?";
+  const DTypeInfo* info = InfoOf(dtype);
+  return info != nullptr ? info->name : "?";
 }
 
 TensorView TensorView::Dense(const void* data, DType dtype, int rank, const int64_t* shape,

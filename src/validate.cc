@@ -122,27 +122,18 @@ std::string FloatString(float x) {
   return buffer;
 }
 
-CacheElem CacheElemOf(int quant_bit, DType dtype) {
-  if (quant_bit == 8) return CacheElem::kInt8;
-  if (quant_bit == 4) return CacheElem::kInt4;
-  switch (dtype) {
-    case DType::kF32:
-      return CacheElem::kF32;
-    case DType::kBF16:
-      return CacheElem::kBF16;
-    case DType::kF8E4M3:
-      return CacheElem::kF8E4M3;
-    case DType::kF8E5M2:
-      return CacheElem::kF8E5M2;
-    default:
-      return CacheElem::kF16;
-  }
-}
-
 CacheElem PlainCacheElemOf(DType io) {
   return io == DType::kF32    ? CacheElem::kF32
          : io == DType::kBF16 ? CacheElem::kBF16
                               : CacheElem::kF16;
+}
+
+CacheElem CacheElemOf(int quant_bit, DType dtype) {
+  if (quant_bit == 8) return CacheElem::kInt8;
+  if (quant_bit == 4) return CacheElem::kInt4;
+  if (dtype == DType::kF8E4M3) return CacheElem::kF8E4M3;
+  if (dtype == DType::kF8E5M2) return CacheElem::kF8E5M2;
+  return PlainCacheElemOf(dtype);
 }
 
 int64_t CacheElemBits(int quant_bit, DType dtype) {
@@ -693,6 +684,26 @@ void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionPro
   p->is_causal = a.is_causal;
 }
 
+namespace {
+
+/// The attention problem of an MHA or MHCA call (call->attention, its mask already checked):
+/// FillAttention, the batch, the activations, and the ALiBi slopes and sinks that `call` keeps.
+template <class Call>
+void FinishAttention(const AttentionAttrs& a, int kv_heads, DType io, const Batch& batch,
+                     const TensorView& query, const TensorView& output, Call* call) {
+  AttentionProblem& p = call->attention;
+  FillAttention(a, kv_heads, io, &p);
+  p.batch = batch;
+  SetActivations(query, output, &p);
+  if (a.is_alibi) {
+    call->alibi_slopes = AlibiSlopes(a.num_heads);
+    p.alibi_slopes = call->alibi_slopes.data();
+  }
+  p.sinks = call->sinks.empty() ? nullptr : call->sinks.data();
+}
+
+}  // namespace
+
 Status ValidateRunOptions(const RunOptions& options) {
   if (options.num_threads < 0 || options.num_threads > kMaxThreads) {
     return Status::Invalid("num_threads", "must be 0 (all cores) or in [1, " +
@@ -746,15 +757,29 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
   return Status::Ok();
 }
 
+Status CheckQueryAndNewTokens(const AttentionAttrs& a, const TensorView& query,
+                              const TensorView* current_key, const TensorView* current_value,
+                              const std::string& tokens_name, QueryShape* shape) {
+  DYNATTN_RETURN_IF_ERROR(CheckHeads(a, &shape->kv_heads));
+  DYNATTN_RETURN_IF_ERROR(CheckActivation("query", query));
+  shape->io = query.dtype;
+  shape->tokens = query.shape[0];
+  const std::string query_rule = "(" + tokens_name + ", num_heads, head_dim)";
+  DYNATTN_RETURN_IF_ERROR(CheckExact("query", query, shape->io, shape->tokens, a.num_heads,
+                                     a.head_dim, query_rule.c_str()));
+  if (current_key == nullptr) return Status::Ok();
+  const std::string new_rule = "(" + tokens_name + ", num_kv_heads, head_dim)";
+  DYNATTN_RETURN_IF_ERROR(CheckExact("current_key", *current_key, shape->io, shape->tokens,
+                                     shape->kv_heads, a.head_dim, new_rule.c_str()));
+  return CheckExact("current_value", *current_value, shape->io, shape->tokens, shape->kv_heads,
+                    a.head_dim, new_rule.c_str());
+}
+
 Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
                                   MultiHeadAttentionCall* call) {
-  int kv_heads = 0;
-  DYNATTN_RETURN_IF_ERROR(CheckHeads(attrs, &kv_heads));
-  DYNATTN_RETURN_IF_ERROR(CheckActivation("query", args.query));
-  const DType io = args.query.dtype;
-  const int64_t tq = args.query.shape[0];
-  DYNATTN_RETURN_IF_ERROR(CheckExact("query", args.query, io, tq, attrs.num_heads, attrs.head_dim,
-                                     "(Tq, num_heads, head_dim)"));
+  QueryShape q;
+  DYNATTN_RETURN_IF_ERROR(CheckQueryAndNewTokens(attrs, args.query, nullptr, nullptr, "Tq", &q));
+  const auto [kv_heads, io, tq] = q;
   BatchShape shape;
   DYNATTN_RETURN_IF_ERROR(
       CheckBatch(args.seqstarts, args.kvstarts, tq, args.max_seqlen, args.max_kvlen, &shape));
@@ -776,9 +801,7 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
                                                               {"value", &args.value},
                                                               {"attn_mask", &args.attn_mask},
                                                               {"attn_output", &args.attn_output}}));
-  FillAttention(attrs, kv_heads, io, &p);
-  p.batch = shape.batch;
-  SetActivations(args.query, args.attn_output, &p);
+  FinishAttention(attrs, kv_heads, io, shape.batch, args.query, args.attn_output, call);
   // The packed K/V tensors are an unquantized cache addressed by kvstarts (their row strides
   // are its slot strides).
   CacheDesc& c = p.kv.cache;
@@ -791,11 +814,6 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   c.value = CachePlane{args.value.data, RowStride(args.value), attrs.head_dim};
   c.device = args.query.device;
   p.kv.slots = SlotMap{SlotMap::Mode::kOffset, shape.batch.kvstarts, 0, 1};
-  if (attrs.is_alibi) {
-    call->alibi_slopes = AlibiSlopes(attrs.num_heads);
-    p.alibi_slopes = call->alibi_slopes.data();
-  }
-  p.sinks = call->sinks.empty() ? nullptr : call->sinks.data();
   return Status::Ok();
 }
 
@@ -803,17 +821,10 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
                                        const MultiHeadCacheAttentionArgs& args,
                                        MultiHeadCacheAttentionCall* call) {
   const AttentionAttrs& a = attrs.attention;
-  int kv_heads = 0;
-  DYNATTN_RETURN_IF_ERROR(CheckHeads(a, &kv_heads));
-  DYNATTN_RETURN_IF_ERROR(CheckActivation("query", args.query));
-  const DType io = args.query.dtype;
-  const int64_t tq = args.query.shape[0];
-  DYNATTN_RETURN_IF_ERROR(CheckExact("query", args.query, io, tq, a.num_heads, a.head_dim,
-                                     "(Tq, num_heads, head_dim)"));
-  DYNATTN_RETURN_IF_ERROR(CheckExact("current_key", args.current_key, io, tq, kv_heads, a.head_dim,
-                                     "(Tq, num_kv_heads, head_dim)"));
-  DYNATTN_RETURN_IF_ERROR(CheckExact("current_value", args.current_value, io, tq, kv_heads,
-                                     a.head_dim, "(Tq, num_kv_heads, head_dim)"));
+  QueryShape q;
+  DYNATTN_RETURN_IF_ERROR(
+      CheckQueryAndNewTokens(a, args.query, &args.current_key, &args.current_value, "Tq", &q));
+  const auto [kv_heads, io, tq] = q;
   BatchShape shape;
   DYNATTN_RETURN_IF_ERROR(
       CheckBatch(args.seqstarts, args.kvstarts, tq, args.max_seqlen, args.max_kvlen, &shape));
@@ -836,15 +847,8 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
                                                          {"current_value", &args.current_value},
                                                          {"attn_mask", &args.attn_mask},
                                                          {"attn_output", &args.attn_output}}));
-  FillAttention(a, kv_heads, io, &p);
-  p.batch = shape.batch;
-  SetActivations(args.query, args.attn_output, &p);
+  FinishAttention(a, kv_heads, io, shape.batch, args.query, args.attn_output, call);
   p.kv = source;
-  if (a.is_alibi) {
-    call->alibi_slopes = AlibiSlopes(a.num_heads);
-    p.alibi_slopes = call->alibi_slopes.data();
-  }
-  p.sinks = call->sinks.empty() ? nullptr : call->sinks.data();
   call->write = WriteOf(shape.batch, io, args.current_key, args.current_value, source);
   return Status::Ok();
 }

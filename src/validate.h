@@ -121,6 +121,19 @@ Status CheckStarts(const char* name, const TensorView& t, int64_t length);
 /// num_heads, head_dim, num_kv_heads (0 means num_heads; must divide it), and the score options
 /// (CheckScoreOptions).
 Status CheckHeads(const AttentionAttrs& a, int* kv_heads);
+
+/// What the first checks of an attention op establish: its KV heads, activation type and tokens.
+struct QueryShape {
+  int kv_heads = 0;
+  DType io = DType::kF32;
+  int64_t tokens = 0;
+};
+/// The head counts (CheckHeads), `query` as (tokens, num_heads, head_dim) activations, and, when
+/// the op takes new tokens, `current_key` and `current_value` as (tokens, num_kv_heads,
+/// head_dim); messages name the token count `tokens_name` ("Tq" or "T").
+Status CheckQueryAndNewTokens(const AttentionAttrs& a, const TensorView& query,
+                              const TensorView* current_key, const TensorView* current_value,
+                              const std::string& tokens_name, QueryShape* shape);
 /// A caller-built CacheDesc: consistent with the call and with itself.
 Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int head_dim);
 /// One new token's cache write: the slot it writes and its packed query row.

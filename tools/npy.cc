@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -32,24 +33,11 @@ std::string ErrnoText() { return std::strerror(errno); }
 // tensors travel as the uint16 arrays of their bit patterns, fp8 caches as uint8 arrays of their
 // bytes (the `run` command names their format with --cache_dtype).
 const char* DescrOf(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "<f4";
-    case DType::kF16:
-      return "<f2";
-    case DType::kI8:
-      return "|i1";
-    case DType::kI64:
-      return "<i8";
-    case DType::kI32:
-      return "<i4";  // never accepted from a file: not in DTypeFromDescr's candidates
-    case DType::kBF16:
-      return "<u2";
-    case DType::kF8E4M3:
-    case DType::kF8E5M2:
-      return "|u1";
-  }
-  return "?";
+  // In DType's order; int32 is never accepted from a file (not in DTypeFromDescr's candidates).
+  constexpr const char* kDescrs[] = {"<f4", "<f2", "|i1", "<i8", "<i4", "<u2", "|u1", "|u1"};
+  static_assert(std::size(kDescrs) == static_cast<size_t>(DType::kF8E5M2) + 1);
+  const size_t index = static_cast<size_t>(dtype);
+  return index < std::size(kDescrs) ? kDescrs[index] : "?";
 }
 
 Status DTypeFromDescr(const std::string& path, const std::string& descr, DType* dtype,

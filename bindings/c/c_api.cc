@@ -91,14 +91,10 @@ static_assert(DYNATTN_DTYPE_F8E5M2 == static_cast<int>(DType::kF8E5M2));
 constexpr int kNumDTypes = 8;
 static_assert(DYNATTN_DEVICE_CPU == static_cast<int>(Device::kCpu));
 static_assert(DYNATTN_DEVICE_CUDA == static_cast<int>(Device::kCuda));
-static_assert(DYNATTN_CACHE_ELEM_F32 == static_cast<int>(CacheElem::kF32));
-static_assert(DYNATTN_CACHE_ELEM_F16 == static_cast<int>(CacheElem::kF16));
-static_assert(DYNATTN_CACHE_ELEM_I8 == static_cast<int>(CacheElem::kInt8));
-static_assert(DYNATTN_CACHE_ELEM_I4 == static_cast<int>(CacheElem::kInt4));
-static_assert(DYNATTN_CACHE_ELEM_BF16 == static_cast<int>(CacheElem::kBF16));
-static_assert(DYNATTN_CACHE_ELEM_F8E4M3 == static_cast<int>(CacheElem::kF8E4M3));
-static_assert(DYNATTN_CACHE_ELEM_F8E5M2 == static_cast<int>(CacheElem::kF8E5M2));
-constexpr int kNumCacheElems = 7;
+#define DYNATTN_C_CACHE_ELEM(elem, tag, name, row, c_suffix) \
+  static_assert(DYNATTN_CACHE_ELEM_##c_suffix == static_cast<int>(CacheElem::elem));
+DYNATTN_CACHE_FORMATS(DYNATTN_C_CACHE_ELEM)
+#undef DYNATTN_C_CACHE_ELEM
 static_assert(DYNATTN_SCALE_TYPE_F16 == static_cast<int>(ScaleType::kF16));
 static_assert(DYNATTN_SCALE_TYPE_F32 == static_cast<int>(ScaleType::kF32));
 static_assert(DYNATTN_PAGE_LAYOUT_NHD == static_cast<int>(PageLayout::kNHD));
@@ -257,6 +253,24 @@ dynattn_block_cache_t FromBlockCache(const BlockCache& in) {
   return to;
 }
 
+// The inputs of the PMX cache views: the cache tensor, its optional scale, the cache attributes.
+struct PmxCacheInputs {
+  TensorView cache, scale;
+  CacheAttrs attrs;
+};
+
+// Checks the pointers (`out` too, the view's destination), then converts the inputs.
+Status ToPmxCacheInputs(const dynattn_tensor_t* cache, const dynattn_tensor_t* scale,
+                        const dynattn_cache_attrs_t* attrs, const void* out, PmxCacheInputs* in) {
+  DYNATTN_RETURN_IF_ERROR(NotNull(cache, "cache"));
+  DYNATTN_RETURN_IF_ERROR(NotNull(attrs, "attrs"));
+  DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+  DYNATTN_RETURN_IF_ERROR(ToTensor(*cache, "cache", &in->cache));
+  DYNATTN_RETURN_IF_ERROR(ToOptionalTensor(scale, "scale", &in->scale));
+  in->attrs = ToCacheAttrs(*attrs);
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Attributes and options.
 
@@ -394,6 +408,17 @@ dynattn_status_t WithPlan(const dynattn_plan_t* plan, Call&& call) {
   return Guard([&]() -> Status {
     DYNATTN_RETURN_IF_ERROR(NotNull(plan, "plan"));
     return call(plan->plan);
+  });
+}
+
+// `*out` = get(x) for a checked handle `x` (a plan or a context) and a checked `out`.
+template <typename Handle, typename T, typename Get>
+dynattn_status_t Getter(const Handle* handle, const char* handle_name, T* out, Get&& get) {
+  return Guard([&]() -> Status {
+    DYNATTN_RETURN_IF_ERROR(NotNull(handle, handle_name));
+    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
+    *out = get(*handle);
+    return Status::Ok();
   });
 }
 
@@ -540,15 +565,11 @@ dynattn_status_t dynattn_make_pmx_cache_desc(const dynattn_tensor_t* cache,
                                              const dynattn_cache_attrs_t* attrs, int num_kv_heads,
                                              int head_dim, dynattn_cache_desc_t* out) {
   return Guard([&]() -> Status {
-    DYNATTN_RETURN_IF_ERROR(NotNull(cache, "cache"));
-    DYNATTN_RETURN_IF_ERROR(NotNull(attrs, "attrs"));
-    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
-    TensorView cache_view, scale_view;
-    DYNATTN_RETURN_IF_ERROR(ToTensor(*cache, "cache", &cache_view));
-    DYNATTN_RETURN_IF_ERROR(ToOptionalTensor(scale, "scale", &scale_view));
+    PmxCacheInputs in;
+    DYNATTN_RETURN_IF_ERROR(ToPmxCacheInputs(cache, scale, attrs, out, &in));
     CacheDesc desc;
-    DYNATTN_RETURN_IF_ERROR(MakePmxCacheDesc(cache_view, scale_view, ToCacheAttrs(*attrs),
-                                             num_kv_heads, head_dim, &desc));
+    DYNATTN_RETURN_IF_ERROR(
+        MakePmxCacheDesc(in.cache, in.scale, in.attrs, num_kv_heads, head_dim, &desc));
     *out = FromCacheDesc(desc);
     return Status::Ok();
   });
@@ -560,15 +581,11 @@ dynattn_status_t dynattn_make_pmx_block_cache(const dynattn_tensor_t* cache,
                                               int head_dim, int block_size,
                                               dynattn_block_cache_t* out) {
   return Guard([&]() -> Status {
-    DYNATTN_RETURN_IF_ERROR(NotNull(cache, "cache"));
-    DYNATTN_RETURN_IF_ERROR(NotNull(attrs, "attrs"));
-    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
-    TensorView cache_view, scale_view;
-    DYNATTN_RETURN_IF_ERROR(ToTensor(*cache, "cache", &cache_view));
-    DYNATTN_RETURN_IF_ERROR(ToOptionalTensor(scale, "scale", &scale_view));
+    PmxCacheInputs in;
+    DYNATTN_RETURN_IF_ERROR(ToPmxCacheInputs(cache, scale, attrs, out, &in));
     BlockCache block_cache;
-    DYNATTN_RETURN_IF_ERROR(MakePmxBlockCache(cache_view, scale_view, ToCacheAttrs(*attrs),
-                                              num_kv_heads, head_dim, block_size, &block_cache));
+    DYNATTN_RETURN_IF_ERROR(MakePmxBlockCache(in.cache, in.scale, in.attrs, num_kv_heads, head_dim,
+                                              block_size, &block_cache));
     *out = FromBlockCache(block_cache);
     return Status::Ok();
   });
@@ -752,21 +769,13 @@ dynattn_status_t dynattn_context_create(const dynattn_context_options_t* options
 void dynattn_context_destroy(dynattn_context_t* context) { delete context; }
 
 dynattn_status_t dynattn_context_num_threads(const dynattn_context_t* context, int* out) {
-  return Guard([&]() -> Status {
-    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
-    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
-    *out = context->context.options().num_threads;
-    return Status::Ok();
-  });
+  return Getter(context, "context", out,
+                [](const dynattn_context_t& c) { return c.context.options().num_threads; });
 }
 
 dynattn_status_t dynattn_context_workspace_bytes(const dynattn_context_t* context, size_t* out) {
-  return Guard([&]() -> Status {
-    DYNATTN_RETURN_IF_ERROR(NotNull(context, "context"));
-    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
-    *out = context->context.workspace_bytes();
-    return Status::Ok();
-  });
+  return Getter(context, "context", out,
+                [](const dynattn_context_t& c) { return c.context.workspace_bytes(); });
 }
 
 // -----------------------------------------------------------------------------------------------
@@ -783,27 +792,16 @@ dynattn_status_t dynattn_plan_create(dynattn_plan_t** out) {
 void dynattn_plan_destroy(dynattn_plan_t* plan) { delete plan; }
 
 dynattn_status_t dynattn_plan_op(const dynattn_plan_t* plan, const char** out) {
-  return WithPlan(plan, [&](const Plan& p) -> Status {
-    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
-    *out = p.op();
-    return Status::Ok();
-  });
+  return Getter(plan, "plan", out, [](const dynattn_plan_t& p) { return p.plan.op(); });
 }
 
 dynattn_status_t dynattn_plan_backend(const dynattn_plan_t* plan, const char** out) {
-  return WithPlan(plan, [&](const Plan& p) -> Status {
-    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
-    *out = p.backend();
-    return Status::Ok();
-  });
+  return Getter(plan, "plan", out, [](const dynattn_plan_t& p) { return p.plan.backend(); });
 }
 
 dynattn_status_t dynattn_plan_workspace_bytes(const dynattn_plan_t* plan, size_t* out) {
-  return WithPlan(plan, [&](const Plan& p) -> Status {
-    DYNATTN_RETURN_IF_ERROR(NotNull(out, "out"));
-    *out = p.workspace_bytes();
-    return Status::Ok();
-  });
+  return Getter(plan, "plan", out,
+                [](const dynattn_plan_t& p) { return p.plan.workspace_bytes(); });
 }
 
 dynattn_status_t dynattn_plan_unified_summary(const dynattn_plan_t* plan,
@@ -853,57 +851,26 @@ dynattn_status_t dynattn_run_key_value_cache(const dynattn_plan_t* plan,
   return RunOp(plan, args, context, +run);
 }
 
-dynattn_status_t dynattn_plan_multi_head_attention(const dynattn_attention_attrs_t* attrs,
-                                                   const dynattn_multi_head_attention_args_t* args,
-                                                   dynattn_plan_t* plan) {
-  return PlanOp(attrs, args, plan, &PlanMultiHeadAttention);
-}
+// plan_<op>, run_<op> and run_<op>_layer of an attention op (C++ Op, C names c_op).
+#define DYNATTN_C_ATTENTION_PLAN_AND_RUN(c_op, CAttrs, CArgs, Op)                            \
+  dynattn_status_t dynattn_plan_##c_op(const CAttrs* attrs, const CArgs* args,               \
+                                       dynattn_plan_t* plan) {                               \
+    return PlanOp(attrs, args, plan, &Plan##Op);                                             \
+  }                                                                                          \
+  dynattn_status_t dynattn_run_##c_op(const dynattn_plan_t* plan, const CArgs* args,         \
+                                      dynattn_context_t* context) {                          \
+    return RunOp(plan, args, context, &Run##Op);                                             \
+  }                                                                                          \
+  dynattn_status_t dynattn_run_##c_op##_layer(const dynattn_plan_t* plan, const CArgs* args, \
+                                              const dynattn_layer_attrs_t* layer,            \
+                                              dynattn_context_t* context) {                  \
+    return RunOp(plan, args, context, &Run##Op, layer);                                      \
+  }
 
-dynattn_status_t dynattn_run_multi_head_attention(const dynattn_plan_t* plan,
-                                                  const dynattn_multi_head_attention_args_t* args,
-                                                  dynattn_context_t* context) {
-  return RunOp(plan, args, context, &RunMultiHeadAttention);
-}
-
-dynattn_status_t dynattn_run_multi_head_attention_layer(
-    const dynattn_plan_t* plan, const dynattn_multi_head_attention_args_t* args,
-    const dynattn_layer_attrs_t* layer, dynattn_context_t* context) {
-  return RunOp(plan, args, context, &RunMultiHeadAttention, layer);
-}
-
-dynattn_status_t dynattn_plan_multi_head_cache_attention(
-    const dynattn_multi_head_cache_attention_attrs_t* attrs,
-    const dynattn_multi_head_cache_attention_args_t* args, dynattn_plan_t* plan) {
-  return PlanOp(attrs, args, plan, &PlanMultiHeadCacheAttention);
-}
-
-dynattn_status_t dynattn_run_multi_head_cache_attention(
-    const dynattn_plan_t* plan, const dynattn_multi_head_cache_attention_args_t* args,
-    dynattn_context_t* context) {
-  return RunOp(plan, args, context, &RunMultiHeadCacheAttention);
-}
-
-dynattn_status_t dynattn_run_multi_head_cache_attention_layer(
-    const dynattn_plan_t* plan, const dynattn_multi_head_cache_attention_args_t* args,
-    const dynattn_layer_attrs_t* layer, dynattn_context_t* context) {
-  return RunOp(plan, args, context, &RunMultiHeadCacheAttention, layer);
-}
-
-dynattn_status_t dynattn_plan_unified_attention(const dynattn_unified_attention_attrs_t* attrs,
-                                                const dynattn_unified_attention_args_t* args,
-                                                dynattn_plan_t* plan) {
-  return PlanOp(attrs, args, plan, &PlanUnifiedAttention);
-}
-
-dynattn_status_t dynattn_run_unified_attention(const dynattn_plan_t* plan,
-                                               const dynattn_unified_attention_args_t* args,
-                                               dynattn_context_t* context) {
-  return RunOp(plan, args, context, &RunUnifiedAttention);
-}
-
-dynattn_status_t dynattn_run_unified_attention_layer(const dynattn_plan_t* plan,
-                                                     const dynattn_unified_attention_args_t* args,
-                                                     const dynattn_layer_attrs_t* layer,
-                                                     dynattn_context_t* context) {
-  return RunOp(plan, args, context, &RunUnifiedAttention, layer);
-}
+DYNATTN_C_ATTENTION_PLAN_AND_RUN(multi_head_attention, dynattn_attention_attrs_t,
+                                 dynattn_multi_head_attention_args_t, MultiHeadAttention)
+DYNATTN_C_ATTENTION_PLAN_AND_RUN(multi_head_cache_attention,
+                                 dynattn_multi_head_cache_attention_attrs_t,
+                                 dynattn_multi_head_cache_attention_args_t, MultiHeadCacheAttention)
+DYNATTN_C_ATTENTION_PLAN_AND_RUN(unified_attention, dynattn_unified_attention_attrs_t,
+                                 dynattn_unified_attention_args_t, UnifiedAttention)

@@ -25,14 +25,14 @@ namespace dynattn {
 /// (dynattn/cache_formats.h, which says what each holds): kF32, kF16, kInt8, kInt4, kBF16,
 /// kF8E4M3, kF8E5M2.
 enum class CacheElem : uint8_t {
-#define DYNATTN_CACHE_ELEM_ENUMERATOR(elem, tag, name, row) elem,
+#define DYNATTN_CACHE_ELEM_ENUMERATOR(elem, tag, name, row, c_suffix) elem,
   DYNATTN_CACHE_FORMATS(DYNATTN_CACHE_ELEM_ENUMERATOR)
 #undef DYNATTN_CACHE_ELEM_ENUMERATOR
 };
 
 /// How many cache formats there are.
 inline constexpr int kNumCacheElems = 0
-#define DYNATTN_CACHE_ELEM_COUNT(elem, tag, name, row) +1
+#define DYNATTN_CACHE_ELEM_COUNT(elem, tag, name, row, c_suffix) +1
     DYNATTN_CACHE_FORMATS(DYNATTN_CACHE_ELEM_COUNT);
 #undef DYNATTN_CACHE_ELEM_COUNT
 

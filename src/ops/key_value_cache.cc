@@ -17,9 +17,7 @@ struct OpTraits<KeyValueCacheArgs> {
   static constexpr const char* kPlacedBy = "current_key";
   static constexpr bool kCacheTensors = true;
 
-  static Status Validate(const Attrs& attrs, const KeyValueCacheArgs& args, Call* call) {
-    return ValidateKeyValueCache(attrs, args, call);
-  }
+  static constexpr auto Validate = &ValidateKeyValueCache;
   static bool Quantized(const Attrs& attrs) { return attrs.cache.quant_bit != 0; }
   static const CacheDesc& CacheOf(const Call& call, const KeyValueCacheArgs&) {
     return call.write.kv.cache;
@@ -58,18 +56,10 @@ struct OpTraits<KeyValueCacheArgs> {
 
 namespace dynattn {
 
-Status PlanKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
-                         Plan* plan) {
-  return internal::PlanOp(attrs, args, plan);
-}
+DYNATTN_DEFINE_PLAN_AND_CALL(KeyValueCache, KeyValueCacheAttrs)
 
 Status RunKeyValueCache(const Plan& plan, const KeyValueCacheArgs& args, Context* context) {
   return internal::RunOp(plan, args, context, nullptr);
-}
-
-Status KeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCacheArgs& args,
-                     const RunOptions& options) {
-  return internal::PlanAndRun(attrs, args, options);
 }
 
 }  // namespace dynattn

@@ -17,9 +17,7 @@ struct OpTraits<MultiHeadAttentionArgs> {
   static constexpr const char* kPlacedBy = "query";
   static constexpr bool kCacheTensors = false;
 
-  static Status Validate(const Attrs& attrs, const MultiHeadAttentionArgs& args, Call* call) {
-    return ValidateMultiHeadAttention(attrs, args, call);
-  }
+  static constexpr auto Validate = &ValidateMultiHeadAttention;
   static bool Quantized(const Attrs&) { return false; }
   static const CacheDesc& CacheOf(const Call& call, const MultiHeadAttentionArgs&) {
     return call.attention.kv.cache;
@@ -41,11 +39,10 @@ struct OpTraits<MultiHeadAttentionArgs> {
     cache.value.data = args.value.data;
     cache.key.slot_stride = RowStride(args.key);
     cache.value.slot_stride = RowStride(args.value);
-    AttentionProblem attention =
-        AttentionFor(planned.attention, args.query, args.attn_output, cache);
-    // The plan decides whether there is a mask: an empty one (no elements) counts as none.
-    attention.mask = planned.attention.mask != nullptr ? args.attn_mask.data : nullptr;
-    DYNATTN_RETURN_IF_ERROR(ApplyLayer(layer, &attention));
+    AttentionProblem attention;
+    DYNATTN_RETURN_IF_ERROR(AttentionFor(planned.attention,
+                                         {args.query, args.attn_output, args.attn_mask}, cache,
+                                         layer, &attention));
     const AttentionPlan& work = s.AttentionPlanFor(planned, attention.window_left);
     const BackendKernels& row = *s.kernels;
     // Every allocation of the Run happens here, before its first write.
@@ -59,19 +56,6 @@ struct OpTraits<MultiHeadAttentionArgs> {
 
 namespace dynattn {
 
-Status PlanMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
-                              Plan* plan) {
-  return internal::PlanOp(attrs, args, plan);
-}
-
-Status RunMultiHeadAttention(const Plan& plan, const MultiHeadAttentionArgs& args, Context* context,
-                             const LayerAttrs* layer) {
-  return internal::RunOp(plan, args, context, layer);
-}
-
-Status MultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
-                          const RunOptions& options) {
-  return internal::PlanAndRun(attrs, args, options);
-}
+DYNATTN_DEFINE_ATTENTION_ENTRY_POINTS(MultiHeadAttention, AttentionAttrs)
 
 }  // namespace dynattn

@@ -17,9 +17,7 @@ struct OpTraits<MultiHeadCacheAttentionArgs> {
   static constexpr const char* kPlacedBy = "cache";
   static constexpr bool kCacheTensors = true;
 
-  static Status Validate(const Attrs& attrs, const MultiHeadCacheAttentionArgs& args, Call* call) {
-    return ValidateMultiHeadCacheAttention(attrs, args, call);
-  }
+  static constexpr auto Validate = &ValidateMultiHeadCacheAttention;
   static bool Quantized(const Attrs& attrs) { return attrs.cache.quant_bit != 0; }
   static const CacheDesc& CacheOf(const Call& call, const MultiHeadCacheAttentionArgs&) {
     return call.attention.kv.cache;
@@ -40,11 +38,10 @@ struct OpTraits<MultiHeadCacheAttentionArgs> {
                     ContextState* context) {
     CacheDesc cache;
     DYNATTN_RETURN_IF_ERROR(s.RunCache(args.cache, args.scale, args.cache_desc, &cache));
-    AttentionProblem attention =
-        AttentionFor(planned.attention, args.query, args.attn_output, cache);
-    // The plan decides whether there is a mask: an empty one (no elements) counts as none.
-    attention.mask = planned.attention.mask != nullptr ? args.attn_mask.data : nullptr;
-    DYNATTN_RETURN_IF_ERROR(ApplyLayer(layer, &attention));
+    AttentionProblem attention;
+    DYNATTN_RETURN_IF_ERROR(AttentionFor(planned.attention,
+                                         {args.query, args.attn_output, args.attn_mask}, cache,
+                                         layer, &attention));
     const AttentionPlan& work = s.AttentionPlanFor(planned, attention.window_left);
     const BackendKernels& row = *s.kernels;
     const WriteProblem write = WriteFor(planned.write, args.current_key, args.current_value, cache);
@@ -60,19 +57,6 @@ struct OpTraits<MultiHeadCacheAttentionArgs> {
 
 namespace dynattn {
 
-Status PlanMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
-                                   const MultiHeadCacheAttentionArgs& args, Plan* plan) {
-  return internal::PlanOp(attrs, args, plan);
-}
-
-Status RunMultiHeadCacheAttention(const Plan& plan, const MultiHeadCacheAttentionArgs& args,
-                                  Context* context, const LayerAttrs* layer) {
-  return internal::RunOp(plan, args, context, layer);
-}
-
-Status MultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs,
-                               const MultiHeadCacheAttentionArgs& args, const RunOptions& options) {
-  return internal::PlanAndRun(attrs, args, options);
-}
+DYNATTN_DEFINE_ATTENTION_ENTRY_POINTS(MultiHeadCacheAttention, MultiHeadCacheAttentionAttrs)
 
 }  // namespace dynattn

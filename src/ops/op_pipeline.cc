@@ -37,13 +37,7 @@ WriteProblem WriteFor(const WriteProblem& planned, const TensorView& current_key
   return write;
 }
 
-AttentionProblem AttentionFor(const AttentionProblem& planned, const TensorView& query,
-                              const TensorView& output, const CacheDesc& cache) {
-  AttentionProblem attention = planned;
-  SetActivations(query, output, &attention);
-  attention.kv.cache = cache;
-  return attention;
-}
+namespace {
 
 Status ApplyLayer(const LayerAttrs* layer, AttentionProblem* attention) {
   if (layer == nullptr) return Status::Ok();
@@ -55,6 +49,17 @@ Status ApplyLayer(const LayerAttrs* layer, AttentionProblem* attention) {
   attention->score_scale = ScoreScale(layer->softmax_scale, attention->head_dim);
   attention->sinks = layer->sinks.present() ? layer->sinks.As<const float>() : nullptr;
   return Status::Ok();
+}
+
+}  // namespace
+
+Status AttentionFor(const AttentionProblem& planned, const RunActivations& tensors,
+                    const CacheDesc& cache, const LayerAttrs* layer, AttentionProblem* attention) {
+  *attention = planned;
+  SetActivations(tensors.query, tensors.output, attention);
+  attention->mask = planned.mask != nullptr ? tensors.mask.data : nullptr;
+  attention->kv.cache = cache;
+  return ApplyLayer(layer, attention);
 }
 
 void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantized,

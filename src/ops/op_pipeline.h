@@ -39,14 +39,19 @@ Status CheckTensors(const PlanState& state, const DataTensors& tensors);
 /// The planned write problem on a Run's new keys, values (their row strides too) and cache.
 WriteProblem WriteFor(const WriteProblem& planned, const TensorView& current_key,
                       const TensorView& current_value, const CacheDesc& cache);
-/// The planned attention problem on a Run's query, output (their row strides too) and cache
-/// (mask and LSE left to the op).
-AttentionProblem AttentionFor(const AttentionProblem& planned, const TensorView& query,
-                              const TensorView& output, const CacheDesc& cache);
+/// The tensors of a Run's attention (`mask` absent where the op has none).
+struct RunActivations {
+  const TensorView& query;
+  const TensorView& output;
+  const TensorView& mask;
+};
 
-/// A Run's score attributes: the plan's when `layer` is null, else `layer`'s once they pass
-/// the rules of AttentionAttrs and `sinks` (sinks are read in place: the Run borrows them).
-Status ApplyLayer(const LayerAttrs* layer, AttentionProblem* attention);
+/// The planned attention problem on a Run's activations (their row strides too) and cache, its
+/// mask only when the plan has one (an empty mask counts as none), and its score attributes the
+/// plan's when `layer` is null, else `layer`'s once they pass the rules of AttentionAttrs and
+/// `sinks` (sinks are read in place: the Run borrows them). The LSE is left to the op.
+Status AttentionFor(const AttentionProblem& planned, const RunActivations& tensors,
+                    const CacheDesc& cache, const LayerAttrs* layer, AttentionProblem* attention);
 
 /// Records where the cache came from: PMX tensors (`scale` only when `quantized`) or `raw`.
 void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantized,

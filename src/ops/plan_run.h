@@ -97,4 +97,23 @@ Status PlanAndRun(const typename OpTraits<Args>::Attrs& attrs, const Args& args,
 
 }  // namespace dynattn::internal
 
+/// Defines Plan<Op> and the one-shot <Op> of an op (declared in dynattn/plan.h and
+/// dynattn/dynattn.h) over the pipeline; `Attrs` is its attributes' type.
+#define DYNATTN_DEFINE_PLAN_AND_CALL(Op, Attrs)                                    \
+  Status Plan##Op(const Attrs& attrs, const Op##Args& args, Plan* plan) {          \
+    return internal::PlanOp(attrs, args, plan);                                    \
+  }                                                                                \
+  Status Op(const Attrs& attrs, const Op##Args& args, const RunOptions& options) { \
+    return internal::PlanAndRun(attrs, args, options);                             \
+  }
+
+/// Defines Plan<Op>, Run<Op> (with per-layer attributes) and the one-shot <Op> of an attention
+/// op.
+#define DYNATTN_DEFINE_ATTENTION_ENTRY_POINTS(Op, Attrs)                   \
+  DYNATTN_DEFINE_PLAN_AND_CALL(Op, Attrs)                                  \
+  Status Run##Op(const Plan& plan, const Op##Args& args, Context* context, \
+                 const LayerAttrs* layer) {                                \
+    return internal::RunOp(plan, args, context, layer);                    \
+  }
+
 #endif  // DYNATTN_SRC_OPS_PLAN_RUN_H_

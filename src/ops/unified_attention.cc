@@ -55,9 +55,7 @@ struct OpTraits<UnifiedAttentionArgs> {
   static constexpr const char* kPlacedBy = "cache";
   static constexpr bool kCacheTensors = false;  // a BlockCache, not PMX tensors
 
-  static Status Validate(const Attrs& attrs, const UnifiedAttentionArgs& args, Call* call) {
-    return ValidateUnifiedAttention(attrs, args, call);
-  }
+  static constexpr auto Validate = &ValidateUnifiedAttention;
   static bool Quantized(const Attrs&) { return false; }
   static const CacheDesc& CacheOf(const Call&, const UnifiedAttentionArgs& args) {
     return args.cache->cache;
@@ -96,10 +94,10 @@ struct OpTraits<UnifiedAttentionArgs> {
     }
     CacheDesc cache;
     DYNATTN_RETURN_IF_ERROR(s.RunCache({}, {}, &args.cache->cache, &cache));
-    AttentionProblem attention =
-        AttentionFor(planned.attention, args.query, args.attn_output, cache);
+    AttentionProblem attention;
+    DYNATTN_RETURN_IF_ERROR(AttentionFor(planned.attention, {args.query, args.attn_output, {}},
+                                         cache, layer, &attention));
     attention.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
-    DYNATTN_RETURN_IF_ERROR(ApplyLayer(layer, &attention));
     const UnifiedPlan& work = s.UnifiedPlanFor(planned, attention.window_left);
     const BackendKernels& row = *s.kernels;
     const WriteProblem write = WriteFor(planned.write, args.current_key, args.current_value, cache);
@@ -115,20 +113,7 @@ struct OpTraits<UnifiedAttentionArgs> {
 
 namespace dynattn {
 
-Status PlanUnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
-                            Plan* plan) {
-  return internal::PlanOp(attrs, args, plan);
-}
-
-Status RunUnifiedAttention(const Plan& plan, const UnifiedAttentionArgs& args, Context* context,
-                           const LayerAttrs* layer) {
-  return internal::RunOp(plan, args, context, layer);
-}
-
-Status UnifiedAttention(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
-                        const RunOptions& options) {
-  return internal::PlanAndRun(attrs, args, options);
-}
+DYNATTN_DEFINE_ATTENTION_ENTRY_POINTS(UnifiedAttention, UnifiedAttentionAttrs)
 
 Status DescribeUnifiedStep(const UnifiedAttentionAttrs& attrs, const UnifiedAttentionArgs& args,
                            UnifiedStepSummary* summary) {

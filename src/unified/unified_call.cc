@@ -133,16 +133,11 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
                              .window_left = a.window_left,
                              .logits_soft_cap = a.logits_soft_cap,
                              .softmax_scale = a.softmax_scale};
-  DYNATTN_RETURN_IF_ERROR(CheckHeads(heads, kv_heads));
-  DYNATTN_RETURN_IF_ERROR(CheckActivation("query", args.query));
-  const DType io = args.query.dtype;
-  const int64_t t = args.query.shape[0];
+  QueryShape q;
   DYNATTN_RETURN_IF_ERROR(
-      CheckExact("query", args.query, io, t, a.num_heads, a.head_dim, "(T, num_heads, head_dim)"));
-  DYNATTN_RETURN_IF_ERROR(CheckExact("current_key", args.current_key, io, t, *kv_heads, a.head_dim,
-                                     "(T, num_kv_heads, head_dim)"));
-  DYNATTN_RETURN_IF_ERROR(CheckExact("current_value", args.current_value, io, t, *kv_heads,
-                                     a.head_dim, "(T, num_kv_heads, head_dim)"));
+      CheckQueryAndNewTokens(heads, args.query, &args.current_key, &args.current_value, "T", &q));
+  *kv_heads = q.kv_heads;
+  const int64_t t = q.tokens;
   DYNATTN_RETURN_IF_ERROR(CheckStarts("query_start_loc", args.query_start_loc, -1));
   const int64_t* qsl = args.query_start_loc.As<const int64_t>();
   const int64_t requests = args.query_start_loc.shape[0] - 1;

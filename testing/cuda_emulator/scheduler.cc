@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,25 +66,11 @@ void HappensAfter(void* sync) {
 }
 
 const char* OpName(WarpOp op) {
-  switch (op) {
-    case WarpOp::kSync:
-      return "__syncwarp";
-    case WarpOp::kShflIdx:
-      return "__shfl_sync";
-    case WarpOp::kShflUp:
-      return "__shfl_up_sync";
-    case WarpOp::kShflDown:
-      return "__shfl_down_sync";
-    case WarpOp::kShflXor:
-      return "__shfl_xor_sync";
-    case WarpOp::kBallot:
-      return "__ballot_sync";
-    case WarpOp::kAny:
-      return "__any_sync";
-    case WarpOp::kAll:
-      return "__all_sync";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"__syncwarp",       "__shfl_sync",     "__shfl_up_sync",
+                                    "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
+                                    "__any_sync",       "__all_sync"};
+  static_assert(std::size(kNames) == static_cast<size_t>(WarpOp::kAll) + 1);
+  return kNames[static_cast<size_t>(op)];
 }
 
 bool SameSite(const Site& a, const Site& b) {

@@ -468,18 +468,28 @@ def plan_multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_b
 # MultiHeadCacheAttention.
 
 def _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
-               decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask, out, attrs,
-               planned):
+               decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask, *, is_causal,
+               is_alibi, num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
+               page_size, window_left, logits_soft_cap, softmax_scale, sinks, cache_dtype,
+               k_scale, v_scale, out=None, **_run_only):
+    """The attrs and tensors of a multi_head_cache_attention call, or of its plan (no `out`):
+    both public functions pass their arguments as they are (`**locals()`)."""
+    attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
+                         page_size, cache_dtype)
+    attrs.update(is_causal=is_causal, is_alibi=is_alibi,
+                 **_score_attrs(window_left, logits_soft_cap, softmax_scale))
     _, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
     hkv = _shape(current_key, "current_key", 3, "(Tq, Hkv, D)")[1]
     attrs.update(num_heads=hq, num_kv_heads=hkv, head_dim=d)
     cache, attrs["cache_dtype"] = _fp8_bytes(cache, attrs["cache_dtype"])
-    return dict(query=query, current_key=current_key, current_value=current_value,
-                **_indexes(seqstarts=seqstarts, kvstarts=kvstarts, cachestarts=cachestarts,
-                           start_pos=start_pos, decoding_batches=decoding_batches,
-                           max_seqlen=max_seqlen, max_kvlen=max_kvlen),
-                cache=cache, scale=scale, attn_mask=attn_mask, **planned,
-                attn_output=_empty(query, tuple(query.shape)) if out is None else out)
+    return attrs, dict(
+        query=query, current_key=current_key, current_value=current_value,
+        **_indexes(seqstarts=seqstarts, kvstarts=kvstarts, cachestarts=cachestarts,
+                   start_pos=start_pos, decoding_batches=decoding_batches, max_seqlen=max_seqlen,
+                   max_kvlen=max_kvlen),
+        cache=cache, scale=scale, attn_mask=attn_mask, sinks=_f32(sinks),
+        k_scale=_f32(k_scale), v_scale=_f32(v_scale),
+        attn_output=_empty(query, tuple(query.shape)) if out is None else out)
 
 
 def multi_head_cache_attention(query, current_key, current_value, seqstarts, kvstarts,
@@ -492,14 +502,7 @@ def multi_head_cache_attention(query, current_key, current_value, seqstarts, kvs
                                out=None, context=None, num_threads=0):
     """PMX ``MultiHeadCacheAttention``: writes the new K/V into the PMX `cache` (and `scale`)
     in place, then attends over each request's dequantized context. Returns `out` (Tq, Hq, D)."""
-    attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
-                         page_size, cache_dtype)
-    attrs.update(is_causal=is_causal, is_alibi=is_alibi,
-                 **_score_attrs(window_left, logits_soft_cap, softmax_scale))
-    planned = dict(sinks=_f32(sinks), k_scale=_f32(k_scale), v_scale=_f32(v_scale))
-    tensors = _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts,
-                         start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale,
-                         attn_mask, out, attrs, planned)
+    attrs, tensors = _mhca_call(**locals())
     _C._run("multi_head_cache_attention", attrs, tensors, None, context, num_threads)
     return tensors["attn_output"]
 
@@ -515,14 +518,7 @@ def plan_multi_head_cache_attention(query, current_key, current_value, seqstarts
     """Plans a :func:`multi_head_cache_attention` step (writes nothing); ``run(query,
     current_key, current_value, cache, scale=None, attn_mask=None, *, out=None, context=None)``
     runs it."""
-    attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
-                         page_size, cache_dtype)
-    attrs.update(is_causal=is_causal, is_alibi=is_alibi,
-                 **_score_attrs(window_left, logits_soft_cap, softmax_scale))
-    planned = dict(sinks=_f32(sinks), k_scale=_f32(k_scale), v_scale=_f32(v_scale))
-    tensors = _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestarts,
-                         start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale,
-                         attn_mask, None, attrs, planned)
+    attrs, tensors = _mhca_call(**locals())
     return MultiHeadCacheAttentionPlan(
         _C._plan("multi_head_cache_attention", attrs, tensors, None), attrs["cache_dtype"])
 

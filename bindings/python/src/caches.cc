@@ -6,10 +6,12 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings/python/src/bindings.h"
@@ -80,34 +82,40 @@ Cache Paged(const py::object& key, const py::object& value, const py::object& ke
   return c;
 }
 
-Cache Combined(const py::object& kv, const py::object& kv_scale, const std::string& layout,
-               const py::object& bits, const py::object& group, const py::object& cache_dtype,
-               const py::object& k_arg, const py::object& v_arg) {
-  Cache c = NewCache("combined_block_cache");
-  const int quant_bit = ToInt(bits, "quant_bit"), quant_group = ToInt(group, "quant_group");
+/// A block cache over one K/V tensor `kv` and its optional scales `kv_scale` (the combined and
+/// vLLM CPU layouts): `make(kv, kv_scale, format, &cache)` builds the view.
+template <class Make>
+Cache KvTensorCache(const char* kind, const py::object& kv, const py::object& kv_scale,
+                    const py::object& bits, const py::object& group, const py::object& cache_dtype,
+                    const py::object& k_arg, const py::object& v_arg, Make make) {
+  Cache c = NewCache(kind);
+  const CacheFormat format{ToInt(bits, "quant_bit"), ToInt(group, "quant_group")};
   const float k_scale = ToFloat(k_arg, "k_scale"), v_scale = ToFloat(v_arg, "v_scale");
   const TensorView t = ToView(kv, "kv", true, &c->keep, ParseCacheDType(cache_dtype));
   const TensorView s = ToView(kv_scale, "kv_scale", true, &c->keep);
   c->Add("kv", t);
   c->Add("kv_scale", s);
-  Check(MakeCombinedBlockCache(t, s, ParseLayout(layout), {quant_bit, quant_group}, &c->cache));
+  Check(make(t, s, format, &c->cache));
   SetTensorScales(k_scale, v_scale, &c->cache);
   return c;
+}
+
+Cache Combined(const py::object& kv, const py::object& kv_scale, const std::string& layout,
+               const py::object& bits, const py::object& group, const py::object& cache_dtype,
+               const py::object& k_arg, const py::object& v_arg) {
+  const PageLayout page_layout = ParseLayout(layout);
+  return KvTensorCache("combined_block_cache", kv, kv_scale, bits, group, cache_dtype, k_arg, v_arg,
+                       [page_layout](const TensorView& t, const TensorView& s,
+                                     const CacheFormat& format, BlockCache* out) {
+                         return MakeCombinedBlockCache(t, s, page_layout, format, out);
+                       });
 }
 
 Cache VllmCpu(const py::object& kv, const py::object& kv_scale, const py::object& bits,
               const py::object& group, const py::object& cache_dtype, const py::object& k_arg,
               const py::object& v_arg) {
-  Cache c = NewCache("vllm_cpu_block_cache");
-  const int quant_bit = ToInt(bits, "quant_bit"), quant_group = ToInt(group, "quant_group");
-  const float k_scale = ToFloat(k_arg, "k_scale"), v_scale = ToFloat(v_arg, "v_scale");
-  const TensorView t = ToView(kv, "kv", true, &c->keep, ParseCacheDType(cache_dtype));
-  const TensorView s = ToView(kv_scale, "kv_scale", true, &c->keep);
-  c->Add("kv", t);
-  c->Add("kv_scale", s);
-  Check(MakeVllmCpuBlockCache(t, s, {quant_bit, quant_group}, &c->cache));
-  SetTensorScales(k_scale, v_scale, &c->cache);
-  return c;
+  return KvTensorCache("vllm_cpu_block_cache", kv, kv_scale, bits, group, cache_dtype, k_arg, v_arg,
+                       &MakeVllmCpuBlockCache);
 }
 
 Cache Pmx(const py::object& cache, const py::object& scale, const py::object& heads,
@@ -173,36 +181,30 @@ py::tuple MetadataTuple(const UnifiedMetadata& md) {
                                static_cast<py::ssize_t>(md.max_blocks)}));
 }
 
-py::tuple Vllm(const py::object& query_start_loc, const py::object& seq_lens,
-               const py::object& block_table, const py::object& slot_mapping,
-               const py::object& block, const py::object& blocks) {
-  const int block_size = ToInt(block, "block_size");
-  const int64_t num_blocks = ToInt64(blocks, "num_blocks");
-  Keep keep;
-  VllmMetadata in;
-  in.query_start_loc = ToView(query_start_loc, "query_start_loc", false, &keep);
-  in.seq_lens = ToView(seq_lens, "seq_lens", false, &keep);
-  in.block_table = ToView(block_table, "block_table", false, &keep);
-  in.slot_mapping = ToView(slot_mapping, "slot_mapping", false, &keep);
-  UnifiedMetadata out;
-  Check(FromVllm(in, block_size, num_blocks, &out));
-  return MetadataTuple(out);
-}
+/// An index tensor of an engine's metadata struct M: its argument name and member.
+template <class M>
+using IndexField = std::pair<const char*, TensorView M::*>;
+#define DYNATTN_INDEX_FIELD(M, member) IndexField<M>(#member, &M::member)
 
-py::tuple FlashInfer(const py::object& qo_indptr, const py::object& kv_indptr,
-                     const py::object& kv_indices, const py::object& kv_last_page_len,
-                     const py::object& page, const py::object& pages) {
-  const int page_size = ToInt(page, "page_size");
-  const int64_t num_pages = ToInt64(pages, "num_pages");
-  Keep keep;
-  FlashInferMetadata in;
-  in.qo_indptr = ToView(qo_indptr, "qo_indptr", false, &keep);
-  in.kv_indptr = ToView(kv_indptr, "kv_indptr", false, &keep);
-  in.kv_indices = ToView(kv_indices, "kv_indices", false, &keep);
-  in.kv_last_page_len = ToView(kv_last_page_len, "kv_last_page_len", false, &keep);
-  UnifiedMetadata out;
-  Check(FromFlashInfer(in, page_size, num_pages, &out));
-  return MetadataTuple(out);
+/// A Python converter of an engine's metadata into the unified op's: it takes M's four index
+/// tensors (`fields`' order), the page size and the page count (named `sizes`).
+template <class M>
+auto MetadataConverter(std::array<IndexField<M>, 4> fields, std::array<const char*, 2> sizes,
+                       Status (*convert)(const M&, int, int64_t, UnifiedMetadata*)) {
+  return [=](const py::object& a, const py::object& b, const py::object& c, const py::object& d,
+             const py::object& page_size, const py::object& num_pages) {
+    const int size = ToInt(page_size, sizes[0]);
+    const int64_t count = ToInt64(num_pages, sizes[1]);
+    Keep keep;
+    M in;
+    const py::object* values[] = {&a, &b, &c, &d};
+    for (int i = 0; i < 4; ++i) {
+      in.*fields[i].second = ToView(*values[i], fields[i].first, false, &keep);
+    }
+    UnifiedMetadata out;
+    Check(convert(in, size, count, &out));
+    return MetadataTuple(out);
+  };
 }
 
 py::array_t<int64_t> KsanaToAtb(const py::object& table, const py::dict& attrs,
@@ -308,8 +310,19 @@ void BindCaches(py::module_& m) {
         py::arg("cache_dtype"), py::arg("k_scale"), py::arg("v_scale"));
   m.def("_ksana_block_cache", &Ksana, py::arg("pool"), py::arg("scale_pool"), py::arg("attrs"),
         py::arg("layer"));
-  m.def("_from_vllm", &Vllm);
-  m.def("_from_flashinfer", &FlashInfer);
+  using Vllm = VllmMetadata;
+  m.def("_from_vllm",
+        MetadataConverter<Vllm>(
+            {DYNATTN_INDEX_FIELD(Vllm, query_start_loc), DYNATTN_INDEX_FIELD(Vllm, seq_lens),
+             DYNATTN_INDEX_FIELD(Vllm, block_table), DYNATTN_INDEX_FIELD(Vllm, slot_mapping)},
+            {"block_size", "num_blocks"}, &FromVllm));
+  using FlashInfer = FlashInferMetadata;
+  m.def("_from_flashinfer",
+        MetadataConverter<FlashInfer>(
+            {DYNATTN_INDEX_FIELD(FlashInfer, qo_indptr), DYNATTN_INDEX_FIELD(FlashInfer, kv_indptr),
+             DYNATTN_INDEX_FIELD(FlashInfer, kv_indices),
+             DYNATTN_INDEX_FIELD(FlashInfer, kv_last_page_len)},
+            {"page_size", "num_pages"}, &FromFlashInfer));
   m.def("_ksana_to_atb_block_table", &KsanaToAtb);
   m.def("_atb_slot_mapping", &SlotMapping);
 }

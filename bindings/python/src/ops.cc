@@ -9,6 +9,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "bindings/python/src/bindings.h"
@@ -27,32 +30,6 @@ Op ParseOp(const std::string& name) {
   if (name == "multi_head_cache_attention") return Op::kMultiHeadCacheAttention;
   if (name == "unified_attention") return Op::kUnified;
   throw py::value_error("op: unknown op '" + name + "'");
-}
-
-// The tensors each op writes: its outputs and the cache it updates in place (the roles Written,
-// Cache and Scale of the op tables, dynattn/op_signatures.h).
-std::vector<std::string> Written(Op op) {
-  std::vector<std::string> names;
-  auto add = [&names](const char* name, const std::string& role) {
-    if (role == "Written" || role == "Cache" || role == "Scale") names.push_back(name);
-  };
-#define DYNATTN_PY_WRITTEN(member, role) add(#member, #role);
-  switch (op) {
-    case Op::kKeyValueCache:
-      DYNATTN_KEY_VALUE_CACHE_TENSORS(DYNATTN_PY_WRITTEN)
-      break;
-    case Op::kMultiHeadAttention:
-      DYNATTN_MULTI_HEAD_ATTENTION_TENSORS(DYNATTN_PY_WRITTEN)
-      break;
-    case Op::kMultiHeadCacheAttention:
-      DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS(DYNATTN_PY_WRITTEN)
-      break;
-    case Op::kUnified:
-      DYNATTN_UNIFIED_ATTENTION_TENSORS(DYNATTN_PY_WRITTEN)
-      break;
-  }
-#undef DYNATTN_PY_WRITTEN
-  return names;
 }
 
 int Int(const py::dict& d, const char* key, int fallback) {
@@ -111,92 +88,176 @@ AttentionAttrs ReadAttentionAttrs(const py::dict& d) {
   return a;
 }
 
-// One op call: its attributes and its borrowed arguments.
-struct Call {
-  Op op = Op::kUnified;
-  KeyValueCacheAttrs kvc_attrs;
-  AttentionAttrs mha_attrs;
-  MultiHeadCacheAttentionAttrs mhca_attrs;
-  UnifiedAttentionAttrs unified_attrs;
-  KeyValueCacheArgs kvc;
-  MultiHeadAttentionArgs mha;
-  MultiHeadCacheAttentionArgs mhca;
-  UnifiedAttentionArgs unified;
+/// One tensor of an op's table (dynattn/op_signatures.h) as the fast Run path binds it.
+enum class RunRole { Read, Index, Host, Written, Cache, Scale };
+
+#define DYNATTN_PY_RUN_FIELD(member, role) RunField<Args>{#member, RunRole::role, &Args::member},
+
+template <class Args>
+struct RunField {
+  const char* name;
+  RunRole role;
+  TensorView Args::*member;
+  bool ForRun() const { return role != RunRole::Index && role != RunRole::Host; }
+  bool Written() const { return role != RunRole::Read && ForRun(); }
 };
+
+/// The op's Args of a Run: `tensors` holds, in the op's table order, the tensors a Run reads or
+/// writes (roles Read, Written, Cache, Scale); index and host tensors are the plan's. The views
+/// are also listed by name in `views` when given.
+template <class Args, size_t N>
+Args BindRunTensors(const RunField<Args> (&fields)[N], const py::tuple& tensors,
+                    std::optional<DType> cache_fp8, Keep* keep, TensorMap* views) {
+  Args args;
+  size_t next = 0;
+  for (const RunField<Args>& f : fields) {
+    if (!f.ForRun()) continue;
+    if (next >= tensors.size()) throw py::value_error("too few tensors for this plan's op");
+    const TensorView view = ToView(PyTuple_GET_ITEM(tensors.ptr(), next++), f.name, f.Written(),
+                                   keep, f.role == RunRole::Cache ? cache_fp8 : std::nullopt);
+    args.*f.member = view;
+    if (views != nullptr && view.present()) (*views)[f.name] = view;
+  }
+  if (next != tensors.size()) throw py::value_error("too many tensors for this plan's op");
+  return args;
+}
+
+/// RunFields<Args>::kFields: an op's tensors in its signature table's order.
+template <class Args>
+struct RunFields;
+#define DYNATTN_PY_RUN_FIELDS(A, TENSORS)                                           \
+  template <>                                                                       \
+  struct RunFields<A> {                                                             \
+    using Args = A;                                                                 \
+    static inline const RunField<Args> kFields[] = {TENSORS(DYNATTN_PY_RUN_FIELD)}; \
+  };
+DYNATTN_PY_RUN_FIELDS(KeyValueCacheArgs, DYNATTN_KEY_VALUE_CACHE_TENSORS)
+DYNATTN_PY_RUN_FIELDS(MultiHeadAttentionArgs, DYNATTN_MULTI_HEAD_ATTENTION_TENSORS)
+DYNATTN_PY_RUN_FIELDS(MultiHeadCacheAttentionArgs, DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS)
+DYNATTN_PY_RUN_FIELDS(UnifiedAttentionArgs, DYNATTN_UNIFIED_ATTENTION_TENSORS)
+#undef DYNATTN_PY_RUN_FIELDS
+
+// One op call: its attributes and its borrowed arguments.
+template <class AttrsT, class ArgsT>
+struct OpCall {
+  using Attrs = AttrsT;
+  using Args = ArgsT;
+  Attrs attrs;
+  Args args;
+};
+/// A call of any op; the alternatives are in Op's order.
+using Call = std::variant<OpCall<KeyValueCacheAttrs, KeyValueCacheArgs>,
+                          OpCall<AttentionAttrs, MultiHeadAttentionArgs>,
+                          OpCall<MultiHeadCacheAttentionAttrs, MultiHeadCacheAttentionArgs>,
+                          OpCall<UnifiedAttentionAttrs, UnifiedAttentionArgs>>;
+using UnifiedCall = std::variant_alternative_t<static_cast<size_t>(Op::kUnified), Call>;
+
+/// An empty call of `op` (the alternative of its index).
+template <size_t kIndex = 0>
+Call EmptyCall(Op op) {
+  if constexpr (kIndex + 1 < std::variant_size_v<Call>) {
+    if (static_cast<size_t>(op) != kIndex) return EmptyCall<kIndex + 1>(op);
+  }
+  return Call(std::in_place_index<kIndex>);
+}
+
+/// The library's entry points of an op, by its Args.
+template <class Args>
+struct OpFunctions;
+#define DYNATTN_PY_OP_FUNCTIONS(Name)                  \
+  template <>                                          \
+  struct OpFunctions<Name##Args> {                     \
+    static constexpr auto kByName = &Name##ArgsByName; \
+    static constexpr auto kPlan = &Plan##Name;         \
+    static constexpr auto kRun = &Run##Name;           \
+    static constexpr auto kOneShot = &Name;            \
+  };
+DYNATTN_PY_OP_FUNCTIONS(KeyValueCache)
+DYNATTN_PY_OP_FUNCTIONS(MultiHeadAttention)
+DYNATTN_PY_OP_FUNCTIONS(MultiHeadCacheAttention)
+DYNATTN_PY_OP_FUNCTIONS(UnifiedAttention)
+#undef DYNATTN_PY_OP_FUNCTIONS
+
+template <class C>
+using ArgsOf = typename std::decay_t<C>::Args;
 
 Call MakeCall(Op op, const py::dict& attrs, const TensorMap& map, const PyBlockCache* cache) {
   if (cache != nullptr) cache->CheckApart(map);
-  Call c;
-  c.op = op;
   const TensorLookup lookup = [&map](const std::string& name) { return Lookup(map, name); };
-  c.kvc_attrs.cache = ReadCacheAttrs(attrs);
-  c.kvc_attrs.num_repeat = Int(attrs, "num_repeat", 1);
-  c.mha_attrs = ReadAttentionAttrs(attrs);
-  c.mhca_attrs = {c.mha_attrs, c.kvc_attrs.cache};
-  c.unified_attrs.num_heads = c.mha_attrs.num_heads;
-  c.unified_attrs.num_kv_heads = c.mha_attrs.num_kv_heads;
-  c.unified_attrs.head_dim = c.mha_attrs.head_dim;
-  c.unified_attrs.is_alibi = c.mha_attrs.is_alibi;
-  ReadScoreAttrs(attrs, &c.unified_attrs);
-  switch (op) {
-    case Op::kKeyValueCache:
-      c.kvc = KeyValueCacheArgsByName(lookup);
-      break;
-    case Op::kMultiHeadAttention:
-      c.mha = MultiHeadAttentionArgsByName(lookup);
-      break;
-    case Op::kMultiHeadCacheAttention:
-      c.mhca = MultiHeadCacheAttentionArgsByName(lookup);
-      break;
-    case Op::kUnified:
-      if (cache == nullptr) throw py::value_error("cache: is required (a dynattn.BlockCache)");
-      c.unified = UnifiedAttentionArgsByName(lookup, &cache->cache);
-      break;
-  }
-  return c;
+  KeyValueCacheAttrs kvc;
+  kvc.cache = ReadCacheAttrs(attrs);
+  kvc.num_repeat = Int(attrs, "num_repeat", 1);
+  const AttentionAttrs attention = ReadAttentionAttrs(attrs);
+  UnifiedAttentionAttrs unified;
+  unified.num_heads = attention.num_heads;
+  unified.num_kv_heads = attention.num_kv_heads;
+  unified.head_dim = attention.head_dim;
+  unified.is_alibi = attention.is_alibi;
+  ReadScoreAttrs(attrs, &unified);
+  Call call = EmptyCall(op);
+  std::visit(
+      [&](auto& c) {
+        using Args = ArgsOf<decltype(c)>;
+        if constexpr (std::is_same_v<Args, KeyValueCacheArgs>) {
+          c.attrs = kvc;
+        } else if constexpr (std::is_same_v<Args, MultiHeadAttentionArgs>) {
+          c.attrs = attention;
+        } else if constexpr (std::is_same_v<Args, MultiHeadCacheAttentionArgs>) {
+          c.attrs = {attention, kvc.cache};
+        } else {
+          c.attrs = unified;
+        }
+        if constexpr (std::is_same_v<Args, UnifiedAttentionArgs>) {
+          if (cache == nullptr) throw py::value_error("cache: is required (a dynattn.BlockCache)");
+          c.args = UnifiedAttentionArgsByName(lookup, &cache->cache);
+        } else {
+          c.args = OpFunctions<Args>::kByName(lookup);
+        }
+      },
+      call);
+  return call;
 }
 
-Status PlanCall(const Call& c, Plan* plan) {
-  switch (c.op) {
-    case Op::kKeyValueCache:
-      return PlanKeyValueCache(c.kvc_attrs, c.kvc, plan);
-    case Op::kMultiHeadAttention:
-      return PlanMultiHeadAttention(c.mha_attrs, c.mha, plan);
-    case Op::kMultiHeadCacheAttention:
-      return PlanMultiHeadCacheAttention(c.mhca_attrs, c.mhca, plan);
-    case Op::kUnified:
-      return PlanUnifiedAttention(c.unified_attrs, c.unified, plan);
-  }
-  return Status::Internal("unknown op");
+Status PlanCall(const Call& call, Plan* plan) {
+  return std::visit(
+      [&](const auto& c) { return OpFunctions<ArgsOf<decltype(c)>>::kPlan(c.attrs, c.args, plan); },
+      call);
 }
 
-Status RunCall(const Call& c, const Plan& plan, Context* context,
+Status RunCall(const Call& call, const Plan& plan, Context* context,
                const LayerAttrs* layer = nullptr) {
-  switch (c.op) {
-    case Op::kKeyValueCache:
-      return RunKeyValueCache(plan, c.kvc, context);
-    case Op::kMultiHeadAttention:
-      return RunMultiHeadAttention(plan, c.mha, context, layer);
-    case Op::kMultiHeadCacheAttention:
-      return RunMultiHeadCacheAttention(plan, c.mhca, context, layer);
-    case Op::kUnified:
-      return RunUnifiedAttention(plan, c.unified, context, layer);
-  }
-  return Status::Internal("unknown op");
+  return std::visit(
+      [&](const auto& c) {
+        using Args = ArgsOf<decltype(c)>;
+        if constexpr (std::is_same_v<Args, KeyValueCacheArgs>) {
+          return RunKeyValueCache(plan, c.args, context);  // no per-layer attributes
+        } else {
+          return OpFunctions<Args>::kRun(plan, c.args, context, layer);
+        }
+      },
+      call);
 }
 
-Status OneShot(const Call& c, const RunOptions& options) {
-  switch (c.op) {
-    case Op::kKeyValueCache:
-      return KeyValueCache(c.kvc_attrs, c.kvc, options);
-    case Op::kMultiHeadAttention:
-      return MultiHeadAttention(c.mha_attrs, c.mha, options);
-    case Op::kMultiHeadCacheAttention:
-      return MultiHeadCacheAttention(c.mhca_attrs, c.mhca, options);
-    case Op::kUnified:
-      return UnifiedAttention(c.unified_attrs, c.unified, options);
-  }
-  return Status::Internal("unknown op");
+Status OneShot(const Call& call, const RunOptions& options) {
+  return std::visit(
+      [&](const auto& c) {
+        return OpFunctions<ArgsOf<decltype(c)>>::kOneShot(c.attrs, c.args, options);
+      },
+      call);
+}
+
+// The tensors `op` writes: its outputs and the cache it updates in place (the roles Written,
+// Cache and Scale of the op tables, dynattn/op_signatures.h).
+std::vector<std::string> Written(Op op) {
+  std::vector<std::string> names;
+  std::visit(
+      [&](const auto& c) {
+        for (const auto& f : RunFields<ArgsOf<decltype(c)>>::kFields) {
+          if (f.Written()) names.push_back(f.name);
+        }
+      },
+      EmptyCall(op));
+  return names;
 }
 
 const PyBlockCache* CacheOf(const py::object& cache) {
@@ -258,83 +319,29 @@ LayerAttrs LayerOf(const Plan& plan, const py::dict& layer, Keep* keep) {
   return attrs;
 }
 
-/// One tensor of an op's table (dynattn/op_signatures.h) as the fast Run path binds it.
-enum class RunRole { Read, Index, Host, Written, Cache, Scale };
-
-#define DYNATTN_PY_RUN_FIELD(member, role) RunField<Args>{#member, RunRole::role, &Args::member},
-
-template <class Args>
-struct RunField {
-  const char* name;
-  RunRole role;
-  TensorView Args::*member;
-  bool ForRun() const { return role != RunRole::Index && role != RunRole::Host; }
-  bool Written() const { return role != RunRole::Read && ForRun(); }
-};
-
-/// The op's Args of a Run: `tensors` holds, in the op's table order, the tensors a Run reads or
-/// writes (roles Read, Written, Cache, Scale); index and host tensors are the plan's. The views
-/// are also listed by name in `views` when given.
-template <class Args, size_t N>
-Args BindRunTensors(const RunField<Args> (&fields)[N], const py::tuple& tensors,
-                    std::optional<DType> cache_fp8, Keep* keep, TensorMap* views) {
-  Args args;
-  size_t next = 0;
-  for (const RunField<Args>& f : fields) {
-    if (!f.ForRun()) continue;
-    if (next >= tensors.size()) throw py::value_error("too few tensors for this plan's op");
-    const TensorView view = ToView(PyTuple_GET_ITEM(tensors.ptr(), next++), f.name, f.Written(),
-                                   keep, f.role == RunRole::Cache ? cache_fp8 : std::nullopt);
-    args.*f.member = view;
-    if (views != nullptr && view.present()) (*views)[f.name] = view;
-  }
-  if (next != tensors.size()) throw py::value_error("too many tensors for this plan's op");
-  return args;
-}
-
 /// Plan.run: the Run's tensors by position (no name lookups, no dict), torch tensors read
 /// through their attributes; `layer` is None or the per-layer attributes (LayerOf).
 void RunPlan(const PyPlan& plan, const py::tuple& tensors, const py::object& cache,
              PyContext* context, const py::object& layer) {
   Keep keep;
-  Call call;
-  call.op = plan.op;
+  Call call = EmptyCall(plan.op);
   TensorMap views;
   const PyBlockCache* block_cache = CacheOf(cache);
-  switch (plan.op) {
-    case Op::kKeyValueCache: {
-      using Args = KeyValueCacheArgs;
-      static const RunField<Args> kFields[] = {
-          DYNATTN_KEY_VALUE_CACHE_TENSORS(DYNATTN_PY_RUN_FIELD)};
-      call.kvc = BindRunTensors(kFields, tensors, plan.cache_fp8, &keep, nullptr);
-      break;
-    }
-    case Op::kMultiHeadAttention: {
-      using Args = MultiHeadAttentionArgs;
-      static const RunField<Args> kFields[] = {
-          DYNATTN_MULTI_HEAD_ATTENTION_TENSORS(DYNATTN_PY_RUN_FIELD)};
-      call.mha = BindRunTensors(kFields, tensors, plan.cache_fp8, &keep, nullptr);
-      break;
-    }
-    case Op::kMultiHeadCacheAttention: {
-      using Args = MultiHeadCacheAttentionArgs;
-      static const RunField<Args> kFields[] = {
-          DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS(DYNATTN_PY_RUN_FIELD)};
-      call.mhca = BindRunTensors(kFields, tensors, plan.cache_fp8, &keep, nullptr);
-      break;
-    }
-    case Op::kUnified: {
-      using Args = UnifiedAttentionArgs;
-      static const RunField<Args> kFields[] = {
-          DYNATTN_UNIFIED_ATTENTION_TENSORS(DYNATTN_PY_RUN_FIELD)};
-      if (block_cache == nullptr)
-        throw py::value_error("cache: is required (a dynattn.BlockCache)");
-      call.unified = BindRunTensors(kFields, tensors, plan.cache_fp8, &keep, &views);
-      call.unified.cache = &block_cache->cache;
-      block_cache->CheckApart(views);
-      break;
-    }
-  }
+  std::visit(
+      [&](auto& c) {
+        using Args = ArgsOf<decltype(c)>;
+        constexpr bool kUnified = std::is_same_v<Args, UnifiedAttentionArgs>;
+        if (kUnified && block_cache == nullptr) {
+          throw py::value_error("cache: is required (a dynattn.BlockCache)");
+        }
+        c.args = BindRunTensors(RunFields<Args>::kFields, tensors, plan.cache_fp8, &keep,
+                                kUnified ? &views : nullptr);
+        if constexpr (kUnified) {
+          c.args.cache = &block_cache->cache;
+          block_cache->CheckApart(views);
+        }
+      },
+      call);
   std::optional<LayerAttrs> attrs;
   if (!layer.is_none()) attrs = LayerOf(plan.plan, layer.cast<py::dict>(), &keep);
   const LayerAttrs* layer_attrs = attrs ? &*attrs : nullptr;
@@ -349,9 +356,9 @@ UnifiedStepSummary Describe(const py::dict& attrs, const py::dict& tensors,
   Keep keep;
   const TensorMap map = ToViews(tensors, {}, &keep);
   const Call call = MakeCall(Op::kUnified, attrs, map, CacheOf(cache));
+  const UnifiedCall& unified = std::get<UnifiedCall>(call);
   UnifiedStepSummary summary;
-  Check(
-      RunReleased([&] { return DescribeUnifiedStep(call.unified_attrs, call.unified, &summary); }));
+  Check(RunReleased([&] { return DescribeUnifiedStep(unified.attrs, unified.args, &summary); }));
   return summary;
 }
 
@@ -360,13 +367,15 @@ void Merge(const py::dict& tensors, const py::object& threads) {
   Keep keep;
   const TensorMap map = ToViews(tensors, {"merged_out", "merged_lse"}, &keep);
   MergeStatesArgs args;
-  args.out = Lookup(map, "out");
-  args.lse = Lookup(map, "lse");
-  args.acc = Lookup(map, "acc");
-  args.max = Lookup(map, "max");
-  args.sum = Lookup(map, "sum");
-  args.merged_out = Lookup(map, "merged_out");
-  args.merged_lse = Lookup(map, "merged_lse");
+  for (auto [name, member] : {std::pair{"out", &MergeStatesArgs::out},
+                              {"lse", &MergeStatesArgs::lse},
+                              {"acc", &MergeStatesArgs::acc},
+                              {"max", &MergeStatesArgs::max},
+                              {"sum", &MergeStatesArgs::sum},
+                              {"merged_out", &MergeStatesArgs::merged_out},
+                              {"merged_lse", &MergeStatesArgs::merged_lse}}) {
+    args.*member = Lookup(map, name);
+  }
   Check(RunReleased([&] { return MergeStates(args, RunOptions{.num_threads = num_threads}); }));
 }
 
