@@ -23,7 +23,13 @@
 namespace dynattn::internal {
 
 /// What a call does with a tensor (dynattn/op_signatures.h says each role's rule).
-enum class TensorRole : uint8_t { kRead, kIndex, kHost, kWritten, kCache, kScale };
+enum class TensorRole : uint8_t { kRead, kMask, kIndex, kHost, kWritten, kCache, kScale };
+
+/// Whether a tensor of `role` is a data tensor (read or written besides the cache), which a plan
+/// records and each Run passes again.
+constexpr bool IsDataRole(TensorRole role) {
+  return role == TensorRole::kRead || role == TensorRole::kMask || role == TensorRole::kWritten;
+}
 
 /// One tensor of an op's Args.
 template <class Args>
@@ -66,7 +72,7 @@ template <class Args>
 constexpr size_t NumDataTensors() {
   size_t n = 0;
   for (const TensorField<Args>& f : OpTensors<Args>::kFields) {
-    n += f.role == TensorRole::kRead || f.role == TensorRole::kWritten ? 1 : 0;
+    n += IsDataRole(f.role) ? 1 : 0;
   }
   return n;
 }
@@ -77,7 +83,7 @@ DataTensors DataTensorsOf(const Args& args) {
   static_assert(NumDataTensors<Args>() <= std::tuple_size_v<decltype(DataTensors::tensors)>);
   DataTensors tensors{};
   for (const TensorField<Args>& f : OpTensors<Args>::kFields) {
-    if (f.role == TensorRole::kRead || f.role == TensorRole::kWritten) {
+    if (IsDataRole(f.role)) {
       tensors.Add({f.name, args.*f.member});
     }
   }
@@ -97,6 +103,7 @@ void WidenIndexTensors(WidenedIndex* widen, Args* args) {
 constexpr int AliasingRank(TensorRole role) {
   switch (role) {
     case TensorRole::kRead:
+    case TensorRole::kMask:
       return 0;
     case TensorRole::kIndex:
     case TensorRole::kHost:
@@ -141,6 +148,7 @@ Status CheckOpAliasing(const Args& args, bool pmx_cache, bool quantized, CallPha
     const TensorView& t = args.*f.member;
     switch (f.role) {
       case TensorRole::kRead:
+      case TensorRole::kMask:
         buffers[k] = ReadBuffer(f.name, t);
         break;
       case TensorRole::kIndex:

@@ -15,9 +15,11 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <string_view>
 #include <system_error>
 
 #include "dynattn/named_args.h"
+#include "dynattn/op_signatures.h"
 #include "dynattn/ops.h"
 #include "tools/npy.h"
 #include "tools/run_support.h"
@@ -43,13 +45,30 @@ enum class OpKind {
   kUnifiedAttention,
 };
 
+// An op's input files from its tensor table (dynattn/op_signatures.h): the tensors it reads are
+// required (roles Read, Index, Cache), its optional ones (Mask, Host, Scale) are read when their
+// file is there, and what it writes is an output.
+struct InputLists {
+  std::vector<std::string> required, optional;
+  void Add(const char* name, std::string_view role) {
+    if (role == "Read" || role == "Index" || role == "Cache") required.push_back(name);
+    if (role == "Mask" || role == "Host" || role == "Scale") optional.push_back(name);
+  }
+};
+#define DYNATTN_CLI_INPUT(member, role) lists.Add(#member, #role);
+#define DYNATTN_CLI_INPUTS(TENSORS) \
+  [] {                              \
+    InputLists lists;               \
+    TENSORS(DYNATTN_CLI_INPUT)      \
+    return lists;                   \
+  }()
+
 // What the tool needs to know about one op: its file inputs and its attributes (pmx-ops §4-§6,
 // unified-and-ksana §1 for unified_attention).
 struct OpSpec {
   const char* name;
   OpKind kind;
-  std::vector<std::string> required_inputs;
-  std::vector<std::string> optional_inputs;
+  InputLists inputs;
   std::vector<std::string> attributes;
 };
 
@@ -83,35 +102,35 @@ const std::vector<AttributeDef>& AttributeDefaults() {
   return defaults;
 }
 
+// unified_attention's cache is a PMX cache file here (the library takes a BlockCache view of it).
+InputLists UnifiedInputs() {
+  InputLists lists = DYNATTN_CLI_INPUTS(DYNATTN_UNIFIED_ATTENTION_TENSORS);
+  lists.required.push_back("cache");
+  lists.optional.insert(lists.optional.begin(), "scale");
+  return lists;
+}
+
 const std::vector<OpSpec>& OpSpecs() {
   static const std::vector<OpSpec> specs = {
       {"key_value_cache",
        OpKind::kKeyValueCache,
-       {"current_key", "current_value", "seqstarts", "kvstarts", "cachestarts", "start_pos",
-        "max_seqlen", "max_kvlen", "cache"},
-       {"scale", "k_scale", "v_scale"},
+       DYNATTN_CLI_INPUTS(DYNATTN_KEY_VALUE_CACHE_TENSORS),
        {"num_layer", "layer_idx", "quant_bit", "quant_group", "num_repeat", "cache_mode",
         "cache_layout", "page_size", "cache_dtype"}},
       {"multi_head_attention",
        OpKind::kMultiHeadAttention,
-       {"query", "key", "value", "seqstarts", "kvstarts", "decoding_batches", "max_seqlen",
-        "max_kvlen"},
-       {"attn_mask", "sinks"},
+       DYNATTN_CLI_INPUTS(DYNATTN_MULTI_HEAD_ATTENTION_TENSORS),
        {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "window_left",
         "logits_soft_cap", "softmax_scale"}},
       {"multi_head_cache_attention",
        OpKind::kMultiHeadCacheAttention,
-       {"query", "current_key", "current_value", "seqstarts", "kvstarts", "cachestarts",
-        "start_pos", "decoding_batches", "max_seqlen", "max_kvlen", "cache"},
-       {"scale", "attn_mask", "sinks", "k_scale", "v_scale"},
+       DYNATTN_CLI_INPUTS(DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS),
        {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "num_layer", "layer_idx",
         "quant_bit", "quant_group", "cache_mode", "cache_layout", "page_size", "window_left",
         "logits_soft_cap", "softmax_scale", "cache_dtype"}},
       {"unified_attention",
        OpKind::kUnifiedAttention,
-       {"query", "current_key", "current_value", "query_start_loc", "context_lens", "block_table",
-        "cache"},
-       {"scale", "sinks", "k_scale", "v_scale"},
+       UnifiedInputs(),
        {"num_heads", "head_dim", "num_kv_heads", "num_layer", "layer_idx", "quant_bit",
         "quant_group", "cache_layout", "block_size", "is_alibi", "return_lse", "window_left",
         "logits_soft_cap", "softmax_scale", "cache_dtype"}},
@@ -267,7 +286,7 @@ Status CheckOutputDir(const std::string& dir) {
 // misspelled optional input (which would silently be left out) is caught.
 bool IsInputOfAnyOp(const std::string& name) {
   for (const OpSpec& spec : OpSpecs()) {
-    if (Contains(spec.required_inputs, name) || Contains(spec.optional_inputs, name)) return true;
+    if (Contains(spec.inputs.required, name) || Contains(spec.inputs.optional, name)) return true;
   }
   return false;
 }
@@ -286,8 +305,8 @@ Status CheckInputDir(const std::string& dir, const OpSpec& spec) {
     if (!IsInputOfAnyOp(name)) {
       return Status::Invalid(path.string(), "'" + name + "' is not an input of " + spec.name +
                                                 " (it takes " +
-                                                JoinNames(spec.required_inputs, "") + ", " +
-                                                JoinNames(spec.optional_inputs, "") + ")");
+                                                JoinNames(spec.inputs.required, "") + ", " +
+                                                JoinNames(spec.inputs.optional, "") + ")");
     }
   }
   if (error) return Status::Invalid("--inputs " + dir, "cannot be listed: " + error.message());
@@ -299,7 +318,7 @@ std::string InputPath(const std::string& dir, const std::string& name) {
 }
 
 Status LoadInputs(const std::string& dir, const OpSpec& spec, Arrays* arrays) {
-  for (const std::string& name : spec.required_inputs) {
+  for (const std::string& name : spec.inputs.required) {
     const std::string path = InputPath(dir, name);
     std::error_code error;
     if (!fs::exists(path, error)) {
@@ -307,7 +326,7 @@ Status LoadInputs(const std::string& dir, const OpSpec& spec, Arrays* arrays) {
     }
     DYNATTN_RETURN_IF_ERROR(ReadNpy(path, &(*arrays)[name]));
   }
-  for (const std::string& name : spec.optional_inputs) {
+  for (const std::string& name : spec.inputs.optional) {
     const std::string path = InputPath(dir, name);
     std::error_code error;
     // An optional input is absent only when nothing is there: a dangling link is a broken input.

@@ -7,6 +7,7 @@
 //
 //   X(member, Role): the Args member, also the tensor's name everywhere (spec, C, Python, CLI)
 //     Read     a data tensor the call reads; a Run must pass one like the plan's
+//     Mask     the attention mask: read like a Read tensor, but optional (absent: no mask)
 //     Index    an index tensor (int64 or int32, widened once), read and copied when planned
 //     Host     a small fp32 input in host memory (sinks, fp8 scales), read when planned
 //     Written  an output
@@ -44,7 +45,7 @@
   X(decoding_batches, Index)                    \
   X(max_seqlen, Index)                          \
   X(max_kvlen, Index)                           \
-  X(attn_mask, Read)                            \
+  X(attn_mask, Mask)                            \
   X(sinks, Host)                               \
   X(attn_output, Written)
 
@@ -63,7 +64,7 @@
   X(scale, Scale)                                     \
   X(k_scale, Host)                                   \
   X(v_scale, Host)                                   \
-  X(attn_mask, Read)                                  \
+  X(attn_mask, Mask)                                  \
   X(sinks, Host)                                     \
   X(attn_output, Written)
 

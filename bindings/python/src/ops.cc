@@ -89,7 +89,7 @@ AttentionAttrs ReadAttentionAttrs(const py::dict& d) {
 }
 
 /// One tensor of an op's table (dynattn/op_signatures.h) as the fast Run path binds it.
-enum class RunRole { Read, Index, Host, Written, Cache, Scale };
+enum class RunRole { Read, Mask, Index, Host, Written, Cache, Scale };
 
 #define DYNATTN_PY_RUN_FIELD(member, role) RunField<Args>{#member, RunRole::role, &Args::member},
 
@@ -99,11 +99,11 @@ struct RunField {
   RunRole role;
   TensorView Args::*member;
   bool ForRun() const { return role != RunRole::Index && role != RunRole::Host; }
-  bool Written() const { return role != RunRole::Read && ForRun(); }
+  bool Written() const { return role != RunRole::Read && role != RunRole::Mask && ForRun(); }
 };
 
 /// The op's Args of a Run: `tensors` holds, in the op's table order, the tensors a Run reads or
-/// writes (roles Read, Written, Cache, Scale); index and host tensors are the plan's. The views
+/// writes (roles Read, Mask, Written, Cache, Scale); index and host tensors are the plan's. The views
 /// are also listed by name in `views` when given.
 template <class Args, size_t N>
 Args BindRunTensors(const RunField<Args> (&fields)[N], const py::tuple& tensors,
