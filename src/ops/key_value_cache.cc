@@ -9,15 +9,11 @@
 namespace dynattn::internal {
 
 template <>
-struct OpTraits<KeyValueCacheArgs> {
-  using Attrs = KeyValueCacheAttrs;
-  using Call = KeyValueCacheCall;
-  using Work = KeyValueCacheWork;
-  static constexpr OpKind kKind = OpKind::kKeyValueCache;
+struct OpTraits<KeyValueCacheArgs>
+    : OpDeclaration<KeyValueCacheAttrs, KeyValueCacheCall, KeyValueCacheWork,
+                    OpKind::kKeyValueCache, &ValidateKeyValueCache> {
   static constexpr const char* kPlacedBy = "current_key";
   static constexpr bool kCacheTensors = true;
-
-  static constexpr auto Validate = &ValidateKeyValueCache;
   static bool Quantized(const Attrs& attrs) { return attrs.cache.quant_bit != 0; }
   static const CacheDesc& CacheOf(const Call& call, const KeyValueCacheArgs&) {
     return call.write.kv.cache;

@@ -9,15 +9,11 @@
 namespace dynattn::internal {
 
 template <>
-struct OpTraits<MultiHeadAttentionArgs> {
-  using Attrs = AttentionAttrs;
-  using Call = MultiHeadAttentionCall;
-  using Work = AttentionWork;
-  static constexpr OpKind kKind = OpKind::kMultiHeadAttention;
+struct OpTraits<MultiHeadAttentionArgs>
+    : OpDeclaration<AttentionAttrs, MultiHeadAttentionCall, AttentionWork,
+                    OpKind::kMultiHeadAttention, &ValidateMultiHeadAttention> {
   static constexpr const char* kPlacedBy = "query";
   static constexpr bool kCacheTensors = false;
-
-  static constexpr auto Validate = &ValidateMultiHeadAttention;
   static bool Quantized(const Attrs&) { return false; }
   static const CacheDesc& CacheOf(const Call& call, const MultiHeadAttentionArgs&) {
     return call.attention.kv.cache;

@@ -9,15 +9,11 @@
 namespace dynattn::internal {
 
 template <>
-struct OpTraits<MultiHeadCacheAttentionArgs> {
-  using Attrs = MultiHeadCacheAttentionAttrs;
-  using Call = MultiHeadCacheAttentionCall;
-  using Work = CacheAttentionWork;
-  static constexpr OpKind kKind = OpKind::kMultiHeadCacheAttention;
+struct OpTraits<MultiHeadCacheAttentionArgs>
+    : OpDeclaration<MultiHeadCacheAttentionAttrs, MultiHeadCacheAttentionCall, CacheAttentionWork,
+                    OpKind::kMultiHeadCacheAttention, &ValidateMultiHeadCacheAttention> {
   static constexpr const char* kPlacedBy = "cache";
   static constexpr bool kCacheTensors = true;
-
-  static constexpr auto Validate = &ValidateMultiHeadCacheAttention;
   static bool Quantized(const Attrs& attrs) { return attrs.cache.quant_bit != 0; }
   static const CacheDesc& CacheOf(const Call& call, const MultiHeadCacheAttentionArgs&) {
     return call.attention.kv.cache;

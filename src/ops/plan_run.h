@@ -21,18 +21,30 @@
 
 namespace dynattn::internal {
 
-/// What one op adds to the pipeline, specialized in its src/ops/<op>.cc for its Args:
+/// What one op adds to the pipeline, specialized in its src/ops/<op>.cc for its Args; the first
+/// five come from its OpDeclaration base:
 ///   Attrs, Call                the op's attributes and its validated call (src/validate.h)
 ///   Work                       its alternative of OpWork (src/plan_state.h)
-///   kKind, kPlacedBy           its OpKind; the input named when no backend serves its cache
-///   kCacheTensors              whether a PMX cache tensor (args.cache, .scale) may come with it
+///   kKind                      its OpKind
 ///   Validate(attrs, args, &call)
+///   kPlacedBy                  the input named when no backend serves its cache
+///   kCacheTensors              whether a PMX cache tensor (args.cache, .scale) may come with it
 ///   Quantized(attrs)           whether a PMX cache of the planning call has a scale tensor
 ///   CacheOf(call, args)        the cache descriptor that picks the dispatch row
 ///   Plan(attrs, call, args, work, state)   the op's work into the started plan's (empty) Work
 ///   Run(state, work, args, layer, context)   the op's steps once the pipeline checked the Run
 template <class Args>
 struct OpTraits;
+
+/// The part of an op's traits that is a list of names: its types, its OpKind, its validator.
+template <class AttrsT, class CallT, class WorkT, OpKind kKindV, auto kValidate>
+struct OpDeclaration {
+  using Attrs = AttrsT;
+  using Call = CallT;
+  using Work = WorkT;
+  static constexpr OpKind kKind = kKindV;
+  static constexpr auto Validate = kValidate;
+};
 
 /// Whether the call's PMX cache tensors take part in the aliasing rule (a raw CacheDesc is
 /// trusted).

@@ -47,15 +47,11 @@ UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::
 namespace dynattn::internal {
 
 template <>
-struct OpTraits<UnifiedAttentionArgs> {
-  using Attrs = UnifiedAttentionAttrs;
-  using Call = UnifiedCall;
-  using Work = UnifiedWork;
-  static constexpr OpKind kKind = OpKind::kUnifiedAttention;
+struct OpTraits<UnifiedAttentionArgs>
+    : OpDeclaration<UnifiedAttentionAttrs, UnifiedCall, UnifiedWork, OpKind::kUnifiedAttention,
+                    &ValidateUnifiedAttention> {
   static constexpr const char* kPlacedBy = "cache";
   static constexpr bool kCacheTensors = false;  // a BlockCache, not PMX tensors
-
-  static constexpr auto Validate = &ValidateUnifiedAttention;
   static bool Quantized(const Attrs&) { return false; }
   static const CacheDesc& CacheOf(const Call&, const UnifiedAttentionArgs& args) {
     return args.cache->cache;

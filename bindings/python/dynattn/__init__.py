@@ -356,18 +356,25 @@ class UnifiedAttentionPlan(Plan):
 # KeyValueCache.
 
 def _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
-              max_seqlen, max_kvlen, cache, scale, key, value, attrs, planned):
+              max_seqlen, max_kvlen, cache, scale, *, num_layer, layer_idx, quant_bit,
+              quant_group, cache_mode, cache_layout, page_size, num_repeat, cache_dtype, k_scale,
+              v_scale, key=None, value=None, **_run_only):
+    """The attrs, tensors and (key, value) shape of a key_value_cache call, or of its plan (no
+    `key`, `value`): both public functions pass their arguments as they are (`**locals()`)."""
+    attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
+                         page_size, cache_dtype)
+    attrs["num_repeat"] = num_repeat
     _, hkv, d = _shape(current_key, "current_key", 3, "(Tq, Hkv, D)")
     kvstarts = _index(kvstarts, "kvstarts")
-    kv_shape = (_last(kvstarts, "kvstarts"), hkv * attrs["num_repeat"], d)
+    kv_shape = (_last(kvstarts, "kvstarts"), hkv * num_repeat, d)
     cache, attrs["cache_dtype"] = _fp8_bytes(cache, attrs["cache_dtype"])
     tensors = dict(current_key=current_key, current_value=current_value,
                    **_indexes(seqstarts=seqstarts, kvstarts=kvstarts, cachestarts=cachestarts,
                               start_pos=start_pos, max_seqlen=max_seqlen, max_kvlen=max_kvlen),
-                   cache=cache, scale=scale, **planned,
+                   cache=cache, scale=scale, k_scale=_f32(k_scale), v_scale=_f32(v_scale),
                    key=_Unallocated(kv_shape, current_key) if key is None else key,
                    value=_Unallocated(kv_shape, current_key) if value is None else value)
-    return tensors, kv_shape
+    return attrs, tensors, kv_shape
 
 
 def key_value_cache(current_key, current_value, seqstarts, kvstarts, cachestarts, start_pos,
@@ -380,13 +387,7 @@ def key_value_cache(current_key, current_value, seqstarts, kvstarts, cachestarts
     ``cache_dtype`` and the per-tensor ``k_scale``/``v_scale``), in place, then gathers every
     request's whole context, dequantized, into `key` and `value` (kvstarts[B], Hkv * num_repeat,
     D). Index tensors are int32/int64 tensors (or Python ints/lists). Returns ``(key, value)``."""
-    attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
-                         page_size, cache_dtype)
-    attrs["num_repeat"] = num_repeat
-    planned = dict(k_scale=_f32(k_scale), v_scale=_f32(v_scale))
-    tensors, kv_shape = _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts,
-                                  start_pos, max_seqlen, max_kvlen, cache, scale, key, value,
-                                  attrs, planned)
+    attrs, tensors, kv_shape = _kvc_call(**locals())
     if key is None or value is None:
         # Validate everything before allocating outputs whose size comes from kvstarts.
         _C._plan("key_value_cache", attrs, tensors, None)
@@ -405,13 +406,7 @@ def plan_key_value_cache(current_key, current_value, seqstarts, kvstarts, caches
     """Validates and plans a :func:`key_value_cache` step (writes nothing); returns a
     :class:`Plan` whose ``run(current_key, current_value, cache, scale=None, *, key=None,
     value=None, context=None)`` runs it."""
-    attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
-                         page_size, cache_dtype)
-    attrs["num_repeat"] = num_repeat
-    planned = dict(k_scale=_f32(k_scale), v_scale=_f32(v_scale))
-    tensors, kv_shape = _kvc_call(current_key, current_value, seqstarts, kvstarts, cachestarts,
-                                  start_pos, max_seqlen, max_kvlen, cache, scale, None, None,
-                                  attrs, planned)
+    attrs, tensors, kv_shape = _kvc_call(**locals())
     return KeyValueCachePlan(_C._plan("key_value_cache", attrs, tensors, None), kv_shape,
                              attrs["cache_dtype"])
 

@@ -103,8 +103,8 @@ struct RunField {
 };
 
 /// The op's Args of a Run: `tensors` holds, in the op's table order, the tensors a Run reads or
-/// writes (roles Read, Mask, Written, Cache, Scale); index and host tensors are the plan's. The views
-/// are also listed by name in `views` when given.
+/// writes (roles Read, Mask, Written, Cache, Scale); index and host tensors are the plan's. The
+/// views are also listed by name in `views` when given.
 template <class Args, size_t N>
 Args BindRunTensors(const RunField<Args> (&fields)[N], const py::tuple& tensors,
                     std::optional<DType> cache_fp8, Keep* keep, TensorMap* views) {
