@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -194,19 +195,14 @@ Call MakeCall(Op op, const py::dict& attrs, const TensorMap& map, const PyBlockC
   unified.head_dim = attention.head_dim;
   unified.is_alibi = attention.is_alibi;
   ReadScoreAttrs(attrs, &unified);
+  // Each op's attributes, by type (the four types differ).
+  const std::tuple every_attrs{kvc, attention, MultiHeadCacheAttentionAttrs{attention, kvc.cache},
+                               unified};
   Call call = EmptyCall(op);
   std::visit(
       [&](auto& c) {
         using Args = ArgsOf<decltype(c)>;
-        if constexpr (std::is_same_v<Args, KeyValueCacheArgs>) {
-          c.attrs = kvc;
-        } else if constexpr (std::is_same_v<Args, MultiHeadAttentionArgs>) {
-          c.attrs = attention;
-        } else if constexpr (std::is_same_v<Args, MultiHeadCacheAttentionArgs>) {
-          c.attrs = {attention, kvc.cache};
-        } else {
-          c.attrs = unified;
-        }
+        c.attrs = std::get<typename std::decay_t<decltype(c)>::Attrs>(every_attrs);
         if constexpr (std::is_same_v<Args, UnifiedAttentionArgs>) {
           if (cache == nullptr) throw py::value_error("cache: is required (a dynattn.BlockCache)");
           c.args = UnifiedAttentionArgsByName(lookup, &cache->cache);
