@@ -12,7 +12,7 @@ namespace {
 int64_t VisibleKeys(const AttentionProblem& p, int64_t b, int64_t row_end) {
   const int64_t kvlen = p.batch.KvLen(b);
   if (!p.BottomRightLimited(b)) return kvlen;
-  return std::clamp<int64_t>(kvlen - p.batch.SeqLen(b) + row_end, 0, kvlen);
+  return std::clamp<int64_t>(p.QueryPosition(b, row_end - 1) + 1, 0, kvlen);
 }
 
 /// The first key some row of the tile starting at row_begin may see (its first row has the

@@ -77,10 +77,28 @@ struct Batch {
   const int64_t* seqstarts = nullptr;  ///< (B+1) query-row offsets.
   const int64_t* kvstarts = nullptr;   ///< (B+1) context-row offsets.
   const int64_t* start_pos = nullptr;  ///< (B) first write position, or null (MHA).
-  int64_t decoding_batches = 0;        ///< The first requests, never causally masked.
+  /// (B) or null: the position of request b's first context key in the whole request (a context
+  /// shard's offset). With it, start_pos holds the new tokens' positions in the whole request and
+  /// the context holds positions [key_offsets[b], key_offsets[b] + kvlen_b).
+  const int64_t* key_offsets = nullptr;
+  int64_t decoding_batches = 0;  ///< The first requests, never causally masked.
 
   DYNATTN_HD int64_t SeqLen(int64_t b) const { return seqstarts[b + 1] - seqstarts[b]; }
   DYNATTN_HD int64_t KvLen(int64_t b) const { return kvstarts[b + 1] - kvstarts[b]; }
+  /// Context key number of query row `row` of request b (its position minus the first key's):
+  /// kvlen - seqlen + row, the new tokens being the context's last keys; on a context shard it
+  /// may lie past the shard's last key (a later shard holds the new tokens) or before its first.
+  DYNATTN_HD int64_t QueryKeyNumber(int64_t b, int64_t row) const {
+    if (key_offsets != nullptr) return start_pos[b] - key_offsets[b] + row;
+    return KvLen(b) - SeqLen(b) + row;
+  }
+  /// Context key number that new token `t` of request b is written at, or -1 when the call's
+  /// context does not hold it (a context shard holds the new tokens of its own positions only).
+  DYNATTN_HD int64_t WriteKeyNumber(int64_t b, int64_t t) const {
+    const int64_t key =
+        key_offsets != nullptr ? start_pos[b] - key_offsets[b] + t : start_pos[b] + t;
+    return key >= 0 && key < KvLen(b) ? key : -1;
+  }
 };
 
 /// Where one request's context keys and values come from: a cache (or MHA's packed K/V tensors
@@ -133,15 +151,19 @@ struct AttentionProblem {
     return alibi_slopes != nullptr || window_left >= 0 ||
            (is_causal && batch.SeqLen(b) > 1 && b >= batch.decoding_batches);
   }
-  /// Position of query row `row` of request b in key numbers: kvlen - seqlen + row (bottom-right).
+  /// Position of query row `row` of request b in key numbers: kvlen - seqlen + row (bottom-right),
+  /// moved by the context's key offset on a shard. ALiBi's distance is measured from it.
   DYNATTN_HD int64_t QueryPosition(int64_t b, int64_t row) const {
-    return batch.KvLen(b) - batch.SeqLen(b) + row;
+    return batch.QueryKeyNumber(b, row);
   }
   /// The last key (inclusive) that query row `row` of request b sees: the bottom-right causal
-  /// limit kvlen - seqlen + row when limited, else the last context key. Also the query's position
-  /// in key numbers, which ALiBi's distance is measured from.
+  /// limit kvlen - seqlen + row when limited (at most the last context key; below 0 when a shard's
+  /// keys all come after the query), else the last context key.
   DYNATTN_HD int64_t LastVisibleKey(int64_t b, int64_t row) const {
-    return BottomRightLimited(b) ? QueryPosition(b, row) : batch.KvLen(b) - 1;
+    const int64_t last = batch.KvLen(b) - 1;
+    if (!BottomRightLimited(b)) return last;
+    const int64_t position = QueryPosition(b, row);
+    return position < last ? position : last;
   }
   /// The first key that query row `row` of request b sees: 0, or max(0, i - window_left) under a
   /// sliding window. Keys before it are neither read nor counted.

@@ -48,7 +48,8 @@ void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t t
   int8_t* codes = reinterpret_cast<int8_t*>(code_space);
   for (int64_t t = token_begin; t < token_end; ++t) {
     const int64_t b = internal::OwnerOfRow(p.batch.seqstarts, p.batch.size, t);
-    const int64_t position = p.batch.start_pos[b] + (t - p.batch.seqstarts[b]);
+    const int64_t position = p.batch.WriteKeyNumber(b, t - p.batch.seqstarts[b]);
+    if (position < 0) continue;  // another context shard holds this new token
     const int64_t slot = p.kv.slots.Slot(b, position);
     for (int h = 0; h < cache.num_kv_heads; ++h) {
       LoadActivations(static_cast<const char*>(p.current_key) + p.SourceOffset(0, t, h) * size,

@@ -320,17 +320,15 @@ HWY_INLINE void* OutputRow(const AttentionProblem& p, int64_t token, int head) {
 HWY_INLINE void MakeQueryRows(const AttentionProblem& p, const internal::WorkItem& w,
                               QueryRow* out) {
   const int rows = w.row_end - w.row_begin;
-  const int64_t kvlen = p.batch.KvLen(w.request);
-  const bool limited = p.BottomRightLimited(w.request);
   for (int index = 0; index < p.group_size * rows; ++index) {
     QueryRow& r = out[index];
     r.request = w.request;
     r.head = w.kv_head * p.group_size + index / rows;
     const int64_t row = w.row_begin + index % rows;
     r.token = p.batch.seqstarts[w.request] + row;
-    r.last_key = limited ? kvlen - p.batch.SeqLen(w.request) + row : kvlen - 1;
+    r.last_key = p.LastVisibleKey(w.request, row);
     r.first_key = p.FirstVisibleKey(w.request, row);
-    r.origin = r.last_key;
+    r.origin = p.QueryPosition(w.request, row);
   }
 }
 

@@ -129,7 +129,7 @@ __device__ VectorRef RequestVector(const AttentionProblem& p, const internal::Wo
   r.head = w.kv_head * p.group_size + index / rows;
   r.first_key = p.FirstVisibleKey(b, row);
   r.last_key = p.LastVisibleKey(b, row);
-  r.origin = r.last_key;
+  r.origin = p.QueryPosition(b, row);
   return r;
 }
 

@@ -126,12 +126,14 @@ HeadArrays HeadArraysOf(const AttentionProblem& p) {
 /// its per-head arrays.
 struct StagedIndex {
   size_t seqstarts = Staging::kNone, kvstarts = Staging::kNone, start_pos = Staging::kNone;
+  size_t key_offsets = Staging::kNone;
   size_t slots = Staging::kNone, alibi = Staging::kNone, sinks = Staging::kNone;
 
   StagedIndex(const Batch& batch, const SlotMap& map, const HeadArrays& heads, Staging* staging) {
     seqstarts = staging->Add(batch.seqstarts, batch.size + 1);
     kvstarts = staging->Add(batch.kvstarts, batch.size + 1);
     start_pos = staging->Add(batch.start_pos, batch.start_pos ? batch.size : 0);
+    key_offsets = staging->Add(batch.key_offsets, batch.key_offsets ? batch.size : 0);
     const int64_t entries =
         map.mode == SlotMap::Mode::kOffset ? batch.size : batch.size * map.table_stride;
     slots = staging->Add(map.starts, entries);
@@ -144,6 +146,7 @@ struct StagedIndex {
     batch->seqstarts = staging.At<int64_t>(seqstarts);
     batch->kvstarts = staging.At<int64_t>(kvstarts);
     batch->start_pos = staging.At<int64_t>(start_pos);
+    batch->key_offsets = staging.At<int64_t>(key_offsets);
     map->starts = staging.At<int64_t>(slots);
   }
 

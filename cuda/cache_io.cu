@@ -45,7 +45,8 @@ __global__ void WriteTokensKernel(internal::WriteProblem p, int64_t tokens) {
   const int head = static_cast<int>((index / 2) % heads);
   const int64_t t = index / 2 / heads;
   const int64_t b = OwnerOfRow(p.batch.seqstarts, p.batch.size, t);
-  const int64_t position = p.batch.start_pos[b] + (t - p.batch.seqstarts[b]);
+  const int64_t position = p.batch.WriteKeyNumber(b, t - p.batch.seqstarts[b]);
+  if (position < 0) return;  // another context shard holds this new token
   const int64_t slot = p.kv.slots.Slot(b, position);
   const CachePlane& plane = plane_index == 0 ? cache.key : cache.value;
   const bool io_f16 = p.io_type == DType::kF16;

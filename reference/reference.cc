@@ -379,6 +379,9 @@ double LoadDequantized(const CacheGeometry& geo, const Array& cache, const Array
 struct KvcCall {
   Batches batches;
   std::vector<int64_t> start_pos;
+  // MHCA on a context shard: request b's context holds positions [key_offsets[b], +kvlen_b) of
+  // the whole request, start_pos[b] is its first new token's position there (empty: not a shard).
+  std::vector<int64_t> key_offsets;
   CacheGeometry geo;
   SlotMap slots;
   const Array* current_key = nullptr;
@@ -391,11 +394,28 @@ struct KvcCall {
 void RequireStartPositions(const KvcCall& call) {
   const Batches& batches = call.batches;
   Require(static_cast<int64_t>(call.start_pos.size()) == batches.count(), "start_pos must be (B)");
+  const bool shard = !call.key_offsets.empty();
+  Require(!shard || static_cast<int64_t>(call.key_offsets.size()) == batches.count(),
+          "key_offsets must be (B)");
   for (int64_t b = 0; b < batches.count(); ++b) {
     Require(call.start_pos[b] >= 0, "start_pos entries must be >= 0");
-    Require(batches.kvlen(b) == call.start_pos[b] + batches.seqlen(b),
-            "kvlen_b must equal start_pos_b + seqlen_b");
+    if (!shard) {
+      Require(batches.kvlen(b) == call.start_pos[b] + batches.seqlen(b),
+              "kvlen_b must equal start_pos_b + seqlen_b");
+      continue;
+    }
+    Require(call.key_offsets[b] >= 0, "key_offsets entries must be >= 0");
+    Require(call.key_offsets[b] + batches.kvlen(b) <= call.start_pos[b] + batches.seqlen(b),
+            "a context shard holds no position past its request's last new token");
   }
+}
+
+// The context position (0-based in the call's context) that new token t of request b is written
+// at: start_pos_b + t, less the shard's offset; -1 when the shard does not hold it.
+int64_t WritePosition(const KvcCall& call, int64_t b, int64_t t) {
+  const int64_t offset = call.key_offsets.empty() ? 0 : call.key_offsets[b];
+  const int64_t p = call.start_pos[b] + t - offset;
+  return p >= 0 && p < call.batches.kvlen(b) ? p : -1;
 }
 
 // k_scale / v_scale: optional 0-d (or one-element) f32, finite and > 0, fp8 caches only.
@@ -425,6 +445,9 @@ KvcCall ReadKvcCall(const Attrs& attrs, const Tensors& inputs, int64_t hkv, int6
   RequireShape(*call.current_key, {call.batches.rows(), hkv, d}, "current_key");
   RequireShape(*call.current_value, {call.batches.rows(), hkv, d}, "current_value");
   call.start_pos = ReadI64Vector(Need(inputs, "start_pos"), "start_pos");
+  if (const Array* offsets = Optional(inputs, "key_offsets")) {
+    call.key_offsets = ReadI64Vector(*offsets, "key_offsets");
+  }
   RequireStartPositions(call);
   call.cache = &Need(inputs, "cache");
   call.scale = Optional(inputs, "scale");
@@ -452,12 +475,15 @@ std::vector<double> LoadHeadVector(const Array& tensor, int64_t row, int64_t h,
   return x;
 }
 
-// §3.1 writes: token t of request b goes to position start_pos_b + t; no slot written twice.
+// §3.1 writes: token t of request b goes to position start_pos_b + t (a context shard writes the
+// tokens it holds, at their positions in its context); no slot written twice.
 void WriteNewTokens(const KvcCall& call, Array* cache, Array* scale) {
   std::set<int64_t> written;
   for (int64_t b = 0; b < call.batches.count(); ++b) {
     for (int64_t t = 0; t < call.batches.seqlen(b); ++t) {
-      const int64_t slot = call.slots.Slot(b, call.start_pos[b] + t);
+      const int64_t position = WritePosition(call, b, t);
+      if (position < 0) continue;
+      const int64_t slot = call.slots.Slot(b, position);
       Require(written.insert(slot).second, "two new tokens write the same slot");
       const int64_t row = call.batches.seqstarts[b] + t;
       for (int64_t h = 0; h < call.geo.hkv; ++h) {
@@ -550,6 +576,9 @@ struct AttentionCall {
   double score_scale = 1;       // softmax_scale, or 1 / sqrt(D)
   std::vector<double> sinks;    // per query head, empty when absent
   std::vector<int64_t> unread;  // per request: context positions below it are never read
+  // Per request: the position of query row 0 and of context key 0 in the whole request. Without
+  // key_offsets the new tokens are the context's last: kvlen_b - seqlen_b and 0.
+  std::vector<int64_t> query_base, key_base;
   bool non_finite = false;      // Attrs::non_finite
 };
 
@@ -571,6 +600,28 @@ void RequireMask(const AttentionCall& call) {
   Require(mask.shape.back() >= call.batches.context_rows(), "attn_mask has too few columns");
 }
 
+// Where query row 0 and context key 0 of each request sit in the whole request: the new tokens
+// last in the context (kvlen_b - seqlen_b, 0), or on a context shard (MHCA's key_offsets)
+// start_pos_b and key_offsets_b.
+void ReadQueryPositions(const Tensors& inputs, AttentionCall* call) {
+  const int64_t count = call->batches.count();
+  const Array* offsets = Optional(inputs, "key_offsets");
+  std::vector<int64_t> start_pos, key_offsets;
+  if (offsets != nullptr) {
+    start_pos = ReadI64Vector(Need(inputs, "start_pos"), "start_pos");
+    key_offsets = ReadI64Vector(*offsets, "key_offsets");
+    Require(static_cast<int64_t>(start_pos.size()) == count &&
+                static_cast<int64_t>(key_offsets.size()) == count,
+            "start_pos and key_offsets must be (B)");
+  }
+  for (int64_t b = 0; b < count; ++b) {
+    call->query_base.push_back(offsets != nullptr
+                                   ? start_pos[b]
+                                   : call->batches.kvlen(b) - call->batches.seqlen(b));
+    call->key_base.push_back(offsets != nullptr ? key_offsets[b] : 0);
+  }
+}
+
 // Sliding window, soft-cap, softmax scale and sinks, with their validation rules.
 void ReadServingFeatureAttrs(const Attrs& attrs, const Tensors& inputs, AttentionCall* call) {
   Require(attrs.window_left >= -1, "window_left must be >= -1");
@@ -583,8 +634,13 @@ void ReadServingFeatureAttrs(const Attrs& attrs, const Tensors& inputs, Attentio
   call->score_scale =
       attrs.softmax_scale > 0 ? attrs.softmax_scale : 1.0 / std::sqrt(static_cast<double>(call->d));
   for (int64_t b = 0; b < call->batches.count(); ++b) {
-    call->unread.push_back(detail::UnreadContextPrefix(attrs.window_left, call->batches.kvlen(b),
-                                                       call->batches.seqlen(b)));
+    // The first query row's position in context key numbers (past the context on a shard
+    // before the new tokens, negative on one after them).
+    const int64_t first_query = call->query_base[b] - call->key_base[b];
+    const int64_t seqlen = call->batches.seqlen(b);
+    call->unread.push_back(std::min(
+        call->batches.kvlen(b), detail::UnreadContextPrefix(attrs.window_left,
+                                                            first_query + seqlen, seqlen)));
   }
   const Array* sinks = Optional(inputs, "sinks");
   if (sinks == nullptr) return;
@@ -617,6 +673,16 @@ AttentionCall ReadAttentionCall(const Attrs& attrs, const Tensors& inputs) {
   call.mask = Optional(inputs, "attn_mask");
   if (call.mask != nullptr) RequireMask(call);
   call.slopes = detail::AlibiSlopes(static_cast<int>(call.hq));
+  if (const Array* slopes = Optional(inputs, "alibi_slopes")) {
+    Require(slopes->dt == Dt::kF32, "alibi_slopes must be float32");
+    RequireShape(*slopes, {call.hq}, "alibi_slopes");
+    for (int64_t h = 0; h < call.hq; ++h) {
+      call.slopes[h] = LoadAsDouble(*slopes, h);
+      Require(std::isfinite(call.slopes[h]), "alibi_slopes must be finite");
+    }
+    call.alibi = true;  // given slopes turn ALiBi on
+  }
+  ReadQueryPositions(inputs, &call);
   ReadServingFeatureAttrs(attrs, inputs, &call);
   return call;
 }
@@ -641,15 +707,17 @@ bool CausalApplies(const AttentionCall& call, int64_t b) {
 
 // Additive term C + M + A of score (h, i, j) of request b; -inf hides key j.
 double ScoreBias(const AttentionCall& call, int64_t b, int64_t h, int64_t i, int64_t j) {
-  // Absolute position of query i: the new tokens are the last seqlen_b of the context.
-  const int64_t a = call.batches.kvlen(b) - call.batches.seqlen(b) + i;
-  if (CausalApplies(call, b) && j > a) return -kInf;  // §5.3 bottom-right causal
+  // Positions in the whole request of query i (the new tokens are the last seqlen_b of the
+  // context, or start at start_pos_b on a context shard) and of context key j.
+  const int64_t a = call.query_base[b] + i;
+  const int64_t k = call.key_base[b] + j;
+  if (CausalApplies(call, b) && k > a) return -kInf;  // §5.3 bottom-right causal
   // Sliding window: keys max(0, a - W) .. a, whatever is_causal says.
-  if (call.window_left >= 0 && (j > a || j < a - call.window_left)) return -kInf;
+  if (call.window_left >= 0 && (k > a || k < a - call.window_left)) return -kInf;
   double bias = 0;
   if (call.alibi) {  // §5.5: ALiBi is itself causal, whatever is_causal says
-    if (j > a) return -kInf;
-    bias += call.slopes[h] * static_cast<double>(j - a);
+    if (k > a) return -kInf;
+    bias += call.slopes[h] * static_cast<double>(k - a);
   }
   if (call.mask != nullptr) bias += MaskValue(call, b, h, i, j);
   return bias;

@@ -63,7 +63,13 @@ std::string ShapeString(const std::vector<int64_t>& shape);
 
 // Inputs by their spec names: query, current_key, current_value, key, value, seqstarts, kvstarts,
 // cachestarts, start_pos, decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask, and
-// the serving features' inputs sinks (f32 (Hq)), k_scale and v_scale (0-d f32, fp8 caches only).
+// the serving features' inputs sinks (f32 (Hq)), k_scale and v_scale (0-d f32, fp8 caches only),
+// and a distributed rank's alibi_slopes (f32 (Hq): ALiBi on with these slopes) and, for
+// MultiHeadCacheAttention, key_offsets (B): a context shard. Request b's context then holds
+// positions [key_offsets_b, key_offsets_b + kvlen_b) of the whole request, start_pos_b is its
+// first new token's position there (key_offsets_b + kvlen_b <= start_pos_b + seqlen_b), only
+// the new tokens the shard holds are written, and causality, windows and ALiBi compare
+// whole-request positions.
 // Optional inputs are simply absent; a present one with zero elements also counts as absent.
 using Tensors = std::map<std::string, Array>;
 

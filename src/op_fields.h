@@ -23,7 +23,7 @@
 namespace dynattn::internal {
 
 /// What a call does with a tensor (dynattn/op_signatures.h says each role's rule).
-enum class TensorRole : uint8_t { kRead, kMask, kIndex, kHost, kWritten, kCache, kScale };
+enum class TensorRole : uint8_t { kRead, kMask, kIndex, kOffsets, kHost, kWritten, kCache, kScale };
 
 /// Whether a tensor of `role` is a data tensor (read or written besides the cache), which a plan
 /// records and each Run passes again.
@@ -94,7 +94,8 @@ DataTensors DataTensorsOf(const Args& args) {
 template <class Args>
 void WidenIndexTensors(WidenedIndex* widen, Args* args) {
   for (const TensorField<Args>& f : OpTensors<Args>::kFields) {
-    if (f.role == TensorRole::kIndex) args->*f.member = (*widen)(args->*f.member);
+    if (f.role == TensorRole::kIndex || f.role == TensorRole::kOffsets)
+      args->*f.member = (*widen)(args->*f.member);
   }
 }
 
@@ -106,6 +107,7 @@ constexpr int AliasingRank(TensorRole role) {
     case TensorRole::kMask:
       return 0;
     case TensorRole::kIndex:
+    case TensorRole::kOffsets:
     case TensorRole::kHost:
       return 1;
     case TensorRole::kWritten:
@@ -152,6 +154,7 @@ Status CheckOpAliasing(const Args& args, bool pmx_cache, bool quantized, CallPha
         buffers[k] = ReadBuffer(f.name, t);
         break;
       case TensorRole::kIndex:
+      case TensorRole::kOffsets:
       case TensorRole::kHost:
         // A layer's sinks are read by the Run itself (the plan's were copied when planned).
         buffers[k] = layer != nullptr && std::string_view(f.name) == "sinks"

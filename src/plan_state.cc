@@ -27,6 +27,7 @@ Batch OwnBatch(const Batch& batch, IndexCopies* index) {
   out.seqstarts = index->Own(batch.seqstarts, batch.size + 1);
   out.kvstarts = index->Own(batch.kvstarts, batch.size + 1);
   out.start_pos = index->Own(batch.start_pos, batch.size);
+  out.key_offsets = index->Own(batch.key_offsets, batch.size);
   return out;
 }
 

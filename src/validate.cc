@@ -304,8 +304,40 @@ Status CheckContextCoversQueries(const Batch& batch) {
   return Status::Ok();
 }
 
-/// KVC/MHCA: start_pos (B) int64 >= 0 with kvlen_b == start_pos_b + seqlen_b.
-Status CheckStartPos(const TensorView& t, Batch* batch) {
+/// Positions past this are refused (keeps start_pos - key_offsets + row far from overflow).
+constexpr int64_t kMaxPosition = kMaxElements;
+
+/// MHCA on a context shard: key_offsets (B) int64 in [0, 2^46), start_pos below 2^46 too, and
+/// no context key past the request's last new token: key_offsets_b + kvlen_b <= start_pos_b +
+/// seqlen_b.
+Status CheckKeyOffsets(const TensorView& t, Batch* batch) {
+  DYNATTN_RETURN_IF_ERROR(CheckInt64Vector("key_offsets", t, batch->size));
+  const int64_t* offsets = t.As<const int64_t>();
+  for (int64_t b = 0; b < batch->size; ++b) {
+    const int64_t sp = batch->start_pos[b];
+    if (offsets[b] < 0 || offsets[b] >= kMaxPosition) {
+      return Status::Invalid("key_offsets", "entry " + to_string(b) + " = " +
+                                                to_string(offsets[b]) + " is outside [0, 2^46)");
+    }
+    if (sp >= kMaxPosition) {
+      return Status::Invalid("start_pos", "entry " + to_string(b) + " = " + to_string(sp) +
+                                              " is not below 2^46 (rule with key_offsets)");
+    }
+    if (offsets[b] + batch->KvLen(b) > sp + batch->SeqLen(b)) {
+      return Status::Invalid(
+          "key_offsets", "request " + to_string(b) + " holds positions [" + to_string(offsets[b]) +
+                             ", " + to_string(offsets[b] + batch->KvLen(b)) +
+                             ") past its last new token " + to_string(sp + batch->SeqLen(b) - 1) +
+                             " (rule: key_offsets_b + kvlen_b <= start_pos_b + seqlen_b)");
+    }
+  }
+  batch->key_offsets = offsets;
+  return Status::Ok();
+}
+
+/// KVC/MHCA: start_pos (B) int64 >= 0 with kvlen_b == start_pos_b + seqlen_b; with MHCA's
+/// `key_offsets` (a context shard) the rule of CheckKeyOffsets instead.
+Status CheckStartPos(const TensorView& t, const TensorView& key_offsets, Batch* batch) {
   DYNATTN_RETURN_IF_ERROR(CheckInt64Vector("start_pos", t, batch->size));
   const int64_t* sp = t.As<const int64_t>();
   for (int64_t b = 0; b < batch->size; ++b) {
@@ -313,6 +345,10 @@ Status CheckStartPos(const TensorView& t, Batch* batch) {
       return Status::Invalid("start_pos",
                              "entry " + to_string(b) + " is negative (" + to_string(sp[b]) + ")");
     }
+  }
+  batch->start_pos = sp;
+  if (key_offsets.present()) return CheckKeyOffsets(key_offsets, batch);
+  for (int64_t b = 0; b < batch->size; ++b) {
     // kvlen - seqlen cannot overflow (both are bounded offsets); start_pos + seqlen could.
     if (batch->KvLen(b) - batch->SeqLen(b) != sp[b]) {
       return Status::Invalid("kvstarts", "request " + to_string(b) + " has kvlen " +
@@ -322,7 +358,6 @@ Status CheckStartPos(const TensorView& t, Batch* batch) {
                                              " (rule: kvlen_b == start_pos_b + seqlen_b)");
     }
   }
-  batch->start_pos = sp;
   return Status::Ok();
 }
 
@@ -372,29 +407,56 @@ Status CheckScoreOptions(int window_left, float logits_soft_cap, float softmax_s
   return Status::Ok();
 }
 
-Status CheckSinks(const TensorView& t, int num_heads) {
+Status CheckHeadFloats(const char* name, const TensorView& t, int num_heads) {
   if (!t.present()) return Status::Ok();
-  DYNATTN_RETURN_IF_ERROR(CheckStorage("sinks", t));
-  DYNATTN_RETURN_IF_ERROR(CheckOnHost("sinks", t));
+  DYNATTN_RETURN_IF_ERROR(CheckStorage(name, t));
+  DYNATTN_RETURN_IF_ERROR(CheckOnHost(name, t));
   if (t.dtype != DType::kF32 || t.rank != 1 || t.shape[0] != num_heads) {
-    return Status::Invalid(
-        "sinks", "must be float32 of shape (num_heads = " + to_string(num_heads) + ",), got " +
-                     DTypeName(t.dtype) + " " + ShapeString(t));
+    return Status::Invalid(name, "must be float32 of shape (num_heads = " + to_string(num_heads) +
+                                     ",), got " + DTypeName(t.dtype) + " " + ShapeString(t));
   }
   const float* values = t.As<const float>();
   for (int h = 0; h < num_heads; ++h) {
     if (!std::isfinite(values[h])) {
       return Status::Invalid(
-          "sinks", "entry " + to_string(h) + " is not finite (" + FloatString(values[h]) + ")");
+          name, "entry " + to_string(h) + " is not finite (" + FloatString(values[h]) + ")");
     }
   }
   return Status::Ok();
+}
+
+Status CheckSinks(const TensorView& t, int num_heads) {
+  return CheckHeadFloats("sinks", t, num_heads);
 }
 
 Status ReadSinks(const TensorView& t, int num_heads, std::vector<float>* sinks) {
   sinks->clear();
   DYNATTN_RETURN_IF_ERROR(CheckSinks(t, num_heads));
   if (t.present()) sinks->assign(t.As<const float>(), t.As<const float>() + num_heads);
+  return Status::Ok();
+}
+
+Status ReadAlibiSlopes(bool is_alibi, const TensorView& t, int num_heads,
+                       std::vector<float>* slopes) {
+  slopes->clear();
+  DYNATTN_RETURN_IF_ERROR(CheckHeadFloats("alibi_slopes", t, num_heads));
+  if (t.present()) {
+    slopes->assign(t.As<const float>(), t.As<const float>() + num_heads);
+  } else if (is_alibi) {
+    *slopes = AlibiSlopes(num_heads);
+  }
+  return Status::Ok();
+}
+
+Status CheckLse(const TensorView& t, int64_t tokens, int num_heads, const char* tokens_name) {
+  if (!t.present()) return Status::Ok();
+  DYNATTN_RETURN_IF_ERROR(CheckStorage("lse", t, PlanData::kMayBeNull));
+  if (t.dtype != DType::kF32 || t.rank != 2 || t.shape[0] != tokens || t.shape[1] != num_heads) {
+    return Status::Invalid("lse", std::string("must be float32 of shape (") + tokens_name +
+                                      ", num_heads) = (" + to_string(tokens) + ", " +
+                                      to_string(num_heads) + "), got " + DTypeName(t.dtype) + " " +
+                                      ShapeString(t));
+  }
   return Status::Ok();
 }
 
@@ -628,7 +690,8 @@ Status CheckDistinctWrites(const Batch& batch, const SlotMap& map) {
   writes.reserve(static_cast<size_t>(batch.seqstarts[batch.size]));
   for (int64_t b = 0; b < batch.size; ++b) {
     for (int64_t t = 0; t < batch.SeqLen(b); ++t) {
-      writes.push_back({map.Slot(b, batch.start_pos[b] + t), batch.seqstarts[b] + t});
+      const int64_t key = batch.WriteKeyNumber(b, t);
+      if (key >= 0) writes.push_back({map.Slot(b, key), batch.seqstarts[b] + t});
     }
   }
   return CheckDistinctSlots("cachestarts", &writes,
@@ -687,18 +750,18 @@ void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionPro
 namespace {
 
 /// The attention problem of an MHA or MHCA call (call->attention, its mask already checked):
-/// FillAttention, the batch, the activations, and the ALiBi slopes and sinks that `call` keeps.
+/// FillAttention, the batch, the activations, and the ALiBi slopes and sinks that `call` keeps
+/// (read by ReadAlibiSlopes and ReadSinks).
 template <class Call>
 void FinishAttention(const AttentionAttrs& a, int kv_heads, DType io, const Batch& batch,
-                     const TensorView& query, const TensorView& output, Call* call) {
+                     const TensorView& query, const TensorView& output, const TensorView& lse,
+                     Call* call) {
   AttentionProblem& p = call->attention;
   FillAttention(a, kv_heads, io, &p);
   p.batch = batch;
   SetActivations(query, output, &p);
-  if (a.is_alibi) {
-    call->alibi_slopes = AlibiSlopes(a.num_heads);
-    p.alibi_slopes = call->alibi_slopes.data();
-  }
+  p.lse = lse.present() ? lse.As<float>() : nullptr;
+  p.alibi_slopes = call->alibi_slopes.empty() ? nullptr : call->alibi_slopes.data();
   p.sinks = call->sinks.empty() ? nullptr : call->sinks.data();
 }
 
@@ -731,7 +794,7 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
   BatchShape shape;
   DYNATTN_RETURN_IF_ERROR(
       CheckBatch(args.seqstarts, args.kvstarts, tq, args.max_seqlen, args.max_kvlen, &shape));
-  DYNATTN_RETURN_IF_ERROR(CheckStartPos(args.start_pos, &shape.batch));
+  DYNATTN_RETURN_IF_ERROR(CheckStartPos(args.start_pos, TensorView{}, &shape.batch));
   KvSource source;
   DYNATTN_RETURN_IF_ERROR(CheckCacheSide(attrs.cache, args.cache, args.scale, args.cache_desc,
                                          args.cachestarts, static_cast<int>(kv_heads),
@@ -794,14 +857,18 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, attrs.num_heads, shape.batch, &p));
   DYNATTN_RETURN_IF_ERROR(ReadSinks(args.sinks, attrs.num_heads, &call->sinks));
+  DYNATTN_RETURN_IF_ERROR(
+      ReadAlibiSlopes(attrs.is_alibi, args.alibi_slopes, attrs.num_heads, &call->alibi_slopes));
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, attrs.num_heads,
                                      attrs.head_dim, "(Tq, num_heads, head_dim)",
                                      PlanData::kMayBeNull));
+  DYNATTN_RETURN_IF_ERROR(CheckLse(args.lse, tq, attrs.num_heads, "Tq"));
   DYNATTN_RETURN_IF_ERROR(CheckSameDevice(args.query.device, {{"key", &args.key},
                                                               {"value", &args.value},
                                                               {"attn_mask", &args.attn_mask},
-                                                              {"attn_output", &args.attn_output}}));
-  FinishAttention(attrs, kv_heads, io, shape.batch, args.query, args.attn_output, call);
+                                                              {"attn_output", &args.attn_output},
+                                                              {"lse", &args.lse}}));
+  FinishAttention(attrs, kv_heads, io, shape.batch, args.query, args.attn_output, args.lse, call);
   // The packed K/V tensors are an unquantized cache addressed by kvstarts (their row strides
   // are its slot strides).
   CacheDesc& c = p.kv.cache;
@@ -828,7 +895,7 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
   BatchShape shape;
   DYNATTN_RETURN_IF_ERROR(
       CheckBatch(args.seqstarts, args.kvstarts, tq, args.max_seqlen, args.max_kvlen, &shape));
-  DYNATTN_RETURN_IF_ERROR(CheckStartPos(args.start_pos, &shape.batch));
+  DYNATTN_RETURN_IF_ERROR(CheckStartPos(args.start_pos, args.key_offsets, &shape.batch));
   DYNATTN_RETURN_IF_ERROR(CheckDecodingBatches(args.decoding_batches, &shape.batch));
   KvSource source;
   DYNATTN_RETURN_IF_ERROR(CheckCacheSide(attrs.cache, args.cache, args.scale, args.cache_desc,
@@ -836,18 +903,22 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
                                          &source));
   DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &source.cache));
   DYNATTN_RETURN_IF_ERROR(ReadSinks(args.sinks, a.num_heads, &call->sinks));
+  DYNATTN_RETURN_IF_ERROR(
+      ReadAlibiSlopes(a.is_alibi, args.alibi_slopes, a.num_heads, &call->alibi_slopes));
   AttentionProblem& p = call->attention;
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, a.num_heads, shape.batch, &p));
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, a.num_heads,
                                      a.head_dim, "(Tq, num_heads, head_dim)",
                                      PlanData::kMayBeNull));
+  DYNATTN_RETURN_IF_ERROR(CheckLse(args.lse, tq, a.num_heads, "Tq"));
   DYNATTN_RETURN_IF_ERROR(CheckCallDevice(source.cache, {{"query", &args.query},
                                                          {"current_key", &args.current_key},
                                                          {"current_value", &args.current_value},
                                                          {"attn_mask", &args.attn_mask},
-                                                         {"attn_output", &args.attn_output}}));
-  FinishAttention(a, kv_heads, io, shape.batch, args.query, args.attn_output, call);
+                                                         {"attn_output", &args.attn_output},
+                                                         {"lse", &args.lse}}));
+  FinishAttention(a, kv_heads, io, shape.batch, args.query, args.attn_output, args.lse, call);
   p.kv = source;
   call->write = WriteOf(shape.batch, io, args.current_key, args.current_value, source);
   return Status::Ok();

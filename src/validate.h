@@ -87,6 +87,15 @@ Status CheckScoreOptions(int window_left, float logits_soft_cap, float softmax_s
 Status CheckSinks(const TensorView& t, int num_heads);
 /// CheckSinks, then the entries copied into `sinks` (left empty when absent).
 Status ReadSinks(const TensorView& t, int num_heads, std::vector<float>* sinks);
+/// An optional float32 (num_heads) input in CPU memory (sinks, alibi_slopes), every entry finite.
+Status CheckHeadFloats(const char* name, const TensorView& t, int num_heads);
+/// The ALiBi slopes of a call into `slopes`: the `alibi_slopes` input's (CheckHeadFloats) when
+/// present, else the standard slopes of num_heads heads when `is_alibi`, else none (empty).
+Status ReadAlibiSlopes(bool is_alibi, const TensorView& t, int num_heads,
+                       std::vector<float>* slopes);
+/// The optional `lse` output: float32 (tokens, num_heads); messages name the token count
+/// `tokens_name`.
+Status CheckLse(const TensorView& t, int64_t tokens, int num_heads, const char* tokens_name);
 /// The optional fp8 `k_scale` / `v_scale` inputs (0-d float32 in CPU memory) replace the cache's
 /// per-tensor scales; refused for a cache that is not fp8. The resulting scales must be finite
 /// and > 0.

@@ -42,6 +42,8 @@ void CheckAttentionOutput(const dynattn_ref::AttnResult& ref, const LibResult& l
   double worst = 0;
   const std::string error = dynattn_ref::CheckAttention(ref, lib.attn_output, &worst);
   CHECK_MESSAGE(error.empty(), error);
+  const std::string lse_error = dynattn_ref::CheckLse(ref, lib.lse);
+  CHECK_MESSAGE(lse_error.empty(), "lse: " << lse_error);
 }
 
 void CheckCase(const Case& c, const LibResult& lib) {

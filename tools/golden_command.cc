@@ -39,30 +39,26 @@ std::string RealText(double value) {
 }
 
 // The value of one `run` attribute for a case, as text (unified attention always returns its
-// lse); empty for cache_dtype when the case's cache dtype decides (then it is not passed).
-std::string AttributeValue(const dynattn_ref::Attrs& a, const std::string& name) {
-  const std::vector<std::pair<const char*, int>> values = {{"num_heads", a.num_heads},
-                                                           {"head_dim", a.head_dim},
-                                                           {"is_causal", a.is_causal},
-                                                           {"is_alibi", a.is_alibi},
-                                                           {"num_kv_heads", a.num_kv_heads},
-                                                           {"num_layer", a.num_layer},
-                                                           {"layer_idx", a.layer_idx},
-                                                           {"quant_bit", a.quant_bit},
-                                                           {"quant_group", a.quant_group},
-                                                           {"num_repeat", a.num_repeat},
-                                                           {"cache_mode", a.cache_mode},
-                                                           {"cache_layout", a.cache_layout},
-                                                           {"page_size", a.page_size},
-                                                           {"block_size", a.block_size},
-                                                           {"return_lse", 1},
-                                                           {"window_left", a.window_left}};
+// lse, the other ops' cases keep their outputs); empty for an attribute not passed: cache_dtype
+// when the case's cache dtype decides, return_lse outside unified attention.
+std::string AttributeValue(const Case& c, const std::string& name) {
+  const dynattn_ref::Attrs& a = c.attrs;
+  const std::vector<std::pair<const char*, int>> values = {
+      {"num_heads", a.num_heads},       {"head_dim", a.head_dim},
+      {"is_causal", a.is_causal},       {"is_alibi", a.is_alibi},
+      {"num_kv_heads", a.num_kv_heads}, {"num_layer", a.num_layer},
+      {"layer_idx", a.layer_idx},       {"quant_bit", a.quant_bit},
+      {"quant_group", a.quant_group},   {"num_repeat", a.num_repeat},
+      {"cache_mode", a.cache_mode},     {"cache_layout", a.cache_layout},
+      {"page_size", a.page_size},       {"block_size", a.block_size},
+      {"window_left", a.window_left}};
   for (const auto& [key, value] : values) {
     if (name == key) return std::to_string(value);
   }
   if (name == "logits_soft_cap") return RealText(a.logits_soft_cap);
   if (name == "softmax_scale") return RealText(a.softmax_scale);
   if (name == "cache_dtype") return a.cache_dtype;
+  if (name == "return_lse") return c.op == "unified_attention" ? "1" : "";
   return "";
 }
 
@@ -73,7 +69,7 @@ RunRequest MakeRunRequest(const Case& c, const fs::path& case_dir) {
   request.inputs_dir = (case_dir / "inputs").string();
   request.outputs_dir = (case_dir / "outputs").string();
   for (const std::string& name : OpAttributeNames(c.op)) {
-    const std::string value = AttributeValue(c.attrs, name);
+    const std::string value = AttributeValue(c, name);
     if (!value.empty()) request.attributes.emplace_back(name, value);
   }
   return request;

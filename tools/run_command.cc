@@ -46,13 +46,15 @@ enum class OpKind {
 };
 
 // An op's input files from its tensor table (dynattn/op_signatures.h): the tensors it reads are
-// required (roles Read, Index, Cache), its optional ones (Mask, Host, Scale) are read when their
-// file is there, and what it writes is an output.
+// required (roles Read, Index, Cache), its optional ones (Mask, Offsets, Host, Scale) are read when
+// their file is there, and what it writes is an output.
 struct InputLists {
   std::vector<std::string> required, optional;
   void Add(const char* name, std::string_view role) {
     if (role == "Read" || role == "Index" || role == "Cache") required.push_back(name);
-    if (role == "Mask" || role == "Host" || role == "Scale") optional.push_back(name);
+    if (role == "Mask" || role == "Offsets" || role == "Host" || role == "Scale") {
+      optional.push_back(name);
+    }
   }
 };
 #define DYNATTN_CLI_INPUT(member, role) lists.Add(#member, #role);
@@ -120,14 +122,14 @@ const std::vector<OpSpec>& OpSpecs() {
       {"multi_head_attention",
        OpKind::kMultiHeadAttention,
        DYNATTN_CLI_INPUTS(DYNATTN_MULTI_HEAD_ATTENTION_TENSORS),
-       {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "window_left",
-        "logits_soft_cap", "softmax_scale"}},
+       {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "return_lse",
+        "window_left", "logits_soft_cap", "softmax_scale"}},
       {"multi_head_cache_attention",
        OpKind::kMultiHeadCacheAttention,
        DYNATTN_CLI_INPUTS(DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS),
        {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "num_layer", "layer_idx",
-        "quant_bit", "quant_group", "cache_mode", "cache_layout", "page_size", "window_left",
-        "logits_soft_cap", "softmax_scale", "cache_dtype"}},
+        "quant_bit", "quant_group", "cache_mode", "cache_layout", "page_size", "return_lse",
+        "window_left", "logits_soft_cap", "softmax_scale", "cache_dtype"}},
       {"unified_attention",
        OpKind::kUnifiedAttention,
        UnifiedInputs(),
@@ -409,6 +411,7 @@ Status CallMultiHeadAttention(const Attributes& attributes, const RunOptions& op
                               Arrays& inputs, PendingOutputs* pending, Arrays* outputs) {
   const NpyArray& query = inputs.at("query");
   pending->Add("attn_output", query.dtype, AttentionOutputShape(query));
+  AddLseIfAsked(attributes, query, pending);
   const AttentionAttrs attrs = MakeAttentionAttrs(attributes);
   return PlanAllocateRun(
       options, inputs, pending, outputs,
@@ -424,6 +427,7 @@ Status CallMultiHeadCacheAttention(const Attributes& attributes, const RunOption
                                    Arrays& inputs, PendingOutputs* pending, Arrays* outputs) {
   const NpyArray& query = inputs.at("query");
   pending->Add("attn_output", query.dtype, AttentionOutputShape(query));
+  AddLseIfAsked(attributes, query, pending);
   MultiHeadCacheAttentionAttrs attrs;
   attrs.attention = MakeAttentionAttrs(attributes);
   attrs.cache = MakeCacheAttrs(attributes);

@@ -85,6 +85,13 @@ std::vector<int64_t> AttentionOutputShape(const NpyArray& query) {
   return {0, 0, 0};
 }
 
+void AddLseIfAsked(const Attributes& attributes, const NpyArray& query, PendingOutputs* pending) {
+  if (attributes.at("return_lse") == 0) return;
+  std::vector<int64_t> shape = {0, 0};
+  if (query.shape.size() == 3) shape = {query.shape[0], query.shape[1]};
+  pending->Add("lse", DType::kF32, shape);
+}
+
 CacheAttrs MakeCacheAttrs(const Attributes& attributes) {
   CacheAttrs cache;
   cache.num_layer = attributes.at("num_layer");

@@ -81,6 +81,9 @@ TensorLookup Lookup(Arrays& inputs, Arrays* outputs);
 
 /// (Tq, Hq, D) of the query when it is rank 3, else an empty output the library will reject.
 std::vector<int64_t> AttentionOutputShape(const NpyArray& query);
+// With `return_lse`, a pending float32 (T, Hq) `lse` output (an empty shape for a query that is
+// not rank 3: the library rejects the query).
+void AddLseIfAsked(const Attributes& attributes, const NpyArray& query, PendingOutputs* pending);
 
 /// The PMX cache attributes among `attributes`.
 CacheAttrs MakeCacheAttrs(const Attributes& attributes);

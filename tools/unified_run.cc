@@ -27,12 +27,6 @@ UnifiedAttentionAttrs MakeUnifiedAttrs(const Attributes& attributes) {
   return attrs;
 }
 
-// (T, Hq) of a rank-3 query, else an empty shape the library will reject with the query.
-std::vector<int64_t> LseShape(const NpyArray& query) {
-  if (query.shape.size() == 3) return {query.shape[0], query.shape[1]};
-  return {0, 0};
-}
-
 // The block cache of the `cache` tensor and the optional `scale` tensor.
 Status MakeBlockCache(const Attributes& attributes, const UnifiedAttentionAttrs& attrs,
                       const TensorLookup& tensor, BlockCache* cache) {
@@ -48,9 +42,7 @@ Status CallUnifiedAttention(const Attributes& attributes, const RunOptions& opti
                             run_support::PendingOutputs* pending, Arrays* outputs) {
   const NpyArray& query = inputs.at("query");
   pending->Add("attn_output", query.dtype, run_support::AttentionOutputShape(query));
-  if (attributes.at("return_lse") != 0) {
-    pending->Add("lse", DType::kF32, LseShape(query));
-  }
+  run_support::AddLseIfAsked(attributes, query, pending);
   const UnifiedAttentionAttrs attrs = MakeUnifiedAttrs(attributes);
   BlockCache cache;
   DYNATTN_RETURN_IF_ERROR(MakeBlockCache(attributes, attrs, pending->Lookup(inputs), &cache));

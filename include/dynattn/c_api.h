@@ -240,7 +240,7 @@ typedef struct dynattn_attention_attrs_t {
   int num_kv_heads;      /**< Hkv; 0 means Hq. */
   int head_dim;          /**< D >= 1. */
   bool is_causal;        /**< Bottom-right causal mask (default true). */
-  bool is_alibi;         /**< ALiBi bias (default false). */
+  bool is_alibi;         /**< ALiBi bias, standard slopes (default false; or pass alibi_slopes). */
   int window_left;       /**< Sliding window: -1 off (default); W >= 0: keys i - W <= j <= i. */
   float logits_soft_cap; /**< 0 off (default); cap > 0: s = cap * tanh(s0 / cap). */
   float softmax_scale;   /**< 0: 1 / sqrt(head_dim) (default); else finite > 0. */
@@ -301,6 +301,8 @@ typedef struct dynattn_multi_head_attention_args_t {
   dynattn_tensor_t attn_mask;        /**< Optional additive mask. */
   dynattn_tensor_t attn_output;      /**< Out (Tq, Hq, D). */
   dynattn_tensor_t sinks;            /**< Optional fp32 (Hq) attention sinks, host memory. */
+  dynattn_tensor_t alibi_slopes;     /**< Optional fp32 (Hq) ALiBi slopes, host memory. */
+  dynattn_tensor_t lse;              /**< Optional out (Tq, Hq) fp32 log-sum-exp. */
 } dynattn_multi_head_attention_args_t;
 
 /** MultiHeadCacheAttention tensors (dynattn::MultiHeadCacheAttentionArgs). */
@@ -323,6 +325,9 @@ typedef struct dynattn_multi_head_cache_attention_args_t {
   dynattn_tensor_t sinks;                 /**< Optional fp32 (Hq) attention sinks, host memory. */
   dynattn_tensor_t k_scale;               /**< fp8 caches: optional 0-d fp32 key scale. */
   dynattn_tensor_t v_scale;               /**< fp8 caches: optional 0-d fp32 value scale. */
+  dynattn_tensor_t key_offsets;           /**< Optional (B): a context shard's key offsets. */
+  dynattn_tensor_t alibi_slopes;          /**< Optional fp32 (Hq) ALiBi slopes, host memory. */
+  dynattn_tensor_t lse;                   /**< Optional out (Tq, Hq) fp32 log-sum-exp. */
 } dynattn_multi_head_cache_attention_args_t;
 
 /** Unified attention tensors (dynattn::UnifiedAttentionArgs). */
@@ -340,6 +345,7 @@ typedef struct dynattn_unified_attention_args_t {
                                            plane's tensor_scale for the call. */
   dynattn_tensor_t v_scale;           /**< fp8 caches: optional 0-d fp32 value scale. */
   dynattn_tensor_t sinks;             /**< Optional fp32 (Hq) attention sinks, host memory. */
+  dynattn_tensor_t alibi_slopes;      /**< Optional fp32 (Hq) ALiBi slopes, host memory. */
 } dynattn_unified_attention_args_t;
 
 /** MergeStates tensors (dynattn::MergeStatesArgs): either out + lse, or acc + max + sum. */

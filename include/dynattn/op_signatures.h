@@ -9,6 +9,7 @@
 //     Read     a data tensor the call reads; a Run must pass one like the plan's
 //     Mask     the attention mask: read like a Read tensor, but optional (absent: no mask)
 //     Index    an index tensor (int64 or int32, widened once), read and copied when planned
+//     Offsets  an optional index tensor, read like Index (absent: its documented default)
 //     Host     a small fp32 input in host memory (sinks, fp8 scales), read when planned
 //     Written  an output
 //     Cache    the PMX cache tensor, updated in place (ignored when a raw CacheDesc is passed)
@@ -46,8 +47,10 @@
   X(max_seqlen, Index)                          \
   X(max_kvlen, Index)                           \
   X(attn_mask, Mask)                            \
-  X(sinks, Host)                               \
-  X(attn_output, Written)
+  X(sinks, Host)                                \
+  X(alibi_slopes, Host)                         \
+  X(attn_output, Written)                       \
+  X(lse, Written)
 
 #define DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS(X) \
   X(query, Read)                                      \
@@ -57,6 +60,7 @@
   X(kvstarts, Index)                                  \
   X(cachestarts, Index)                               \
   X(start_pos, Index)                                 \
+  X(key_offsets, Offsets)                             \
   X(decoding_batches, Index)                          \
   X(max_seqlen, Index)                                \
   X(max_kvlen, Index)                                 \
@@ -65,8 +69,10 @@
   X(k_scale, Host)                                   \
   X(v_scale, Host)                                   \
   X(attn_mask, Mask)                                  \
-  X(sinks, Host)                                     \
-  X(attn_output, Written)
+  X(sinks, Host)                                      \
+  X(alibi_slopes, Host)                               \
+  X(attn_output, Written)                             \
+  X(lse, Written)
 
 #define DYNATTN_UNIFIED_ATTENTION_TENSORS(X) \
   X(query, Read)                             \
@@ -77,7 +83,8 @@
   X(block_table, Index)                      \
   X(k_scale, Host)                          \
   X(v_scale, Host)                          \
-  X(sinks, Host)                            \
+  X(sinks, Host)                             \
+  X(alibi_slopes, Host)                      \
   X(attn_output, Written)                    \
   X(lse, Written)
 // Each attribute struct's fields, listed once (the C API's structs name them alike).

@@ -36,7 +36,9 @@ struct AttentionAttrs {
   int num_kv_heads = 0;   ///< Hkv; 0 means Hq. Hq must be a multiple of Hkv (GQA).
   int head_dim = 0;       ///< D, any value >= 1.
   bool is_causal = true;  ///< Bottom-right causal mask for requests b >= decoding_batches.
-  bool is_alibi = false;  ///< ALiBi bias with its built-in causal -inf (spec §5.5 [REC]).
+  /// ALiBi bias with its built-in causal -inf (spec §5.5 [REC]), with the standard slopes of a
+  /// model of num_heads heads; an `alibi_slopes` input turns it on with its own slopes instead.
+  bool is_alibi = false;
   /// Sliding window: -1 = off; W >= 0 lets the query at position i see keys
   /// max(0, i - W) <= j <= i only (a Mistral window of N tokens is N - 1).
   int window_left = -1;
@@ -92,18 +94,25 @@ struct MultiHeadAttentionArgs {
   TensorView max_kvlen;         ///< Scalar hint.
   TensorView attn_mask;         ///< Optional additive mask (Tq, >=kvstarts[B]) or (Hq, Tq, ...).
   TensorView sinks;             ///< Optional fp32 (Hq): per-head attention sinks (CPU memory).
+  TensorView alibi_slopes;      ///< Optional fp32 (Hq) ALiBi slopes (CPU memory); turns ALiBi on.
   TensorView attn_output;       ///< Out (Tq, Hq, D), dtype of query.
+  TensorView lse;  ///< Optional out (Tq, Hq) fp32: natural-log log-sum-exp of each row's scores.
 };
 
 /// `MultiHeadCacheAttention` tensors: KeyValueCache, then attention over the dequantized cache.
 struct MultiHeadCacheAttentionArgs {
-  TensorView query;                       ///< (Tq, Hq, D), fp32, fp16 or bf16.
-  TensorView current_key;                 ///< (Tq, Hkv, D), dtype of query.
-  TensorView current_value;               ///< (Tq, Hkv, D), dtype of query.
-  TensorView seqstarts;                   ///< (B+1).
-  TensorView kvstarts;                    ///< (B+1); kvlen_b = start_pos_b + seqlen_b.
-  TensorView cachestarts;                 ///< Mode 0: (B). Mode 1: (B, MaxP).
-  TensorView start_pos;                   ///< (B).
+  TensorView query;          ///< (Tq, Hq, D), fp32, fp16 or bf16.
+  TensorView current_key;    ///< (Tq, Hkv, D), dtype of query.
+  TensorView current_value;  ///< (Tq, Hkv, D), dtype of query.
+  TensorView seqstarts;      ///< (B+1).
+  TensorView kvstarts;       ///< (B+1); kvlen_b = start_pos_b + seqlen_b.
+  TensorView cachestarts;    ///< Mode 0: (B). Mode 1: (B, MaxP).
+  TensorView start_pos;      ///< (B).
+  /// Optional (B): a context shard's offsets. Request b's context (kvlen_b keys) holds positions
+  /// [key_offsets[b], key_offsets[b] + kvlen_b) of the whole request, start_pos[b] is its new
+  /// tokens' first position in the whole request, and only the new tokens inside the context are
+  /// written (docs/numerics.md, "Context shards").
+  TensorView key_offsets;
   TensorView decoding_batches;            ///< Scalar.
   TensorView max_seqlen;                  ///< Scalar hint.
   TensorView max_kvlen;                   ///< Scalar hint.
@@ -113,8 +122,10 @@ struct MultiHeadCacheAttentionArgs {
   TensorView sinks;                       ///< Optional fp32 (Hq) attention sinks (CPU memory).
   TensorView k_scale;                     ///< fp8 caches: optional 0-d fp32 key scale.
   TensorView v_scale;                     ///< fp8 caches: optional 0-d fp32 value scale.
+  TensorView alibi_slopes;                ///< Optional fp32 (Hq) ALiBi slopes (CPU memory).
   const CacheDesc* cache_desc = nullptr;  ///< Optional raw descriptor replacing cache/scale.
   TensorView attn_output;                 ///< Out (Tq, Hq, D), dtype of query.
+  TensorView lse;  ///< Optional out (Tq, Hq) fp32: natural-log log-sum-exp of each row's scores.
 };
 
 /// Writes the new tokens into the cache (quantizing them), then gathers every request's whole

@@ -55,11 +55,13 @@ DYNATTN_EXPORT Status MakePmxBlockCache(const TensorView& cache, const TensorVie
 
 /// Unified attention attributes (the fields of AttentionAttrs, in the same order; always causal).
 struct UnifiedAttentionAttrs {
-  int num_heads = 0;      ///< Query heads Hq.
-  int num_kv_heads = 0;   ///< Hkv; 0 means Hq. Hq must be a multiple of Hkv (GQA).
-  int head_dim = 0;       ///< D, any value >= 1.
-  bool is_alibi = false;  ///< Adds slope_h * (key position - query position), spec pmx-ops §5.5.
-  int window_left = -1;   ///< Sliding window, as AttentionAttrs::window_left.
+  int num_heads = 0;     ///< Query heads Hq.
+  int num_kv_heads = 0;  ///< Hkv; 0 means Hq. Hq must be a multiple of Hkv (GQA).
+  int head_dim = 0;      ///< D, any value >= 1.
+  /// Adds slope_h * (key position - query position), spec pmx-ops §5.5, with the standard slopes;
+  /// an `alibi_slopes` input turns it on with its own slopes instead.
+  bool is_alibi = false;
+  int window_left = -1;          ///< Sliding window, as AttentionAttrs::window_left.
   float logits_soft_cap = 0.0f;  ///< Logit soft-cap, as AttentionAttrs::logits_soft_cap.
   float softmax_scale = 0.0f;    ///< Score scale, as AttentionAttrs::softmax_scale.
 };
@@ -77,7 +79,8 @@ struct UnifiedAttentionArgs {
   TensorView k_scale;  ///< fp8 caches: optional 0-d fp32, replaces cache->cache.key.tensor_scale.
   TensorView v_scale;  ///< fp8 caches: optional 0-d fp32, replaces cache->cache.value.tensor_scale.
   TensorView sinks;    ///< Optional fp32 (Hq): per-head attention sinks (CPU memory).
-  TensorView attn_output;  ///< Out (T, Hq, D), dtype of query.
+  TensorView alibi_slopes;  ///< Optional fp32 (Hq) ALiBi slopes (CPU memory); turns ALiBi on.
+  TensorView attn_output;   ///< Out (T, Hq, D), dtype of query.
   TensorView lse;  ///< Optional out (T, Hq) fp32: natural-log log-sum-exp of each row's scores.
                    ///< A Run may leave out the lse its plan was made with (then none is made).
 };

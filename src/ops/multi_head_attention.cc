@@ -37,8 +37,8 @@ struct OpTraits<MultiHeadAttentionArgs>
     cache.value.slot_stride = RowStride(args.value);
     AttentionProblem attention;
     DYNATTN_RETURN_IF_ERROR(AttentionFor(planned.attention,
-                                         {args.query, args.attn_output, args.attn_mask}, cache,
-                                         layer, &attention));
+                                         {args.query, args.attn_output, args.attn_mask, args.lse},
+                                         cache, layer, &attention));
     const AttentionPlan& work = s.AttentionPlanFor(planned, attention.window_left);
     const BackendKernels& row = *s.kernels;
     // Every allocation of the Run happens here, before its first write.

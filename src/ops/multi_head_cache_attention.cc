@@ -36,8 +36,8 @@ struct OpTraits<MultiHeadCacheAttentionArgs>
     DYNATTN_RETURN_IF_ERROR(s.RunCache(args.cache, args.scale, args.cache_desc, &cache));
     AttentionProblem attention;
     DYNATTN_RETURN_IF_ERROR(AttentionFor(planned.attention,
-                                         {args.query, args.attn_output, args.attn_mask}, cache,
-                                         layer, &attention));
+                                         {args.query, args.attn_output, args.attn_mask, args.lse},
+                                         cache, layer, &attention));
     const AttentionPlan& work = s.AttentionPlanFor(planned, attention.window_left);
     const BackendKernels& row = *s.kernels;
     const WriteProblem write = WriteFor(planned.write, args.current_key, args.current_value, cache);

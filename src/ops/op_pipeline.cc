@@ -58,6 +58,7 @@ Status AttentionFor(const AttentionProblem& planned, const RunActivations& tenso
   *attention = planned;
   SetActivations(tensors.query, tensors.output, attention);
   attention->mask = planned.mask != nullptr ? tensors.mask.data : nullptr;
+  attention->lse = tensors.lse.present() ? tensors.lse.As<float>() : nullptr;
   attention->kv.cache = cache;
   return ApplyLayer(layer, attention);
 }

@@ -26,7 +26,7 @@ Status StartPlan(const CacheDesc& cache, const char* input, std::unique_ptr<Plan
 /// A call's data tensors by name (at most five besides the cache): what a plan records and each
 /// Run checks its own against.
 struct DataTensors {
-  std::array<PlannedTensor, 5> tensors;
+  std::array<PlannedTensor, 6> tensors;
   int count = 0;
   void Add(const PlannedTensor& tensor) { tensors[count++] = tensor; }
 };
@@ -44,6 +44,7 @@ struct RunActivations {
   const TensorView& query;
   const TensorView& output;
   const TensorView& mask;
+  const TensorView& lse;  ///< The Run's log-sum-exp output (absent: none is made).
 };
 
 /// The planned attention problem on a Run's activations (their row strides too) and cache, its

@@ -91,9 +91,8 @@ struct OpTraits<UnifiedAttentionArgs>
     CacheDesc cache;
     DYNATTN_RETURN_IF_ERROR(s.RunCache({}, {}, &args.cache->cache, &cache));
     AttentionProblem attention;
-    DYNATTN_RETURN_IF_ERROR(AttentionFor(planned.attention, {args.query, args.attn_output, {}},
-                                         cache, layer, &attention));
-    attention.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
+    DYNATTN_RETURN_IF_ERROR(AttentionFor(
+        planned.attention, {args.query, args.attn_output, {}, args.lse}, cache, layer, &attention));
     const UnifiedPlan& work = s.UnifiedPlanFor(planned, attention.window_left);
     const BackendKernels& row = *s.kernels;
     const WriteProblem write = WriteFor(planned.write, args.current_key, args.current_value, cache);

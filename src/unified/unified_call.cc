@@ -167,15 +167,7 @@ Status CheckOutputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& 
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, args.query.dtype, t,
                                      a.num_heads, a.head_dim, "(T, num_heads, head_dim)",
                                      PlanData::kMayBeNull));
-  if (!args.lse.present()) return Status::Ok();
-  DYNATTN_RETURN_IF_ERROR(CheckStorage("lse", args.lse, PlanData::kMayBeNull));
-  if (args.lse.dtype != DType::kF32 || args.lse.rank != 2 || args.lse.shape[0] != t ||
-      args.lse.shape[1] != a.num_heads) {
-    return Status::Invalid("lse", "must be float32 of shape (T, num_heads) = (" + to_string(t) +
-                                      ", " + to_string(a.num_heads) + "), got " +
-                                      DTypeName(args.lse.dtype) + " " + ShapeString(args.lse));
-  }
-  return Status::Ok();
+  return CheckLse(args.lse, t, a.num_heads, "T");
 }
 
 void FillStep(const UnifiedAttentionArgs& args, int kv_heads, int num_heads, UnifiedStep* s) {
@@ -223,10 +215,7 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
   SetActivations(args.query, args.attn_output, &p);
   p.lse = args.lse.present() ? args.lse.As<float>() : nullptr;
   p.kv = source;
-  if (a.is_alibi) {
-    call->alibi_slopes = AlibiSlopes(a.num_heads);
-    p.alibi_slopes = call->alibi_slopes.data();
-  }
+  p.alibi_slopes = call->alibi_slopes.empty() ? nullptr : call->alibi_slopes.data();
   p.sinks = call->sinks.empty() ? nullptr : call->sinks.data();
 }
 
@@ -244,6 +233,8 @@ Status ValidateUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   call->cache = args.cache->cache;
   DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &call->cache));
   DYNATTN_RETURN_IF_ERROR(ReadSinks(args.sinks, attrs.num_heads, &call->sinks));
+  DYNATTN_RETURN_IF_ERROR(
+      ReadAlibiSlopes(attrs.is_alibi, args.alibi_slopes, attrs.num_heads, &call->alibi_slopes));
   DYNATTN_RETURN_IF_ERROR(
       CheckCallDevice(args.cache->cache, {{"query", &args.query},
                                           {"current_key", &args.current_key},

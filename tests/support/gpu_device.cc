@@ -13,7 +13,7 @@ using dynattn_ref::Dt;
 
 // The small fp32 inputs the library reads on the host, as an engine passes them.
 bool ReadOnHost(const std::string& name) {
-  return name == "sinks" || name == "k_scale" || name == "v_scale";
+  return name == "sinks" || name == "alibi_slopes" || name == "k_scale" || name == "v_scale";
 }
 
 }  // namespace

@@ -32,9 +32,9 @@ std::string CudaError(cudaError_t error);
   } while (false)
 
 // Data tensors (every dtype but int64) in device memory; index tensors (int64) and the inputs
-// read on the host (sinks, k_scale, v_scale) stay on the host. Outputs arrive poisoned (0xFF
-// bytes, NaN in floats) from RunLibrary and are copied as such, so an element the device never
-// writes shows up after Fetch.
+// read on the host (sinks, alibi_slopes, k_scale, v_scale) stay on the host. Outputs arrive
+// poisoned (0xFF bytes, NaN in floats) from RunLibrary and are copied as such, so an element the
+// device never writes shows up after Fetch.
 class DevicePlacement : public Placement {
  public:
   DevicePlacement() = default;

@@ -161,6 +161,7 @@ LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options, Placemen
   } else {
     const Array& q = Input(c, "query");
     t.outputs["attn_output"] = Poisoned(q.dt, q.shape);
+    if (q.shape.size() == 3) t.outputs["lse"] = Poisoned(Dt::kF32, {q.shape[0], q.shape[1]});
     if (c.op == "multi_head_attention") {
       r.status = dynattn::MultiHeadAttention(
           AttentionAttrsOf(c.attrs), dynattn::MultiHeadAttentionArgsByName(t.Lookup()), options);

@@ -28,7 +28,7 @@ struct LibResult {
   Array cache, scale;  ///< In/out cache and scale after the call (KVC, MHCA).
   Array key, value;    ///< KVC outputs.
   Array attn_output;   ///< MHA, MHCA, unified output.
-  Array lse;           ///< Unified attention's log-sum-exp.
+  Array lse;           ///< The attention ops' log-sum-exp (always requested).
 };
 
 /// A dense view of a reference array.
@@ -52,8 +52,8 @@ class Placement {
 };
 
 /// Runs `c` through the op it names ("unified_attention" too: PMX cache through
-/// MakePmxBlockCache, attrs.block_size, log-sum-exp requested), with its tensors where
-/// `placement` puts them (host memory when null).
+/// MakePmxBlockCache, attrs.block_size; every attention op with its log-sum-exp), with its tensors
+/// where `placement` puts them (host memory when null).
 LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options = {},
                      Placement* placement = nullptr);
 

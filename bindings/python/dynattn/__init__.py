@@ -231,6 +231,14 @@ def _alibi(alibi, is_alibi):
     return bool(alibi if is_alibi is None else is_alibi)
 
 
+def _lse_out(query, lse, wanted):
+    """`lse`, or a new float32 (T, Hq) tensor like `query` when `wanted` and none was given."""
+    if lse is None and wanted:
+        t, hq = _shape(query, "query", 3, "(T, Hq, D)")[:2]
+        lse = _empty(query, (t, hq), "float32")
+    return lse
+
+
 # ---------------------------------------------------------------------------------------------
 # Plans.
 
@@ -302,32 +310,37 @@ class KeyValueCachePlan(Plan):
 class MultiHeadAttentionPlan(Plan):
     """Plan of :func:`multi_head_attention`."""
 
-    def run(self, query, key, value, attn_mask=None, *, out=None, context=None, window_left=None,
-            logits_soft_cap=None, softmax_scale=None, sinks=None):
-        """Attention of `query` over `key` and `value` as planned; returns `out`.
+    def run(self, query, key, value, attn_mask=None, *, out=None, lse=None, return_lse=False,
+            context=None, window_left=None, logits_soft_cap=None, softmax_scale=None,
+            sinks=None):
+        """Attention of `query` over `key` and `value` as planned; returns `out`, or
+        ``(out, lse)`` with ``return_lse=True`` (a plan made with ``with_lse=True``).
         `window_left`, `logits_soft_cap`, `softmax_scale` and `sinks`, when given, replace the
         plan's for this layer (each left None keeps the plan's): one plan serves models whose
         layers alternate sliding-window and global attention or carry their own sinks."""
         out = _empty(query, tuple(query.shape)) if out is None else out
-        self._run((query, key, value, attn_mask, out), None, context,
+        lse = _lse_out(query, lse, return_lse)
+        self._run((query, key, value, attn_mask, out, lse), None, context,
                   _layer(window_left, logits_soft_cap, softmax_scale, sinks))
-        return out
+        return (out, lse) if return_lse else out
 
 
 class MultiHeadCacheAttentionPlan(Plan):
     """Plan of :func:`multi_head_cache_attention`."""
 
     def run(self, query, current_key, current_value, cache, scale=None, attn_mask=None, *,
-            out=None, context=None, window_left=None, logits_soft_cap=None, softmax_scale=None,
-            sinks=None):
+            out=None, lse=None, return_lse=False, context=None, window_left=None,
+            logits_soft_cap=None, softmax_scale=None, sinks=None):
         """Writes the new K/V into `cache` (and `scale`), then attends as planned; returns
-        `out`. `window_left`, `logits_soft_cap`, `softmax_scale` and `sinks`, when given,
-        replace the plan's for this layer (each left None keeps the plan's)."""
+        `out`, or ``(out, lse)`` with ``return_lse=True`` (a plan made with ``with_lse=True``).
+        `window_left`, `logits_soft_cap`, `softmax_scale` and `sinks`, when given, replace the
+        plan's for this layer (each left None keeps the plan's)."""
         cache = _planned_fp8_bytes(cache, self._cache_dtype)
         out = _empty(query, tuple(query.shape)) if out is None else out
-        self._run((query, current_key, current_value, cache, scale, attn_mask, out), None,
+        lse = _lse_out(query, lse, return_lse)
+        self._run((query, current_key, current_value, cache, scale, attn_mask, out, lse), None,
                   context, _layer(window_left, logits_soft_cap, softmax_scale, sinks))
-        return out
+        return (out, lse) if return_lse else out
 
 
 class UnifiedAttentionPlan(Plan):
@@ -415,7 +428,7 @@ def plan_key_value_cache(current_key, current_value, seqstarts, kvstarts, caches
 # MultiHeadAttention.
 
 def _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches, max_seqlen, max_kvlen,
-              attn_mask, out, is_causal, is_alibi, score, planned):
+              attn_mask, out, lse, is_causal, is_alibi, score, planned):
     _, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
     hkv = _shape(key, "key", 3, "(kvstarts[B], Hkv, D)")[1]
     attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_causal=is_causal,
@@ -425,35 +438,41 @@ def _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches, max_seql
                               decoding_batches=decoding_batches, max_seqlen=max_seqlen,
                               max_kvlen=max_kvlen),
                    attn_mask=attn_mask, **planned,
-                   attn_output=_empty(query, tuple(query.shape)) if out is None else out)
+                   attn_output=_empty(query, tuple(query.shape)) if out is None else out, lse=lse)
     return attrs, tensors
 
 
 def multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batches, max_seqlen,
                          max_kvlen, attn_mask=None, *, is_causal=True, is_alibi=False,
                          window_left=-1, logits_soft_cap=0.0, softmax_scale=0.0, sinks=None,
-                         out=None, context=None, num_threads=0):
+                         alibi_slopes=None, out=None, lse=None, return_lse=False, context=None,
+                         num_threads=0):
     """PMX ``MultiHeadAttention`` of packed queries (Tq, Hq, D) over packed keys and values
     (kvstarts[B], Hkv, D), with an optional additive `attn_mask`, sliding window, logit soft-cap,
-    softmax scale and attention sinks. Heads and head_dim come from the shapes. Returns `out`
-    (Tq, Hq, D)."""
+    softmax scale, attention sinks and ALiBi slopes (float32 (Hq,), e.g. a tensor-parallel
+    rank's share of the model's; they turn ALiBi on). Heads and head_dim come from the shapes.
+    Returns `out` (Tq, Hq, D), or ``(out, lse)`` with ``return_lse=True`` (`lse`: (Tq, Hq)
+    float32 natural-log log-sum-exp, for merge_states)."""
+    lse = _lse_out(query, lse, return_lse)
     attrs, tensors = _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches,
-                               max_seqlen, max_kvlen, attn_mask, out, is_causal, is_alibi,
+                               max_seqlen, max_kvlen, attn_mask, out, lse, is_causal, is_alibi,
                                _score_attrs(window_left, logits_soft_cap, softmax_scale),
-                               dict(sinks=_f32(sinks)))
+                               dict(sinks=_f32(sinks), alibi_slopes=_f32(alibi_slopes)))
     _C._run("multi_head_attention", attrs, tensors, None, context, num_threads)
-    return tensors["attn_output"]
+    return (tensors["attn_output"], lse) if return_lse else tensors["attn_output"]
 
 
 def plan_multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batches,
                               max_seqlen, max_kvlen, attn_mask=None, *, is_causal=True,
                               is_alibi=False, window_left=-1, logits_soft_cap=0.0,
-                              softmax_scale=0.0, sinks=None):
+                              softmax_scale=0.0, sinks=None, alibi_slopes=None, with_lse=True):
     """Plans a :func:`multi_head_attention` step; ``run(query, key, value, attn_mask=None, *,
-    out=None, context=None)`` runs it."""
-    planned = dict(sinks=_f32(sinks))
+    out=None, lse=None, return_lse=False, context=None)`` runs it (with the log-sum-exp only
+    from a plan made ``with_lse=True``, the default)."""
+    planned = dict(sinks=_f32(sinks), alibi_slopes=_f32(alibi_slopes))
     attrs, tensors = _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches,
-                               max_seqlen, max_kvlen, attn_mask, None, is_causal, is_alibi,
+                               max_seqlen, max_kvlen, attn_mask, None,
+                               _lse_out(query, None, with_lse), is_causal, is_alibi,
                                _score_attrs(window_left, logits_soft_cap, softmax_scale),
                                planned)
     return MultiHeadAttentionPlan(_C._plan("multi_head_attention", attrs, tensors, None))
@@ -466,7 +485,8 @@ def _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestar
                decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask, *, is_causal,
                is_alibi, num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
                page_size, window_left, logits_soft_cap, softmax_scale, sinks, cache_dtype,
-               k_scale, v_scale, out=None, **_run_only):
+               k_scale, v_scale, key_offsets, alibi_slopes, out=None, lse=None, return_lse=False,
+               with_lse=False, **_run_only):
     """The attrs and tensors of a multi_head_cache_attention call, or of its plan (no `out`):
     both public functions pass their arguments as they are (`**locals()`)."""
     attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
@@ -482,9 +502,11 @@ def _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestar
         **_indexes(seqstarts=seqstarts, kvstarts=kvstarts, cachestarts=cachestarts,
                    start_pos=start_pos, decoding_batches=decoding_batches, max_seqlen=max_seqlen,
                    max_kvlen=max_kvlen),
+        key_offsets=None if key_offsets is None else _index(key_offsets, "key_offsets"),
         cache=cache, scale=scale, attn_mask=attn_mask, sinks=_f32(sinks),
-        k_scale=_f32(k_scale), v_scale=_f32(v_scale),
-        attn_output=_empty(query, tuple(query.shape)) if out is None else out)
+        k_scale=_f32(k_scale), v_scale=_f32(v_scale), alibi_slopes=_f32(alibi_slopes),
+        attn_output=_empty(query, tuple(query.shape)) if out is None else out,
+        lse=_lse_out(query, lse, return_lse or with_lse))
 
 
 def multi_head_cache_attention(query, current_key, current_value, seqstarts, kvstarts,
@@ -494,11 +516,18 @@ def multi_head_cache_attention(query, current_key, current_value, seqstarts, kvs
                                quant_group=8, cache_mode=0, cache_layout=0, page_size=128,
                                window_left=-1, logits_soft_cap=0.0, softmax_scale=0.0,
                                sinks=None, cache_dtype=None, k_scale=None, v_scale=None,
-                               out=None, context=None, num_threads=0):
+                               key_offsets=None, alibi_slopes=None, out=None, lse=None,
+                               return_lse=False, context=None, num_threads=0):
     """PMX ``MultiHeadCacheAttention``: writes the new K/V into the PMX `cache` (and `scale`)
-    in place, then attends over each request's dequantized context. Returns `out` (Tq, Hq, D)."""
+    in place, then attends over each request's dequantized context. Returns `out` (Tq, Hq, D),
+    or ``(out, lse)`` with ``return_lse=True``. On a context shard, `key_offsets` (B) gives the
+    position of each request's first context key in the whole request (`start_pos` is then the
+    new tokens' position in the whole request; only new tokens inside the shard are written);
+    `alibi_slopes` (float32 (Hq,)) turns ALiBi on with a rank's own slopes."""
     attrs, tensors = _mhca_call(**locals())
     _C._run("multi_head_cache_attention", attrs, tensors, None, context, num_threads)
+    if return_lse:
+        return tensors["attn_output"], tensors["lse"]
     return tensors["attn_output"]
 
 
@@ -509,10 +538,12 @@ def plan_multi_head_cache_attention(query, current_key, current_value, seqstarts
                                     quant_bit=0, quant_group=8, cache_mode=0, cache_layout=0,
                                     page_size=128, window_left=-1, logits_soft_cap=0.0,
                                     softmax_scale=0.0, sinks=None, cache_dtype=None,
-                                    k_scale=None, v_scale=None):
+                                    k_scale=None, v_scale=None, key_offsets=None,
+                                    alibi_slopes=None, with_lse=True):
     """Plans a :func:`multi_head_cache_attention` step (writes nothing); ``run(query,
-    current_key, current_value, cache, scale=None, attn_mask=None, *, out=None, context=None)``
-    runs it."""
+    current_key, current_value, cache, scale=None, attn_mask=None, *, out=None, lse=None,
+    return_lse=False, context=None)`` runs it (with the log-sum-exp only from a plan made
+    ``with_lse=True``, the default)."""
     attrs, tensors = _mhca_call(**locals())
     return MultiHeadCacheAttentionPlan(
         _C._plan("multi_head_cache_attention", attrs, tensors, None), attrs["cache_dtype"])
@@ -534,15 +565,16 @@ def _unified_call(query, current_key, current_value, query_start_loc, context_le
     return attrs, tensors
 
 
-def _unified_planned(sinks, k_scale, v_scale):
-    return dict(sinks=_f32(sinks), k_scale=_f32(k_scale), v_scale=_f32(v_scale))
+def _unified_planned(sinks, k_scale, v_scale, alibi_slopes):
+    return dict(sinks=_f32(sinks), k_scale=_f32(k_scale), v_scale=_f32(v_scale),
+                alibi_slopes=_f32(alibi_slopes))
 
 
 def unified_attention(query, current_key, current_value, query_start_loc, context_lens,
                       block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
                       logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
-                      v_scale=None, out=None, lse=None, return_lse=False, context=None,
-                      num_threads=0):
+                      v_scale=None, alibi_slopes=None, out=None, lse=None, return_lse=False,
+                      context=None, num_threads=0):
     """One serving step of unified attention (``dynattn::UnifiedAttention``).
 
     Writes `current_key` and `current_value` (T, Hkv, D) into `cache` (a :class:`BlockCache`,
@@ -554,7 +586,8 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
 
     Returns `out` (T, Hq, D), of the query's framework and dtype, or ``(out, lse)`` with
     ``return_lse=True`` (`lse`: (T, Hq) float32 natural-log log-sum-exp; pass ``lse=`` to have it
-    written into your tensor). ``alibi`` (alias ``is_alibi``) adds ALiBi biases;
+    written into your tensor). ``alibi`` (alias ``is_alibi``) adds ALiBi biases with the
+    standard slopes, ``alibi_slopes`` (float32 (Hq,)) with its own;
     ``window_left``, ``logits_soft_cap``, ``softmax_scale`` and ``sinks`` shape the scores;
     ``k_scale``/``v_scale`` replace an fp8 cache's per-tensor scales for the call.
     """
@@ -564,7 +597,7 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
                                    context_lens, block_table, _alibi(alibi, is_alibi), out, lse,
                                    _score_attrs(window_left, logits_soft_cap, softmax_scale),
-                                   _unified_planned(sinks, k_scale, v_scale))
+                                   _unified_planned(sinks, k_scale, v_scale, alibi_slopes))
     _C._run("unified_attention", attrs, tensors, cache, context, num_threads)
     return (tensors["attn_output"], lse) if return_lse else tensors["attn_output"]
 
@@ -572,7 +605,7 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
 def plan_unified_attention(query, current_key, current_value, query_start_loc, context_lens,
                            block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
                            logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
-                           v_scale=None, with_lse=True):
+                           v_scale=None, alibi_slopes=None, with_lse=True):
     """Validates and plans a unified-attention step (writes nothing) and copies its index
     tensors. Returns a :class:`Plan` whose ``run(query, current_key, current_value, cache, *,
     out=None, lse=None, return_lse=False, context=None)`` runs it per layer on tensors of the same
@@ -582,7 +615,7 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
     if with_lse:
         lse = _empty(query, (_shape(query, "query", 3, "(T, Hq, D)")[0], query.shape[1]),
                      "float32")
-    planned = _unified_planned(sinks, k_scale, v_scale)
+    planned = _unified_planned(sinks, k_scale, v_scale, alibi_slopes)
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
                                    context_lens, block_table, _alibi(alibi, is_alibi), None, lse,
                                    _score_attrs(window_left, logits_soft_cap, softmax_scale),
@@ -593,14 +626,14 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
 def describe_unified_step(query, current_key, current_value, query_start_loc, context_lens,
                           block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
                           logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
-                          v_scale=None):
+                          v_scale=None, alibi_slopes=None):
     """Validates a unified step and returns its :class:`UnifiedStepSummary` (phase such as
     ``"csu"``, query_len, num_shared_blocks, num_unique_blocks, num_logits, num_work_items,
     cache_bytes_read) without writing anything."""
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
                                    context_lens, block_table, _alibi(alibi, is_alibi), None, None,
                                    _score_attrs(window_left, logits_soft_cap, softmax_scale),
-                                   _unified_planned(sinks, k_scale, v_scale))
+                                   _unified_planned(sinks, k_scale, v_scale, alibi_slopes))
     return _C._describe_unified_step(attrs, tensors, cache)
 
 

@@ -90,7 +90,7 @@ AttentionAttrs ReadAttentionAttrs(const py::dict& d) {
 }
 
 /// One tensor of an op's table (dynattn/op_signatures.h) as the fast Run path binds it.
-enum class RunRole { Read, Mask, Index, Host, Written, Cache, Scale };
+enum class RunRole { Read, Mask, Index, Offsets, Host, Written, Cache, Scale };
 
 #define DYNATTN_PY_RUN_FIELD(member, role) RunField<Args>{#member, RunRole::role, &Args::member},
 
@@ -99,7 +99,9 @@ struct RunField {
   const char* name;
   RunRole role;
   TensorView Args::*member;
-  bool ForRun() const { return role != RunRole::Index && role != RunRole::Host; }
+  bool ForRun() const {
+    return role != RunRole::Index && role != RunRole::Offsets && role != RunRole::Host;
+  }
   bool Written() const { return role != RunRole::Read && role != RunRole::Mask && ForRun(); }
 };
 

@@ -62,7 +62,8 @@ constexpr char kSupported[] =
     "float32, float16, bfloat16 (or its uint16 bit patterns), int8, int32, int64, or uint8 for "
     "an fp8 cache given with cache_dtype";
 
-// The index tensors of the ops (role Index in dynattn/op_signatures.h) and of the adapters.
+// The index tensors of the ops (roles Index and Offsets in dynattn/op_signatures.h) and of the
+// adapters.
 bool IsIndexName(const std::string& name) {
   static const char* const kAdapterIndexes[] = {"ksana_table", "requests",     "positions",
                                                 "seq_lens",    "slot_mapping", "qo_indptr",
@@ -70,8 +71,9 @@ bool IsIndexName(const std::string& name) {
   for (const char* index : kAdapterIndexes) {
     if (name == index) return true;
   }
-#define DYNATTN_PY_IS_INDEX(member, role) \
-  if (std::string(#role) == "Index" && name == #member) return true;
+#define DYNATTN_PY_IS_INDEX(member, role)                                                    \
+  if ((std::string(#role) == "Index" || std::string(#role) == "Offsets") && name == #member) \
+    return true;
   DYNATTN_KEY_VALUE_CACHE_TENSORS(DYNATTN_PY_IS_INDEX)
   DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS(DYNATTN_PY_IS_INDEX)
   DYNATTN_UNIFIED_ATTENTION_TENSORS(DYNATTN_PY_IS_INDEX)
@@ -82,7 +84,9 @@ bool IsIndexName(const std::string& name) {
 // What `name` may be: an index tensor's dtypes, a host float input's, or any tensor's.
 std::string SupportedFor(const std::string& name) {
   if (IsIndexName(name)) return "an index tensor is int32 or int64";
-  if (name == "sinks" || name == "k_scale" || name == "v_scale") return "it is float32";
+  if (name == "sinks" || name == "alibi_slopes" || name == "k_scale" || name == "v_scale") {
+    return "it is float32";
+  }
   return kSupported;
 }
 
