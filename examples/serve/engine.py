@@ -106,6 +106,8 @@ class Engine:
         self.reference = reference
         self.rtol, self.atol = rtol, atol
         self.stats = EngineStats()
+        self.record_logits = False  # keep every step's sampled logits in `logits`
+        self.logits: List[torch.Tensor] = []
 
     def run(self, requests: List[Request], max_steps: int = 100000) -> EngineStats:
         """Serves ``requests`` (each arriving at its arrival_step) until all have finished."""
@@ -135,6 +137,8 @@ class Engine:
         rows = batch.logit_rows()
         sampled_rows = torch.tensor([r for r in rows if r >= 0], dtype=torch.long)
         logits = self._forward(self.primary, tokens, positions, qsl, ctx, table, sampled_rows)
+        if self.record_logits:
+            self.logits.append(logits.clone())
         choice = logits.argmax(dim=-1).tolist()
         sampled_reqs = [r for r, row in zip(batch.requests, rows) if row >= 0]
         sampled: Dict[int, int] = {r.rid: tok for r, tok in zip(sampled_reqs, choice)}

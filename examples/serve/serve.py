@@ -2,21 +2,26 @@
 """Continuous-batching Llama serving demo on libdynattn's unified attention.
 
     /usr/bin/python3 examples/serve/serve.py [--checkpoint DIR] [--cache fp16|int8] [--check]
+                                             [--tensor-parallel N]
 
 Without --checkpoint it writes a small random Llama checkpoint (config.json, safetensors,
 SentencePiece tokenizer.model) into a temporary directory and serves a scripted workload:
 requests arriving at different steps, a system prompt shared by all of them, long prompts
 prefilled in chunks mixed with decodes, and different output lengths. --check runs a pure-torch
-reference (float32 cache) in lockstep and compares logits and greedy tokens.
+reference (float32 cache) in lockstep and compares logits and greedy tokens. --tensor-parallel N
+serves the same workload on N processes (torch.distributed, gloo), each with its share of the
+heads, the MLP and the KV cache, and checks it against the single-process run.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import random
 import sys
 import tempfile
+import time
 from typing import Dict, List, Optional, Tuple
 
 import sentencepiece as spm
@@ -26,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import llama  # noqa: E402
 import tiny_checkpoint  # noqa: E402
+import tensor_parallel  # noqa: E402
 import torch_unified  # noqa: E402
 from batching import Request, Scheduler  # noqa: E402
 from engine import Engine, EngineStats, UnifiedBackend  # noqa: E402
@@ -98,6 +104,56 @@ def build_engine(model: llama.LlamaModel, lib, args) -> Tuple[Engine, CacheSpec]
     return engine, spec
 
 
+# Logit tolerance of --tensor-parallel against the single process: the ranks' all-reduces sum
+# the output projection's and the MLP's partial products in another order than one matmul does,
+# which moves float32 hidden states by a few ulps per layer (seen: up to about 1e-4 on the random
+# checkpoint's logits); greedy tokens must be identical.
+TP_RTOL = 1e-3
+TP_ATOL = 1e-3
+
+
+def rank_engine(model, args) -> Engine:
+    """A tensor-parallel rank's engine (module level: the spawned ranks import it). Its share of
+    the machine's cores runs its attention."""
+    lib = load_attention_lib(args.backend)
+    rank_args = copy.copy(args)
+    rank_args.check = False
+    if rank_args.threads == 0:
+        rank_args.threads = max(1, (os.cpu_count() or 1) // args.tensor_parallel)
+    return build_engine(model, lib, rank_args)
+
+
+def check_tensor_parallel(args, directory: str, fresh: List[Request], served: List[Request],
+                          single: Engine, single_seconds: float) -> bool:
+    """Serves `fresh` (copies of the workload before it ran) on args.tensor_parallel ranks and
+    compares them with the single-process run `single` of `served` (its logits recorded):
+    identical greedy tokens on every rank, logits within TP_ATOL + TP_RTOL * |single|. Prints
+    each rank's step time and all-reduce time."""
+    world = args.tensor_parallel
+    reports = tensor_parallel.run(world, directory, fresh, rank_engine, args)
+    want = {q.rid: list(q.output) for q in served}
+    same_tokens = all(r["outputs"] == want for r in reports)
+    worst = 0.0
+    for got, want in zip(reports[0]["logits"], single.logits):
+        got = torch.from_numpy(got)
+        if want.numel() == 0:  # a step that sampled nothing (prefill chunks only)
+            continue
+        worst = max(worst, float(((got - want).abs() / (TP_ATOL + TP_RTOL * want.abs())).max()))
+    steps = single.stats.steps
+    print(f"tensor parallel: {world} ranks (gloo over loopback), {steps} steps; single process "
+          f"{1e3 * single_seconds / steps:.2f} ms/step")
+    for r in reports:
+        print(f"  rank {r['rank']}: {1e3 * r['wall_seconds'] / r['steps']:.2f} ms/step, "
+              f"attention {1e3 * r['attention_seconds'] / r['steps']:.2f} ms/step, all-reduce "
+              f"{1e3 * r['comm_seconds'] / r['steps']:.2f} ms/step ({r['comm_calls']} calls, "
+              f"{r['comm_bytes'] / max(1, r['comm_calls']) / 1024:.1f} KiB each on average)")
+    ok = same_tokens and len(reports[0]["logits"]) == len(single.logits) and worst <= 1.0
+    print(f"tensor-parallel check (identical greedy tokens on every rank, |logit err| <= "
+          f"{TP_ATOL} + {TP_RTOL}*|single|, worst {worst:.3f} of the bound): "
+          f"{'PASS' if ok else 'FAIL'}")
+    return ok
+
+
 def report(stats: EngineStats, spec: CacheSpec, requests: List[Request], args,
            lib_name: str, phases: Dict[str, int]) -> bool:
     """Prints throughput, KV memory and the check; returns whether the check passed."""
@@ -159,34 +215,49 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--no-prefix-sharing", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--show", type=int, default=3, help="print this many decoded outputs")
+    p.add_argument("--tensor-parallel", type=int, default=1, metavar="N",
+                   help="also serve on N processes (torch.distributed, gloo) and check them "
+                        "against the single-process run")
     return p.parse_args(argv)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(max(1, args.torch_threads))
-    lib = load_attention_lib(args.backend)
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.checkpoint
         if directory is None:
             directory = os.path.join(tmp, "tiny-llama")
             tiny_checkpoint.make_tiny_checkpoint(directory, seed=args.seed)
             print(f"random checkpoint written to {directory}")
-        model = llama.load_model(directory)
-        sp = spm.SentencePieceProcessor(model_file=os.path.join(directory, "tokenizer.model"))
+        return serve(args, directory)
+
+
+def serve(args, directory: str) -> int:
+    """Serves the workload with the checkpoint in `directory`; returns the exit status."""
+    lib = load_attention_lib(args.backend)
+    model = llama.load_model(directory)
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(directory, "tokenizer.model"))
     cfg = model.config
     print(f"model: hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers, "
           f"{cfg.num_attention_heads} heads / {cfg.num_key_value_heads} KV heads, head_dim "
           f"{cfg.head_dim}, vocab {cfg.vocab_size}")
     requests = make_workload(sp, args.num_requests, args.seed, args.max_new_tokens,
                              cfg.bos_token_id, cfg.eos_token_id)
+    fresh = copy.deepcopy(requests)  # for the ranks of --tensor-parallel
     engine, spec = build_engine(model, lib, args)
+    engine.record_logits = args.tensor_parallel > 1
+    start = time.perf_counter()
     stats = engine.run(requests)
+    single_seconds = time.perf_counter() - start
     for r in requests[:args.show]:
         print(f"request {r.rid} (prompt {len(r.prompt)}, steps {r.first_step}-{r.finish_step}):"
               f" {sp.decode(r.output)!r}")
     name = f"{getattr(lib, '__name__', 'lib')} {getattr(lib, '__version__', '')}".strip()
     ok = report(stats, spec, requests, args, name, engine.primary.phases)
+    if args.tensor_parallel > 1:
+        ok = check_tensor_parallel(args, directory, fresh, requests, engine,
+                                   single_seconds) and ok
     return 0 if ok else 1
 
 

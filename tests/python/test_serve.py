@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 import sys
 from types import SimpleNamespace
 from typing import List
@@ -440,3 +441,33 @@ def test_serve_cli_runs_small(checkpoint, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "tokens/s" in out and "KV memory" in out and "PASS" in out
+
+
+@needs_dynattn
+def test_serve_tensor_parallel_matches_one_process(checkpoint):
+    """--tensor-parallel 2: two processes on torch.distributed (gloo), each with its share of the
+    heads, the MLP and the KV cache, give the single process's greedy tokens and logits."""
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "serve", "serve.py"), "--checkpoint",
+         checkpoint, "--tensor-parallel", "2", "--num-requests", "4", "--max-new-tokens", "6",
+         "--token-budget", "32"], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "tensor-parallel check" in result.stdout and "PASS" in result.stdout
+    assert "rank 1:" in result.stdout and "all-reduce" in result.stdout
+
+
+def test_sharded_llama_splits_heads_and_features(model):
+    """Each rank's share: whole KV heads with their query heads, a slice of the MLP; the shares
+    of the projections put back together are the model's."""
+    import tensor_parallel
+    shards = [tensor_parallel.ShardedLlama(model, rank, 2) for rank in range(2)]
+    cfg = model.config
+    assert sum(s.config.num_attention_heads for s in shards) == cfg.num_attention_heads
+    assert all(s.config.num_key_value_heads == cfg.num_key_value_heads // 2 for s in shards)
+    whole = model.layers[0]
+    assert torch.equal(torch.cat([s.layers[0].o_proj for s in shards], dim=1), whole.o_proj)
+    assert torch.equal(torch.cat([s.layers[0].gate_proj for s in shards]), whole.gate_proj)
+    assert torch.equal(torch.cat([s.layers[0].down_proj for s in shards], dim=1),
+                       whole.down_proj)
+    with pytest.raises(ValueError, match="must divide"):
+        tensor_parallel.ShardedLlama(model, 0, 3)
