@@ -1120,14 +1120,27 @@ AttnResult UnifiedAttention(const Attrs& attrs, const Tensors& inputs) {
           "block_table must be int64 (B, max_blocks)");
   // The definition: MultiHeadCacheAttention in paged mode, pages = blocks, each request's new
   // tokens last in its context, causal for every request.
+  // A context shard (key_offsets with key_counts) is MultiHeadCacheAttention's: its context is
+  // the key_counts[b] positions from key_offsets[b], the queries at context_lens[b] onward.
   Tensors mhca = inputs;
-  for (const char* name : {"query_start_loc", "context_lens", "block_table"}) mhca.erase(name);
+  for (const char* name : {"query_start_loc", "context_lens", "block_table", "key_counts"}) {
+    mhca.erase(name);
+  }
+  const Array* counts = Optional(inputs, "key_counts");
+  Require((counts != nullptr) == (Optional(inputs, "key_offsets") != nullptr),
+          "key_offsets and key_counts come together");
+  std::vector<int64_t> held;
+  if (counts != nullptr) {
+    held = ReadI64Vector(*counts, "key_counts");
+    Require(static_cast<int64_t>(held.size()) == count, "key_counts must have B entries");
+  }
   std::vector<int64_t> kvstarts{0}, start_pos, pages;
   int64_t max_seqlen = 0, max_kvlen = 0;
   for (int64_t b = 0; b < count; ++b) {
     Require(context[b] >= 0, "context_lens must be >= 0");
     const int64_t seqlen = qsl[b + 1] - qsl[b];
-    kvstarts.push_back(kvstarts.back() + context[b] + seqlen);
+    if (counts != nullptr) Require(held[b] >= 0, "key_counts must be >= 0");
+    kvstarts.push_back(kvstarts.back() + (counts != nullptr ? held[b] : context[b] + seqlen));
     start_pos.push_back(context[b]);
     max_seqlen = std::max(max_seqlen, seqlen);
     max_kvlen = std::max(max_kvlen, context[b] + seqlen);

@@ -149,7 +149,10 @@ AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
 // MultiHeadCacheAttention in paged mode with one page per block (cachestarts[b][j] =
 // block_table[b][j] * block_size), start_pos = context_lens, kvlen = context + query tokens.
 // Inputs: query, current_key, current_value, query_start_loc, context_lens, block_table (int64),
-// cache, scale; attrs.block_size is the block size, cache_mode/page_size are ignored.
+// cache, scale; attrs.block_size is the block size, cache_mode/page_size are ignored. A context
+// shard adds key_offsets and key_counts (B): its blocks hold key_counts[b] positions from
+// key_offsets[b] (MultiHeadCacheAttention's key_offsets with kvlen = key_counts), and
+// context_lens[b] is still the position of the first query token in the whole request.
 AttnResult UnifiedAttention(const Attrs& attrs, const Tensors& inputs);
 
 // Compares an f32 (T, Hq) log-sum-exp with ref.lse: |err| <= 1e-4 * max(1, |ref|), -inf exactly.

@@ -254,6 +254,11 @@ const UnifiedPlan& PlanState::UnifiedPlanFor(const UnifiedWork& work, int64_t wi
                          &PlanUnified);
 }
 
+const AttentionPlan& PlanState::ShardPlanFor(const UnifiedWork& work, int64_t window_left) const {
+  return PlanUnderWindow(*this, work.attention, work.shard_plan, window_left,
+                         &WindowPlan::attention, &PlanAttention);
+}
+
 Status PlanOf(const Plan& plan, OpKind op, const PlanState** state) {
   if (plan.empty()) return Status::Invalid("plan", "is empty (its Plan* call failed or never ran)");
   const PlanState* planned = StateAccess::Of(plan);

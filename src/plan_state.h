@@ -87,6 +87,8 @@ struct UnifiedWork {
   AttentionProblem attention;
   UnifiedStep step;
   UnifiedPlan plan;
+  bool sharded = false;      ///< A context shard's step: request tiles (shard_plan), not `plan`.
+  AttentionPlan shard_plan;  ///< The plan of a context shard's step.
   UnifiedStepSummary summary;
   BlockCache block_cache;  ///< The block geometry the plan addresses.
 };
@@ -130,6 +132,8 @@ struct PlanState {
   const AttentionPlan& AttentionPlanFor(const AttentionWork& work, int64_t window_left) const;
   /// The unified work of `window_left`: the planned work, or that window's (planned once).
   const UnifiedPlan& UnifiedPlanFor(const UnifiedWork& work, int64_t window_left) const;
+  /// The request-tiled plan of a context shard's unified step under `window_left`.
+  const AttentionPlan& ShardPlanFor(const UnifiedWork& work, int64_t window_left) const;
 };
 
 static_assert(

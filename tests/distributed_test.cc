@@ -60,6 +60,23 @@ dynattn_ref::GenOptions ShardOptions(uint64_t seed) {
   return options;
 }
 
+/// A case of `op` (multi_head_cache_attention or unified_attention) that shards cut.
+Case ShardableCase(const std::string& op, uint64_t seed) {
+  if (op == "unified_attention") {
+    dynattn_ref::GenOptions options;
+    options.max_context = 300;
+    options.pins.t1 = 0;  // the parts are merged in fp32
+    options.pins.alibi = static_cast<int>(seed % 3 == 0);
+    return dynattn_ref::RandomUnifiedCase(seed, options);
+  }
+  return dynattn_ref::RandomCase(op, seed, ShardOptions(seed));
+}
+
+dynattn_ref::AttnResult ReferenceOf(const Case& c) {
+  if (c.op == "unified_attention") return dynattn_ref::UnifiedAttention(c.attrs, c.inputs);
+  return dynattn_ref::MultiHeadCacheAttention(c.attrs, c.inputs);
+}
+
 TEST_SUITE("distributed") {
   TEST_CASE("head shards with their share of the ALiBi slopes give the whole call's bits") {
     ForEachTarget([&](const std::string& target) {
@@ -101,10 +118,10 @@ TEST_SUITE("distributed") {
 
   TEST_CASE("context shards merged by their LSE match the whole call and the reference") {
     ForEachTarget([&](const std::string& target) {
-      for (int i = 0; i < CasesPerTarget(); ++i) {
+      for (int i = 0; i < 2 * CasesPerTarget(); ++i) {
         const uint64_t seed = BaseSeed() + 9200 + static_cast<uint64_t>(i);
         const Case whole =
-            dynattn_ref::RandomCase("multi_head_cache_attention", seed, ShardOptions(seed));
+            ShardableCase(i % 2 == 0 ? "multi_head_cache_attention" : "unified_attention", seed);
         std::mt19937_64 rng(seed);
         const int ranks = 2 + i % 3;
         const std::vector<std::vector<int64_t>> cuts = DrawCuts(whole, ranks, &rng);
@@ -112,8 +129,7 @@ TEST_SUITE("distributed") {
         INFO("target " << target << ", seed " << seed << ", " << ranks
                        << " context shards, sinks on rank " << sink_rank << ": "
                        << whole.description);
-        const dynattn_ref::AttnResult ref =
-            dynattn_ref::MultiHeadCacheAttention(whole.attrs, whole.inputs);
+        const dynattn_ref::AttnResult ref = ReferenceOf(whole);
         const LibResult unsharded = RunLibrary(whole);
         REQUIRE_MESSAGE(unsharded.status.ok(), unsharded.status.message());
         std::vector<LibResult> parts;
@@ -125,8 +141,7 @@ TEST_SUITE("distributed") {
           shard.inputs["cache"] = cache;  // the cache as the ranks before left it
           if (quantized) shard.inputs["scale"] = scale;
           // Each shard's own call agrees with the reference of that shard.
-          const dynattn_ref::AttnResult shard_ref =
-              dynattn_ref::MultiHeadCacheAttention(shard.attrs, shard.inputs);
+          const dynattn_ref::AttnResult shard_ref = ReferenceOf(shard);
           parts.push_back(RunLibrary(shard));
           REQUIRE_MESSAGE(parts.back().status.ok(), parts.back().status.message());
           const std::string shard_error =
@@ -278,9 +293,45 @@ TEST_SUITE("distributed") {
            c->inputs["alibi_slopes"] = F32s({c->attrs.num_heads}, slopes);
          }},
     };
-    for (const Bad& b : bad) {
+    // Unified attention's shards: the offsets and counts of a step whose requests all have query
+    // tokens (B >= 1).
+    dynattn_ref::GenOptions unified_options;
+    unified_options.pins.step = 2;
+    const Case step = dynattn_ref::RandomUnifiedCase(seed, unified_options);
+    const int64_t requests = step.inputs.at("context_lens").numel();
+    const std::vector<int64_t> zeros(requests, 0);
+    const std::vector<Bad> bad_unified = {
+        {"offsets without counts", "key_counts", "required",
+         [&](Case* c) { c->inputs["key_offsets"] = dynattn_ref::MakeI64({requests}, zeros); }},
+        {"counts without offsets", "key_offsets", "required",
+         [&](Case* c) { c->inputs["key_counts"] = dynattn_ref::MakeI64({requests}, zeros); }},
+        {"a count past the last query token", "key_counts", "key_offsets_b + key_counts_b",
+         [&](Case* c) {
+           const std::vector<int64_t> qsl = I64s(c->inputs.at("query_start_loc"));
+           const std::vector<int64_t> context = I64s(c->inputs.at("context_lens"));
+           std::vector<int64_t> counts;
+           for (int64_t b = 0; b < requests; ++b)
+             counts.push_back(context[b] + qsl[b + 1] - qsl[b]);
+           counts[0] += 1;
+           c->inputs["key_offsets"] = dynattn_ref::MakeI64({requests}, zeros);
+           c->inputs["key_counts"] = dynattn_ref::MakeI64({requests}, counts);
+         }},
+        {"a negative offset", "key_offsets", "[0, 2^46)",
+         [&](Case* c) {
+           c->inputs["key_offsets"] =
+               dynattn_ref::MakeI64({requests}, std::vector<int64_t>(requests, -1));
+           c->inputs["key_counts"] = dynattn_ref::MakeI64({requests}, zeros);
+         }},
+    };
+    std::vector<std::pair<const Case*, const Bad*>> all;
+    for (const Bad& b : bad) all.emplace_back(&whole, &b);
+    if (requests > 0) {
+      for (const Bad& b : bad_unified) all.emplace_back(&step, &b);
+    }
+    for (const auto& [original, bad_input] : all) {
+      const Bad& b = *bad_input;
       INFO(b.what);
-      Case c = whole;
+      Case c = *original;
       b.alter(&c);
       const LibResult lib = RunLibrary(c);
       REQUIRE_FALSE(lib.status.ok());
@@ -288,7 +339,7 @@ TEST_SUITE("distributed") {
       CHECK_MESSAGE(message.find(b.input) != std::string::npos, message);
       CHECK_MESSAGE(message.find(b.rule) != std::string::npos, message);
       std::string why;
-      CHECK_MESSAGE(SameBytes(lib.cache, whole.inputs.at("cache"), &why), "cache: " << why);
+      CHECK_MESSAGE(SameBytes(lib.cache, original->inputs.at("cache"), &why), "cache: " << why);
     }
   }
 }

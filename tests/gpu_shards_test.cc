@@ -1,10 +1,10 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // A distributed engine's shares on the CUDA device: context shards (`key_offsets`, sinks on one
-// shard) write the CPU's cache bytes rank after rank, each rank's output and LSE are within the
-// tolerance of its float64 reference, and the ranks' parts merge to the whole call's reference;
-// head shards with their share of the ALiBi slopes (`alibi_slopes`) match the whole call's
-// reference for their heads.
+// shard; MultiHeadCacheAttention and unified attention) write the CPU's cache bytes rank after
+// rank, each rank's output and LSE are within the tolerance of its float64 reference, and the
+// ranks' parts merge to the whole call's reference; head shards with their share of the ALiBi
+// slopes (`alibi_slopes`) match the whole call's reference for their heads.
 
 #include <cuda_runtime.h>  // on the emulator: defines DYNATTN_CUDA_EMULATOR, declares cuda_emu
 #include <doctest/doctest.h>
@@ -45,14 +45,19 @@ dynattn_ref::GenOptions SmallCases(int alibi) {
 
 TEST_SUITE("gpu") {
   TEST_CASE("context shards on the device: the CPU's cache bytes, merged to the whole call") {
-    const int cases = dynattn_test::Reduced() ? 2 : 6;
+    const int cases = dynattn_test::Reduced() ? 2 : 8;
     for (int i = 0; i < cases; ++i) {
       const uint64_t seed = dynattn_test::BaseSeed() + 9700 + static_cast<uint64_t>(i);
-      dynattn_ref::GenOptions options = SmallCases(i % 2);
-      options.pins.cache_mode = 0;  // a shard moves each request's offset
-      options.pins.mask_rank = 0;   // a mask's columns are the whole call's context rows
-      options.pins.t1 = 0;          // the parts are merged in fp32
-      const Case whole = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
+      dynattn_ref::GenOptions options = SmallCases(i % 3 == 0);
+      options.pins.t1 = 0;  // the parts are merged in fp32
+      Case whole;
+      if (i % 2 == 0) {
+        options.pins.cache_mode = 0;  // a shard moves each request's offset
+        options.pins.mask_rank = 0;   // a mask's columns are the whole call's context rows
+        whole = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
+      } else {
+        whole = dynattn_ref::RandomUnifiedCase(seed, options);
+      }
       std::mt19937_64 rng(seed);
       const int ranks = 2 + i % 2;
       const auto cuts = dynattn_test::DrawCuts(whole, ranks, &rng);

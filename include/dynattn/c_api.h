@@ -346,6 +346,8 @@ typedef struct dynattn_unified_attention_args_t {
   dynattn_tensor_t v_scale;           /**< fp8 caches: optional 0-d fp32 value scale. */
   dynattn_tensor_t sinks;             /**< Optional fp32 (Hq) attention sinks, host memory. */
   dynattn_tensor_t alibi_slopes;      /**< Optional fp32 (Hq) ALiBi slopes, host memory. */
+  dynattn_tensor_t key_offsets;       /**< Optional (B), with key_counts: a context shard. */
+  dynattn_tensor_t key_counts;        /**< Optional (B): the keys the shard holds. */
 } dynattn_unified_attention_args_t;
 
 /** MergeStates tensors (dynattn::MergeStatesArgs): either out + lse, or acc + max + sum. */

@@ -81,6 +81,8 @@
   X(query_start_loc, Index)                  \
   X(context_lens, Index)                     \
   X(block_table, Index)                      \
+  X(key_offsets, Offsets)                    \
+  X(key_counts, Offsets)                     \
   X(k_scale, Host)                          \
   X(v_scale, Host)                          \
   X(sinks, Host)                             \

@@ -75,6 +75,13 @@ struct UnifiedAttentionArgs {
   TensorView context_lens;     ///< (B): tokens of request b already in the cache.
   TensorView block_table;      ///< (B, max_blocks): physical block ids; entries past a request's
                                ///< last block (context + query tokens) are never read.
+  /// Optional (B), with `key_counts`: a context shard. Request b's blocks hold positions
+  /// [key_offsets[b], key_offsets[b] + key_counts[b]) of the whole request (block_table entry j
+  /// holds positions key_offsets[b] + j * block_size onward); context_lens[b] stays the position
+  /// of its first query token in the whole request; only the fresh tokens inside the shard are
+  /// written (docs/numerics.md, "Context shards").
+  TensorView key_offsets;
+  TensorView key_counts;  ///< Optional (B), with `key_offsets`: the keys the shard holds.
   const BlockCache* cache = nullptr;  ///< In/out cache; the fresh K/V are written into it.
   TensorView k_scale;  ///< fp8 caches: optional 0-d fp32, replaces cache->cache.key.tensor_scale.
   TensorView v_scale;  ///< fp8 caches: optional 0-d fp32, replaces cache->cache.value.tensor_scale.
@@ -96,7 +103,8 @@ DYNATTN_EXPORT Status UnifiedAttention(const UnifiedAttentionAttrs& attrs,
 /// What the planner made of a step, for logging and for bucketing captured graphs (the tuple of
 /// upstream's `_get_unified_config`).
 struct UnifiedStepSummary {
-  /// "c", "s", "u" for each path present, "-" for each absent, e.g. "csu", "c-u", "cs-".
+  /// "c", "s", "u" for each path present, "-" for each absent, e.g. "csu", "c-u", "cs-"; a
+  /// context shard's step (key_offsets) runs on one request-tiled path: "shard".
   std::string phase;
   int64_t query_len = 0;          ///< T, the step's query tokens.
   int64_t num_shared_blocks = 0;  ///< Distinct cached blocks read by more than one query token.

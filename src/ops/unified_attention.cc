@@ -18,13 +18,33 @@
 namespace dynattn {
 namespace {
 
-UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::UnifiedPlan& plan,
-                             const CacheDesc& cache) {
+/// What every summary gives: the step's tokens and logits, its work items and the cache bytes
+/// of the keys they read (`rows` keys per KV head item, K and V).
+UnifiedStepSummary BaseSummary(const internal::UnifiedStep& step, size_t items, int64_t rows,
+                               const CacheDesc& cache) {
   UnifiedStepSummary s;
   s.query_len = step.Tokens();
+  for (int64_t b = 0; b < step.num_requests; ++b) s.num_logits += step.QueryLen(b) > 0;
+  s.num_work_items = static_cast<int64_t>(items);
+  const internal::RowBytes bytes = internal::RowBytesOf(cache);
+  s.cache_bytes_read = 2 * rows * static_cast<int64_t>(bytes.row + bytes.scales);
+  return s;
+}
+
+template <class Item>
+int64_t KeysRead(const std::vector<Item>& items) {
+  int64_t rows = 0;
+  for (const Item& w : items) rows += w.key_end - w.key_begin;
+  return rows;
+}
+
+UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::UnifiedPlan& plan,
+                             const CacheDesc& cache) {
+  UnifiedStepSummary s =
+      BaseSummary(step, plan.request_items.size() + plan.shared_items.size(),
+                  KeysRead(plan.request_items) + KeysRead(plan.shared_items), cache);
   s.num_shared_blocks = plan.num_shared_blocks;
   s.num_unique_blocks = plan.num_unique_blocks;
-  for (int64_t b = 0; b < step.num_requests; ++b) s.num_logits += step.QueryLen(b) > 0;
   bool causal = false, unique = false;
   for (internal::UnifiedPath path : plan.request_paths) {
     causal |= path == internal::UnifiedPath::kCausal;
@@ -32,12 +52,14 @@ UnifiedStepSummary Summarize(const internal::UnifiedStep& step, const internal::
   }
   s.phase = std::string(causal ? "c" : "-") + (plan.shared_items.empty() ? "-" : "s") +
             (unique ? "u" : "-");
-  s.num_work_items = static_cast<int64_t>(plan.request_items.size() + plan.shared_items.size());
-  int64_t rows = 0;
-  for (const internal::WorkItem& w : plan.request_items) rows += w.key_end - w.key_begin;
-  for (const internal::SharedItem& w : plan.shared_items) rows += w.key_end - w.key_begin;
-  const internal::RowBytes bytes = internal::RowBytesOf(cache);
-  s.cache_bytes_read = 2 * rows * static_cast<int64_t>(bytes.row + bytes.scales);
+  return s;
+}
+
+/// A context shard's summary: phase "shard", its request tiles' items and the keys they read.
+UnifiedStepSummary SummarizeShard(const internal::UnifiedStep& step,
+                                  const internal::AttentionPlan& plan, const CacheDesc& cache) {
+  UnifiedStepSummary s = BaseSummary(step, plan.items.size(), KeysRead(plan.items), cache);
+  s.phase = "shard";
   return s;
 }
 
@@ -63,6 +85,9 @@ struct OpTraits<UnifiedAttentionArgs>
     work->attention = call.attention;
     work->step = call.step;
     s->OwnIndexArrays();
+    work->block_cache = *args.cache;
+    RecordCache({}, {}, false, &args.cache->cache, call.attention.kv.cache, s);
+    if (call.sharded) return PlanShard(work, s, args.cache->cache);
     work->plan = PlanUnified(work->step);
 #ifndef NDEBUG
     // Debug builds prove on every plan that each (query, key) pair has exactly one path.
@@ -75,8 +100,16 @@ struct OpTraits<UnifiedAttentionArgs>
     s->workspace_floats =
         static_cast<size_t>(work->plan.num_states * StateFloats(work->attention.padded_dim));
     work->summary = Summarize(work->step, work->plan, args.cache->cache);
-    RecordCache({}, {}, false, &args.cache->cache, call.attention.kv.cache, s);
-    work->block_cache = *args.cache;
+  }
+
+  /// A context shard's step: request tiles over its blocks (the three-path planner assumes the
+  /// whole context), as MultiHeadCacheAttention plans them.
+  static void PlanShard(Work* work, PlanState* s, const CacheDesc& cache) {
+    work->sharded = true;
+    work->shard_plan = PlanAttention(work->attention);
+    s->workspace_floats =
+        static_cast<size_t>(work->shard_plan.num_states * StateFloats(work->attention.padded_dim));
+    work->summary = SummarizeShard(work->step, work->shard_plan, cache);
   }
 
   static Status Run(const PlanState& s, const Work& planned, const UnifiedAttentionArgs& args,
@@ -93,10 +126,17 @@ struct OpTraits<UnifiedAttentionArgs>
     AttentionProblem attention;
     DYNATTN_RETURN_IF_ERROR(AttentionFor(
         planned.attention, {args.query, args.attn_output, {}, args.lse}, cache, layer, &attention));
-    const UnifiedPlan& work = s.UnifiedPlanFor(planned, attention.window_left);
     const BackendKernels& row = *s.kernels;
     const WriteProblem write = WriteFor(planned.write, args.current_key, args.current_value, cache);
-    // Every allocation of the Run happens here, before its first write.
+    if (planned.sharded) {
+      const AttentionPlan& work = s.ShardPlanFor(planned, attention.window_left);
+      // Every allocation of the Run happens here, before its first write.
+      DYNATTN_RETURN_IF_ERROR(row.reserve(
+          row, {.write = &write, .attention = &attention, .attention_plan = &work}, context));
+      DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, context));
+      return row.run_attention(row, attention, work, context);
+    }
+    const UnifiedPlan& work = s.UnifiedPlanFor(planned, attention.window_left);
     DYNATTN_RETURN_IF_ERROR(row.reserve(
         row, {.write = &write, .attention = &attention, .unified_plan = &work}, context));
     DYNATTN_RETURN_IF_ERROR(row.write_new_tokens(row, write, context));

@@ -59,10 +59,65 @@ Status CheckBlockCache(const BlockCache* c, int kv_heads, int head_dim) {
   return Status::Ok();
 }
 
-/// Every block a request reads or writes: in range, and not used twice by the request.
-Status CheckBlockTable(const TensorView& table, const UnifiedStep& s, int64_t num_blocks) {
+/// Positions past this are refused in a context shard (keeps every position sum far from
+/// overflow).
+constexpr int64_t kMaxShardPosition = int64_t{1} << 46;
+
+/// A request's keys in the call: `count` block positions, the first `cached` of them already in
+/// the cache, then fresh tokens first_fresh, first_fresh + 1, ... of its query tokens (written).
+/// Without a context shard: all context_lens[b] + q_len positions, fresh tokens from 0.
+struct HeldKeys {
+  int64_t count = 0, cached = 0, first_fresh = 0;
+};
+
+/// key_offsets and key_counts: both or neither, (B) each; the shard holds positions [o, o + n)
+/// with 0 <= o, 0 <= n, o + n <= context_lens + q_len (no key after the newest token), all below
+/// 2^46. Fills `held` (the whole request when there is no shard).
+Status ReadHeldKeys(const UnifiedAttentionArgs& args, const UnifiedStep& s,
+                    std::vector<HeldKeys>* held) {
+  const bool shard = args.key_offsets.present() || args.key_counts.present();
+  if (shard && !args.key_counts.present()) {
+    return Status::Invalid("key_counts", "is required with key_offsets (a shard gives both)");
+  }
+  if (shard && !args.key_offsets.present()) {
+    return Status::Invalid("key_offsets", "is required with key_counts (a shard gives both)");
+  }
+  if (shard) {
+    DYNATTN_RETURN_IF_ERROR(CheckInt64Vector("key_offsets", args.key_offsets, s.num_requests));
+    DYNATTN_RETURN_IF_ERROR(CheckInt64Vector("key_counts", args.key_counts, s.num_requests));
+  }
+  held->assign(static_cast<size_t>(s.num_requests), HeldKeys{});
   for (int64_t b = 0; b < s.num_requests; ++b) {
-    const int64_t tokens = s.context_lens[b] + s.QueryLen(b);
+    const int64_t context = s.context_lens[b], end = context + s.QueryLen(b);
+    if (!shard) {
+      (*held)[b] = HeldKeys{end, context, 0};
+      continue;
+    }
+    const int64_t offset = args.key_offsets.As<const int64_t>()[b];
+    const int64_t count = args.key_counts.As<const int64_t>()[b];
+    if (offset < 0 || offset >= kMaxShardPosition || count < 0 || count >= kMaxShardPosition) {
+      return Status::Invalid("key_offsets", "request " + to_string(b) + ": offset " +
+                                                to_string(offset) + " and count " +
+                                                to_string(count) + " must lie in [0, 2^46)");
+    }
+    if (offset + count > end) {
+      return Status::Invalid(
+          "key_counts", "request " + to_string(b) + " holds positions [" + to_string(offset) +
+                            ", " + to_string(offset + count) + ") past its last query token " +
+                            to_string(end - 1) +
+                            " (rule: key_offsets_b + key_counts_b <= context_lens_b + q_len_b)");
+    }
+    const int64_t cached = std::clamp<int64_t>(context - offset, 0, count);
+    (*held)[b] = HeldKeys{count, cached, std::max<int64_t>(0, offset - context)};
+  }
+  return Status::Ok();
+}
+
+/// Every block a request reads or writes: in range, and not used twice by the request.
+Status CheckBlockTable(const TensorView& table, const UnifiedStep& s,
+                       const std::vector<HeldKeys>& held, int64_t num_blocks) {
+  for (int64_t b = 0; b < s.num_requests; ++b) {
+    const int64_t tokens = held[b].count;
     const int64_t blocks = s.QueryLen(b) == 0 ? 0 : (tokens + s.block_size - 1) / s.block_size;
     if (blocks > s.table_stride) {
       return Status::Invalid("block_table", "request " + to_string(b) + " needs " +
@@ -91,15 +146,16 @@ Status CheckBlockTable(const TensorView& table, const UnifiedStep& s, int64_t nu
 }
 
 /// Fresh tokens write distinct slots, and none writes a slot another request reads as context.
-Status CheckWrites(const UnifiedStep& s) {
+Status CheckWrites(const UnifiedStep& s, const std::vector<HeldKeys>& held) {
   // Slots numbered block * block_size + offset: equal exactly when (block, offset) are.
   std::vector<SlotWrite> writes;
   writes.reserve(static_cast<size_t>(s.Tokens()));
   for (int64_t b = 0; b < s.num_requests; ++b) {
-    for (int64_t i = 0; i < s.QueryLen(b); ++i) {
-      const int64_t pos = s.context_lens[b] + i;
+    const HeldKeys& h = held[b];
+    if (s.QueryLen(b) == 0) continue;
+    for (int64_t pos = h.cached; pos < h.count; ++pos) {
       writes.push_back({s.Block(b, pos / s.block_size) * s.block_size + pos % s.block_size,
-                        s.query_start_loc[b] + i});
+                        s.query_start_loc[b] + h.first_fresh + pos - h.cached});
     }
   }
   const auto where = [&](int64_t slot) {
@@ -107,8 +163,11 @@ Status CheckWrites(const UnifiedStep& s) {
   };
   DYNATTN_RETURN_IF_ERROR(CheckDistinctSlots("block_table", &writes, where));
   for (int64_t b = 0; b < s.num_requests; ++b) {
-    for (int64_t j = 0; j < s.ContextBlocks(b); ++j) {
-      const int64_t used = std::min(s.block_size, s.context_lens[b] - j * s.block_size);
+    const int64_t cached = held[b].cached;
+    const int64_t context_blocks =
+        s.QueryLen(b) == 0 ? 0 : (cached + s.block_size - 1) / s.block_size;
+    for (int64_t j = 0; j < context_blocks; ++j) {
+      const int64_t used = std::min(s.block_size, cached - j * s.block_size);
       const int64_t first_slot = s.Block(b, j) * s.block_size;
       const auto first =
           std::lower_bound(writes.begin(), writes.end(), first_slot,
@@ -182,19 +241,21 @@ void FillStep(const UnifiedAttentionArgs& args, int kv_heads, int num_heads, Uni
   s->group_size = num_heads / kv_heads;
 }
 
-/// The kernels' view: request b has kvlen = context + query tokens, its new tokens last, causal.
+/// The kernels' view: request b has kvlen = context + query tokens, its new tokens last, causal;
+/// on a context shard kvlen = key_counts[b] and the batch carries the key offsets.
 void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& args, int kv_heads,
-                  UnifiedCall* call) {
+                  const std::vector<HeldKeys>& held, UnifiedCall* call) {
   const UnifiedStep& s = call->step;
   call->kvstarts.assign(1, 0);
   for (int64_t b = 0; b < s.num_requests; ++b) {
-    call->kvstarts.push_back(call->kvstarts.back() + s.context_lens[b] + s.QueryLen(b));
+    call->kvstarts.push_back(call->kvstarts.back() + held[b].count);
   }
   Batch batch;
   batch.size = s.num_requests;
   batch.seqstarts = s.query_start_loc;
   batch.kvstarts = call->kvstarts.data();
   batch.start_pos = s.context_lens;
+  if (call->sharded) batch.key_offsets = args.key_offsets.As<const int64_t>();
   KvSource source;
   source.cache = call->cache;
   source.slots =
@@ -227,8 +288,12 @@ Status ValidateUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   DYNATTN_RETURN_IF_ERROR(CheckInputs(attrs, args, &kv_heads));
   FillStep(args, kv_heads, attrs.num_heads, &call->step);
   call->step.window_left = attrs.window_left;  // the planner skips blocks outside every window
-  DYNATTN_RETURN_IF_ERROR(CheckBlockTable(args.block_table, call->step, args.cache->num_blocks));
-  DYNATTN_RETURN_IF_ERROR(CheckWrites(call->step));
+  std::vector<HeldKeys> held;
+  DYNATTN_RETURN_IF_ERROR(ReadHeldKeys(args, call->step, &held));
+  call->sharded = args.key_offsets.present();
+  DYNATTN_RETURN_IF_ERROR(
+      CheckBlockTable(args.block_table, call->step, held, args.cache->num_blocks));
+  DYNATTN_RETURN_IF_ERROR(CheckWrites(call->step, held));
   DYNATTN_RETURN_IF_ERROR(CheckOutputs(attrs, args));
   call->cache = args.cache->cache;
   DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &call->cache));
@@ -241,7 +306,7 @@ Status ValidateUnifiedAttention(const UnifiedAttentionAttrs& attrs,
                                           {"current_value", &args.current_value},
                                           {"attn_output", &args.attn_output},
                                           {"lse", &args.lse}}));
-  FillProblems(attrs, args, kv_heads, call);
+  FillProblems(attrs, args, kv_heads, held, call);
   return Status::Ok();
 }
 

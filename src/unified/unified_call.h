@@ -23,6 +23,7 @@ struct UnifiedCall {
   std::vector<float> alibi_slopes;
   std::vector<float> sinks;  ///< Owned storage behind attention.sinks.
   CacheDesc cache;           ///< The block cache's descriptor with the call's fp8 scales.
+  bool sharded = false;      ///< A context shard (key_offsets): planned as request tiles.
 
   UnifiedCall() = default;
   UnifiedCall(const UnifiedCall&) = delete;

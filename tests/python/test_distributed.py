@@ -99,3 +99,44 @@ def test_lse_matches_the_cli(rng, tmp_path, op):
     want = run_cli(op, inputs, attrs, tmp_path)
     np.testing.assert_array_equal(out.view(np.uint16), want["attn_output"].view(np.uint16))
     np.testing.assert_array_equal(lse.view(np.uint32), want["lse"].view(np.uint32))
+
+
+@pytest.mark.parametrize("quant_bit", [0, 8])
+def test_unified_context_shards_merge_to_the_whole_step(rng, quant_bit):
+    from conftest import Step
+    s = Step(rng, "float32", quant_bit, max_context=90)
+    bs, total = s.block_size, s.context_lens + np.diff(s.query_start_loc)
+    sinks = rng.standard_normal(s.hq).astype(np.float32)
+    args = (s.query, s.current_key, s.current_value, s.query_start_loc, s.context_lens)
+
+    def run(block_table, cache, scale, **shard):
+        k, v, ks, vs = s.paged(cache, scale)
+        return dynattn.unified_attention(
+            *args, block_table, dynattn.paged_block_cache(k, v, ks, vs, quant_bit=quant_bit),
+            return_lse=True, **shard)
+
+    whole_cache = s.cache.copy()
+    whole_scale = None if s.scale is None else s.scale.copy()
+    whole, _ = run(s.block_table, whole_cache, whole_scale, sinks=sinks)
+    # Rank 0 holds each request's first whole blocks, rank 1 the rest with the fresh tokens
+    # (a cut may fall inside them, or at either end).
+    cut = np.array([rng.integers(0, n + 1) // bs * bs for n in total], dtype=np.int64)
+    cache = s.cache.copy()
+    scale = None if s.scale is None else s.scale.copy()
+    outs, lses = [], []
+    for rank, (begin, end) in enumerate(((np.zeros_like(cut), cut), (cut, total))):
+        table = np.zeros_like(s.block_table)
+        for b, first in enumerate(begin // bs):
+            table[b, :table.shape[1] - first] = s.block_table[b, first:]
+        out, lse = run(table, cache, scale, key_offsets=begin, key_counts=end - begin,
+                       sinks=sinks if rank == 1 else None)
+        outs.append(out)
+        lses.append(lse)
+    np.testing.assert_array_equal(cache.view(np.uint8), whole_cache.view(np.uint8))
+    merged = dynattn.merge_states(out=np.stack(outs), lse=np.stack(lses))
+    vmax = max(1.0, float(np.abs(s.current_value).max()), 2.0)  # int8: codes x scales < 4
+    np.testing.assert_allclose(merged, whole, rtol=0, atol=2e-5 * vmax)
+    summary = dynattn.describe_unified_step(*args, table, dynattn.paged_block_cache(
+        *s.paged(cache, scale)[:2], *s.paged(cache, scale)[2:], quant_bit=quant_bit),
+        key_offsets=begin, key_counts=end - begin)
+    assert summary.phase == "shard"

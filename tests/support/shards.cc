@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "reference/reference.h"
 
@@ -74,17 +75,17 @@ Case HeadShard(const Case& whole, int rank, int ranks, int64_t* first_head) {
   return shard;
 }
 
-std::vector<std::vector<int64_t>> DrawCuts(const Case& whole, int ranks, std::mt19937_64* rng) {
-  const std::vector<int64_t> kvstarts = I64s(whole.inputs.at("kvstarts"));
-  const bool window = whole.attrs.window_left >= 0;
+namespace {
+
+/// Cuts of contexts of `lengths` keys into `ranks` contiguous shares at multiples of `align`.
+std::vector<std::vector<int64_t>> CutsOf(const std::vector<int64_t>& lengths, int ranks,
+                                         int64_t align, std::mt19937_64* rng) {
   std::vector<std::vector<int64_t>> cuts;
-  for (size_t b = 0; b + 1 < kvstarts.size(); ++b) {
-    const int64_t kvlen = kvstarts[b + 1] - kvstarts[b];
-    std::vector<int64_t> c = {0, kvlen};
+  for (int64_t length : lengths) {
+    std::vector<int64_t> c = {0, length};
     for (int r = 1; r < ranks; ++r) {
-      int64_t cut = static_cast<int64_t>((*rng)() % static_cast<uint64_t>(kvlen + 1));
-      if (window) cut = cut / 64 * 64;
-      c.push_back(cut);
+      const int64_t cut = static_cast<int64_t>((*rng)() % static_cast<uint64_t>(length + 1));
+      c.push_back(cut / align * align);
     }
     std::sort(c.begin(), c.end());
     cuts.push_back(c);
@@ -92,8 +93,53 @@ std::vector<std::vector<int64_t>> DrawCuts(const Case& whole, int ranks, std::mt
   return cuts;
 }
 
+}  // namespace
+
+std::vector<std::vector<int64_t>> DrawCuts(const Case& whole, int ranks, std::mt19937_64* rng) {
+  std::vector<int64_t> lengths;
+  int64_t align = 1;
+  if (whole.op == "unified_attention") {
+    const std::vector<int64_t> qsl = I64s(whole.inputs.at("query_start_loc"));
+    const std::vector<int64_t> context = I64s(whole.inputs.at("context_lens"));
+    for (size_t b = 0; b < context.size(); ++b) lengths.push_back(context[b] + qsl[b + 1] - qsl[b]);
+    align = whole.attrs.block_size;  // a shard's blocks are whole blocks of the request's
+  } else {
+    const std::vector<int64_t> kvstarts = I64s(whole.inputs.at("kvstarts"));
+    for (size_t b = 0; b + 1 < kvstarts.size(); ++b)
+      lengths.push_back(kvstarts[b + 1] - kvstarts[b]);
+  }
+  if (whole.attrs.window_left >= 0) align = std::lcm<int64_t>(align, 64);
+  return CutsOf(lengths, ranks, align, rng);
+}
+
+/// Rank `rank`'s unified-attention step: its blocks are the request's from its first position's
+/// block on (the cuts are whole blocks), with key_offsets and key_counts.
+Case UnifiedShard(const Case& whole, const std::vector<std::vector<int64_t>>& cuts, int rank,
+                  bool with_sinks) {
+  Case shard = whole;
+  const Array& table = whole.inputs.at("block_table");
+  const int64_t count = static_cast<int64_t>(cuts.size()), stride = table.shape[1];
+  const int64_t block_size = whole.attrs.block_size;
+  std::vector<int64_t> offsets, held, ids;
+  for (int64_t b = 0; b < count; ++b) {
+    const int64_t begin = cuts[b][rank], end = cuts[b][rank + 1];
+    offsets.push_back(begin);
+    held.push_back(end - begin);
+    for (int64_t j = 0; j < stride; ++j) {
+      const int64_t from = std::min(stride - 1, j + begin / block_size);  // past the end: unread
+      ids.push_back(table.data<int64_t>()[b * stride + from]);
+    }
+  }
+  shard.inputs["key_offsets"] = dynattn_ref::MakeI64({count}, offsets);
+  shard.inputs["key_counts"] = dynattn_ref::MakeI64({count}, held);
+  shard.inputs["block_table"] = dynattn_ref::MakeI64({count, stride}, ids);
+  if (!with_sinks) shard.inputs.erase("sinks");
+  return shard;
+}
+
 Case ContextShard(const Case& whole, const std::vector<std::vector<int64_t>>& cuts, int rank,
                   bool with_sinks) {
+  if (whole.op == "unified_attention") return UnifiedShard(whole, cuts, rank, with_sinks);
   Case shard = whole;
   const std::vector<int64_t> cachestarts = I64s(whole.inputs.at("cachestarts"));
   const int64_t count = static_cast<int64_t>(cuts.size());

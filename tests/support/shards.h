@@ -37,12 +37,15 @@ Case HeadShard(const Case& whole, int rank, int ranks, int64_t* first_head);
 /// Where each request's context is cut: cuts[b] = {0, c_1, ..., kvlen_b}, non-decreasing (equal
 /// cuts: an empty shard). With a sliding window the cuts are multiples of 64, so that the keys
 /// a shard's tiles read before the window are keys the whole call's tiles read too (the random
-/// cases put NaN in the context no window reaches).
+/// cases put NaN in the context no window reaches); in a unified-attention case they are whole
+/// blocks too (kvlen_b = context_lens_b + q_len_b).
 std::vector<std::vector<int64_t>> DrawCuts(const Case& whole, int ranks, std::mt19937_64* rng);
 
 /// Rank `rank`'s call of an MHCA case (cache_mode 0) cut at `cuts`: the same queries and new
 /// tokens, its share of each context (kvstarts, key_offsets, cachestarts moved by the offset),
-/// the sinks only when `with_sinks`. The caller passes the cache as the ranks before left it.
+/// the sinks only when `with_sinks`. A unified-attention case's shard has key_offsets,
+/// key_counts and the block table from its first block on. The caller passes the cache as the
+/// ranks before left it.
 Case ContextShard(const Case& whole, const std::vector<std::vector<int64_t>>& cuts, int rank,
                   bool with_sinks);
 

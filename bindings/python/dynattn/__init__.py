@@ -565,16 +565,18 @@ def _unified_call(query, current_key, current_value, query_start_loc, context_le
     return attrs, tensors
 
 
-def _unified_planned(sinks, k_scale, v_scale, alibi_slopes):
+def _unified_planned(sinks, k_scale, v_scale, alibi_slopes, key_offsets, key_counts):
+    shard = {name: None if x is None else _index(x, name)
+             for name, x in (("key_offsets", key_offsets), ("key_counts", key_counts))}
     return dict(sinks=_f32(sinks), k_scale=_f32(k_scale), v_scale=_f32(v_scale),
-                alibi_slopes=_f32(alibi_slopes))
+                alibi_slopes=_f32(alibi_slopes), **shard)
 
 
 def unified_attention(query, current_key, current_value, query_start_loc, context_lens,
                       block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
                       logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
-                      v_scale=None, alibi_slopes=None, out=None, lse=None, return_lse=False,
-                      context=None, num_threads=0):
+                      v_scale=None, alibi_slopes=None, key_offsets=None, key_counts=None,
+                      out=None, lse=None, return_lse=False, context=None, num_threads=0):
     """One serving step of unified attention (``dynattn::UnifiedAttention``).
 
     Writes `current_key` and `current_value` (T, Hkv, D) into `cache` (a :class:`BlockCache`,
@@ -589,7 +591,10 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
     written into your tensor). ``alibi`` (alias ``is_alibi``) adds ALiBi biases with the
     standard slopes, ``alibi_slopes`` (float32 (Hq,)) with its own;
     ``window_left``, ``logits_soft_cap``, ``softmax_scale`` and ``sinks`` shape the scores;
-    ``k_scale``/``v_scale`` replace an fp8 cache's per-tensor scales for the call.
+    ``k_scale``/``v_scale`` replace an fp8 cache's per-tensor scales for the call. On a
+    context shard, ``key_offsets`` and ``key_counts`` (B) say which positions of each request
+    its blocks hold (``context_lens`` stays the first query token's position in the whole
+    request); merge the shards' ``(out, lse)`` with :func:`merge_states`.
     """
     if lse is None and return_lse:
         lse = _empty(query, (_shape(query, "query", 3, "(T, Hq, D)")[0], query.shape[1]),
@@ -597,7 +602,8 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
                                    context_lens, block_table, _alibi(alibi, is_alibi), out, lse,
                                    _score_attrs(window_left, logits_soft_cap, softmax_scale),
-                                   _unified_planned(sinks, k_scale, v_scale, alibi_slopes))
+                                   _unified_planned(sinks, k_scale, v_scale, alibi_slopes,
+                                                    key_offsets, key_counts))
     _C._run("unified_attention", attrs, tensors, cache, context, num_threads)
     return (tensors["attn_output"], lse) if return_lse else tensors["attn_output"]
 
@@ -605,7 +611,8 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
 def plan_unified_attention(query, current_key, current_value, query_start_loc, context_lens,
                            block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
                            logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
-                           v_scale=None, alibi_slopes=None, with_lse=True):
+                           v_scale=None, alibi_slopes=None, key_offsets=None, key_counts=None,
+                           with_lse=True):
     """Validates and plans a unified-attention step (writes nothing) and copies its index
     tensors. Returns a :class:`Plan` whose ``run(query, current_key, current_value, cache, *,
     out=None, lse=None, return_lse=False, context=None)`` runs it per layer on tensors of the same
@@ -615,7 +622,8 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
     if with_lse:
         lse = _empty(query, (_shape(query, "query", 3, "(T, Hq, D)")[0], query.shape[1]),
                      "float32")
-    planned = _unified_planned(sinks, k_scale, v_scale, alibi_slopes)
+    planned = _unified_planned(sinks, k_scale, v_scale, alibi_slopes, key_offsets,
+                                                    key_counts)
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
                                    context_lens, block_table, _alibi(alibi, is_alibi), None, lse,
                                    _score_attrs(window_left, logits_soft_cap, softmax_scale),
@@ -626,14 +634,15 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
 def describe_unified_step(query, current_key, current_value, query_start_loc, context_lens,
                           block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
                           logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
-                          v_scale=None, alibi_slopes=None):
+                          v_scale=None, alibi_slopes=None, key_offsets=None, key_counts=None):
     """Validates a unified step and returns its :class:`UnifiedStepSummary` (phase such as
     ``"csu"``, query_len, num_shared_blocks, num_unique_blocks, num_logits, num_work_items,
     cache_bytes_read) without writing anything."""
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
                                    context_lens, block_table, _alibi(alibi, is_alibi), None, None,
                                    _score_attrs(window_left, logits_soft_cap, softmax_scale),
-                                   _unified_planned(sinks, k_scale, v_scale, alibi_slopes))
+                                   _unified_planned(sinks, k_scale, v_scale, alibi_slopes,
+                                                    key_offsets, key_counts))
     return _C._describe_unified_step(attrs, tensors, cache)
 
 
