@@ -2,7 +2,7 @@
 """Continuous-batching Llama serving demo on libdynattn's unified attention.
 
     /usr/bin/python3 examples/serve/serve.py [--checkpoint DIR] [--cache fp16|int8] [--check]
-                                             [--tensor-parallel N]
+                                             [--tensor-parallel N | --context-parallel N]
 
 Without --checkpoint it writes a small random Llama checkpoint (config.json, safetensors,
 SentencePiece tokenizer.model) into a temporary directory and serves a scripted workload:
@@ -10,7 +10,8 @@ requests arriving at different steps, a system prompt shared by all of them, lon
 prefilled in chunks mixed with decodes, and different output lengths. --check runs a pure-torch
 reference (float32 cache) in lockstep and compares logits and greedy tokens. --tensor-parallel N
 serves the same workload on N processes (torch.distributed, gloo), each with its share of the
-heads, the MLP and the KV cache, and checks it against the single-process run.
+heads, the MLP and the KV cache; --context-parallel N on N processes that each hold a contiguous
+share of every request's context; either is checked against the single-process run.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import llama  # noqa: E402
 import tiny_checkpoint  # noqa: E402
-import tensor_parallel  # noqa: E402
+import distributed  # noqa: E402
 import torch_unified  # noqa: E402
 from batching import Request, Scheduler  # noqa: E402
 from engine import Engine, EngineStats, UnifiedBackend  # noqa: E402
@@ -80,16 +81,18 @@ def make_workload(sp: spm.SentencePieceProcessor, num_requests: int, seed: int,
     return requests
 
 
-def build_engine(model: llama.LlamaModel, lib, args) -> Tuple[Engine, CacheSpec]:
-    """Allocator, scheduler, primary backend and (with --check) the torch reference."""
+def build_engine(model: llama.LlamaModel, lib, args, backend=UnifiedBackend,
+                 **backend_options) -> Tuple[Engine, CacheSpec]:
+    """Allocator, scheduler, primary backend (`backend`, given `backend_options`) and (with
+    --check) the torch reference."""
     cfg = model.config
     spec = CacheSpec(num_layers=cfg.num_hidden_layers, num_blocks=args.num_blocks,
                      block_size=args.block_size, num_kv_heads=cfg.num_key_value_heads,
                      head_dim=cfg.head_dim, dtype=args.cache, quant_group=args.quant_group)
     attn_dtype = torch.float16 if args.attn_dtype == "float16" else torch.float32
     context = lib.Context(num_threads=args.threads)
-    primary = UnifiedBackend(getattr(lib, "__name__", "lib"), lib, spec, attn_dtype,
-                             context=context)
+    primary = backend(getattr(lib, "__name__", "lib"), lib, spec, attn_dtype, context=context,
+                      **backend_options)
     reference = None
     if args.check:
         ref_spec = CacheSpec(**{**spec.__dict__, "dtype": "fp32"})
@@ -104,33 +107,46 @@ def build_engine(model: llama.LlamaModel, lib, args) -> Tuple[Engine, CacheSpec]
     return engine, spec
 
 
-# Logit tolerance of --tensor-parallel against the single process: the ranks' all-reduces sum
-# the output projection's and the MLP's partial products in another order than one matmul does,
-# which moves float32 hidden states by a few ulps per layer (seen: up to about 1e-4 on the random
+# Logit tolerance of --tensor-parallel and --context-parallel against the single process: the
+# ranks' all-reduces sum the output projection's and the MLP's partial products in another order
+# than one matmul does, and a merge of attention shards rounds differently from one softmax; either
+# moves float32 hidden states by a few ulps per layer (seen: up to about 1e-4 on the random
 # checkpoint's logits); greedy tokens must be identical.
 TP_RTOL = 1e-3
 TP_ATOL = 1e-3
 
 
-def rank_engine(model, args) -> Engine:
-    """A tensor-parallel rank's engine (module level: the spawned ranks import it). Its share of
-    the machine's cores runs its attention."""
+def parallel_kind(args) -> Tuple[str, int]:
+    """("tensor", N), ("context", N) or ("", 1)."""
+    if args.tensor_parallel > 1:
+        return "tensor", args.tensor_parallel
+    if args.context_parallel > 1:
+        return "context", args.context_parallel
+    return "", 1
+
+
+def rank_engine(model, rank: int, world: int, args) -> Tuple[Engine, CacheSpec]:
+    """A rank's engine (module level: the spawned ranks import it). Its share of the machine's
+    cores runs its attention; a context-parallel rank attends over its share of each context."""
     lib = load_attention_lib(args.backend)
     rank_args = copy.copy(args)
     rank_args.check = False
     if rank_args.threads == 0:
-        rank_args.threads = max(1, (os.cpu_count() or 1) // args.tensor_parallel)
+        rank_args.threads = max(1, (os.cpu_count() or 1) // world)
+    if args.context_parallel > 1:
+        return build_engine(model, lib, rank_args, distributed.ContextShardBackend, rank=rank,
+                            world=world, chunk=args.cp_chunk)
     return build_engine(model, lib, rank_args)
 
 
-def check_tensor_parallel(args, directory: str, fresh: List[Request], served: List[Request],
-                          single: Engine, single_seconds: float) -> bool:
-    """Serves `fresh` (copies of the workload before it ran) on args.tensor_parallel ranks and
-    compares them with the single-process run `single` of `served` (its logits recorded):
-    identical greedy tokens on every rank, logits within TP_ATOL + TP_RTOL * |single|. Prints
-    each rank's step time and all-reduce time."""
-    world = args.tensor_parallel
-    reports = tensor_parallel.run(world, directory, fresh, rank_engine, args)
+def check_parallel(args, directory: str, fresh: List[Request], served: List[Request],
+                   single: Engine, single_seconds: float) -> bool:
+    """Serves `fresh` (copies of the workload before it ran) on the ranks of --tensor-parallel or
+    --context-parallel and compares them with the single-process run `single` of `served` (its
+    logits recorded): identical greedy tokens on every rank, logits within TP_ATOL + TP_RTOL *
+    |single|. Prints each rank's step time and its time in collectives."""
+    kind, world = parallel_kind(args)
+    reports = distributed.run(world, directory, fresh, rank_engine, args)
     want = {q.rid: list(q.output) for q in served}
     same_tokens = all(r["outputs"] == want for r in reports)
     worst = 0.0
@@ -140,15 +156,16 @@ def check_tensor_parallel(args, directory: str, fresh: List[Request], served: Li
             continue
         worst = max(worst, float(((got - want).abs() / (TP_ATOL + TP_RTOL * want.abs())).max()))
     steps = single.stats.steps
-    print(f"tensor parallel: {world} ranks (gloo over loopback), {steps} steps; single process "
+    collective = "all-reduce" if kind == "tensor" else "all-gather"
+    print(f"{kind} parallel: {world} ranks (gloo over loopback), {steps} steps; single process "
           f"{1e3 * single_seconds / steps:.2f} ms/step")
     for r in reports:
         print(f"  rank {r['rank']}: {1e3 * r['wall_seconds'] / r['steps']:.2f} ms/step, "
-              f"attention {1e3 * r['attention_seconds'] / r['steps']:.2f} ms/step, all-reduce "
+              f"attention {1e3 * r['attention_seconds'] / r['steps']:.2f} ms/step, {collective} "
               f"{1e3 * r['comm_seconds'] / r['steps']:.2f} ms/step ({r['comm_calls']} calls, "
               f"{r['comm_bytes'] / max(1, r['comm_calls']) / 1024:.1f} KiB each on average)")
     ok = same_tokens and len(reports[0]["logits"]) == len(single.logits) and worst <= 1.0
-    print(f"tensor-parallel check (identical greedy tokens on every rank, |logit err| <= "
+    print(f"{kind}-parallel check (identical greedy tokens on every rank, |logit err| <= "
           f"{TP_ATOL} + {TP_RTOL}*|single|, worst {worst:.3f} of the bound): "
           f"{'PASS' if ok else 'FAIL'}")
     return ok
@@ -216,8 +233,14 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--show", type=int, default=3, help="print this many decoded outputs")
     p.add_argument("--tensor-parallel", type=int, default=1, metavar="N",
-                   help="also serve on N processes (torch.distributed, gloo) and check them "
-                        "against the single-process run")
+                   help="also serve on N processes (torch.distributed, gloo), each with its share "
+                        "of the heads, and check them against the single-process run")
+    p.add_argument("--context-parallel", type=int, default=1, metavar="N",
+                   help="also serve on N processes, each with its share of every request's "
+                        "context, and check them against the single-process run")
+    p.add_argument("--cp-chunk", type=int, default=64,
+                   help="--context-parallel: rank r holds positions [r*C, (r+1)*C) of each "
+                        "request, the last rank the rest (a multiple of --block-size)")
     return p.parse_args(argv)
 
 
@@ -246,7 +269,9 @@ def serve(args, directory: str) -> int:
                              cfg.bos_token_id, cfg.eos_token_id)
     fresh = copy.deepcopy(requests)  # for the ranks of --tensor-parallel
     engine, spec = build_engine(model, lib, args)
-    engine.record_logits = args.tensor_parallel > 1
+    if args.tensor_parallel > 1 and args.context_parallel > 1:
+        raise SystemExit("--tensor-parallel and --context-parallel: one at a time")
+    engine.record_logits = parallel_kind(args)[1] > 1
     start = time.perf_counter()
     stats = engine.run(requests)
     single_seconds = time.perf_counter() - start
@@ -255,9 +280,8 @@ def serve(args, directory: str) -> int:
               f" {sp.decode(r.output)!r}")
     name = f"{getattr(lib, '__name__', 'lib')} {getattr(lib, '__version__', '')}".strip()
     ok = report(stats, spec, requests, args, name, engine.primary.phases)
-    if args.tensor_parallel > 1:
-        ok = check_tensor_parallel(args, directory, fresh, requests, engine,
-                                   single_seconds) and ok
+    if parallel_kind(args)[1] > 1:
+        ok = check_parallel(args, directory, fresh, requests, engine, single_seconds) and ok
     return 0 if ok else 1
 
 

@@ -444,23 +444,27 @@ def test_serve_cli_runs_small(checkpoint, capsys):
 
 
 @needs_dynattn
-def test_serve_tensor_parallel_matches_one_process(checkpoint):
-    """--tensor-parallel 2: two processes on torch.distributed (gloo), each with its share of the
-    heads, the MLP and the KV cache, give the single process's greedy tokens and logits."""
+@pytest.mark.parametrize("kind", ["tensor", "context"])
+def test_serve_parallel_matches_one_process(checkpoint, kind):
+    """--tensor-parallel 2 (each process with its share of the heads, the MLP and the KV cache)
+    and --context-parallel 2 (each with a contiguous share of every request's context, partial
+    attention merged by LSE), on torch.distributed (gloo), give the single process's greedy
+    tokens and logits."""
     result = subprocess.run(
         [sys.executable, os.path.join(ROOT, "examples", "serve", "serve.py"), "--checkpoint",
-         checkpoint, "--tensor-parallel", "2", "--num-requests", "4", "--max-new-tokens", "6",
-         "--token-budget", "32"], capture_output=True, text=True, timeout=240)
+         checkpoint, f"--{kind}-parallel", "2", "--num-requests", "4", "--max-new-tokens", "6",
+         "--token-budget", "32", "--cp-chunk", "32"], capture_output=True, text=True,
+        timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "tensor-parallel check" in result.stdout and "PASS" in result.stdout
-    assert "rank 1:" in result.stdout and "all-reduce" in result.stdout
+    assert f"{kind}-parallel check" in result.stdout and "PASS" in result.stdout
+    assert "rank 1:" in result.stdout
 
 
 def test_sharded_llama_splits_heads_and_features(model):
     """Each rank's share: whole KV heads with their query heads, a slice of the MLP; the shares
     of the projections put back together are the model's."""
-    import tensor_parallel
-    shards = [tensor_parallel.ShardedLlama(model, rank, 2) for rank in range(2)]
+    import distributed
+    shards = [distributed.ShardedLlama(model, rank, 2) for rank in range(2)]
     cfg = model.config
     assert sum(s.config.num_attention_heads for s in shards) == cfg.num_attention_heads
     assert all(s.config.num_key_value_heads == cfg.num_key_value_heads // 2 for s in shards)
@@ -470,4 +474,24 @@ def test_sharded_llama_splits_heads_and_features(model):
     assert torch.equal(torch.cat([s.layers[0].down_proj for s in shards], dim=1),
                        whole.down_proj)
     with pytest.raises(ValueError, match="must divide"):
-        tensor_parallel.ShardedLlama(model, 0, 3)
+        distributed.ShardedLlama(model, 0, 3)
+
+
+def test_context_shares_are_contiguous_and_cover_each_request():
+    """Rank r holds positions [r*C, (r+1)*C) of each request, the last rank the rest."""
+    import distributed
+    spec = CacheSpec(num_layers=1, num_blocks=4, block_size=16, num_kv_heads=2, head_dim=8)
+    context, query = torch.tensor([0, 40, 200, 10]), torch.tensor([5, 1, 1, 0])
+    shares = []
+    for rank in range(3):
+        backend = distributed.ContextShardBackend("torch", torch_unified, spec, torch.float32,
+                                                  rank=rank, world=3, chunk=32)
+        shares.append(backend.share(context, query))
+    assert torch.equal(shares[0][0], torch.zeros(4, dtype=torch.long))
+    for (_, end), (begin, _) in zip(shares, shares[1:]):
+        assert torch.equal(end, begin)  # contiguous
+    assert torch.equal(shares[-1][1], context + query)  # the last rank holds the rest
+    assert shares[1][0].tolist() == [5, 32, 32, 10] and shares[1][1].tolist() == [5, 41, 64, 10]
+    with pytest.raises(ValueError, match="multiple of the block size"):
+        distributed.ContextShardBackend("torch", torch_unified, spec, torch.float32, rank=0,
+                                        world=2, chunk=20)
