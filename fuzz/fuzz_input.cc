@@ -118,15 +118,19 @@ int64_t WrappingAdd(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
 }
 
-// Bits of the ext byte.
+// Bits of the ext byte. A distributed rank's inputs share the last bit: key_offsets with
+// key_counts (unified attention) and with the lse output (MHA has the lse alone there).
 constexpr uint8_t kExtBf16 = 1, kExtSinks = 8, kExtKScale = 16, kExtVScale = 32;
+constexpr uint8_t kExtAlibiSlopes = 64, kExtShard = 128;
 constexpr int kExtCacheShift = 1;
 
 uint8_t ExtBit(const char* name) {
   const std::string n = name;
   if (n == "sinks") return kExtSinks;
   if (n == "k_scale") return kExtKScale;
-  return kExtVScale;
+  if (n == "v_scale") return kExtVScale;
+  if (n == "alibi_slopes") return kExtAlibiSlopes;
+  return kExtShard;  // key_offsets, key_counts, lse
 }
 
 uint64_t Fnv1a(const uint8_t* data, size_t size) {
@@ -192,9 +196,19 @@ const std::vector<TensorSpec>& OpTensors(Op op) {
 const std::vector<TensorSpec>& ExtraTensors(Op op) {
   static const std::vector<TensorSpec> kExtras[kNumOps] = {
       {{"k_scale", Role::kTensorScale}, {"v_scale", Role::kTensorScale}},
-      {{"sinks", Role::kSinks}},
-      {{"sinks", Role::kSinks}, {"k_scale", Role::kTensorScale}, {"v_scale", Role::kTensorScale}},
-      {{"sinks", Role::kSinks}, {"k_scale", Role::kTensorScale}, {"v_scale", Role::kTensorScale}},
+      {{"sinks", Role::kSinks}, {"alibi_slopes", Role::kSinks}, {"lse", Role::kLse}},
+      {{"sinks", Role::kSinks},
+       {"k_scale", Role::kTensorScale},
+       {"v_scale", Role::kTensorScale},
+       {"alibi_slopes", Role::kSinks},
+       {"key_offsets", Role::kIndex},
+       {"lse", Role::kLse}},
+      {{"sinks", Role::kSinks},
+       {"k_scale", Role::kTensorScale},
+       {"v_scale", Role::kTensorScale},
+       {"alibi_slopes", Role::kSinks},
+       {"key_offsets", Role::kIndex},
+       {"key_counts", Role::kIndex}},
   };
   return kExtras[static_cast<int>(op)];
 }

@@ -41,7 +41,7 @@ enum class Role : uint8_t {
   kScale,        ///< Group scales: fp16 or fp32.
   kOutput,       ///< Written by the call, activation dtype.
   kLse,          ///< Written by the call, fp32.
-  kSinks,        ///< fp32 (Hq) attention sinks: values from the input (or drawn).
+  kSinks,        ///< fp32 (Hq) sinks or ALiBi slopes: values from the input (or drawn).
   kTensorScale,  ///< fp32 0-d fp8 per-tensor scale: value from the input.
 };
 
@@ -53,7 +53,8 @@ struct TensorSpec {
 
 /// The tensors of `op`, in input order.
 const std::vector<TensorSpec>& OpTensors(Op op);
-/// The optional tensors of `op` drawn in the extension (sinks, k_scale, v_scale; those it has).
+/// The optional tensors of `op` drawn in the extension (sinks, k_scale, v_scale, alibi_slopes,
+/// key_offsets, key_counts, lse; those it has).
 const std::vector<TensorSpec>& ExtraTensors(Op op);
 /// OpTensors(op) then ExtraTensors(op): the order of Call::tensors.
 std::vector<TensorSpec> AllTensors(Op op);

@@ -44,10 +44,11 @@ Call RandomBaseCall(Op op, std::mt19937_64& rng) {
   for (int i = 0; i < dynattn_fuzz::kNumAttrs; ++i) {
     *dynattn_fuzz::AttrAt(&call.attrs, i) = static_cast<int64_t>(rng() % 300) - 20;
   }
-  for (const dynattn_fuzz::TensorSpec& spec : dynattn_fuzz::AllTensors(op)) {
+  const std::vector<dynattn_fuzz::TensorSpec> all = dynattn_fuzz::AllTensors(op);
+  for (size_t k = 0; k < all.size(); ++k) {
+    const dynattn_fuzz::TensorSpec& spec = all[k];
     dynattn_fuzz::TensorInput t;
-    const bool extra =
-        spec.role == dynattn_fuzz::Role::kSinks || spec.role == dynattn_fuzz::Role::kTensorScale;
+    const bool extra = k >= dynattn_fuzz::OpTensors(op).size();
     t.present = !extra && rng() % 4 != 0;
     if (t.present) {
       t.rank = static_cast<int>(rng() % 4);
@@ -98,15 +99,24 @@ TEST_SUITE("cli") {
       call.ext.logits_soft_cap = reals[rng() % std::size(reals)];
       call.ext.softmax_scale = reals[rng() % std::size(reals)];
       const size_t first_extra = dynattn_fuzz::OpTensors(op).size();
+      const std::vector<dynattn_fuzz::TensorSpec> specs = dynattn_fuzz::AllTensors(op);
+      // A distributed rank's inputs (key_offsets, key_counts, lse) share one presence bit.
+      const bool shard = rng() % 3 != 0;
       for (size_t k = first_extra; k < call.tensors.size(); ++k) {
         dynattn_fuzz::TensorInput& t = call.tensors[k];
-        t.present = rng() % 3 != 0;
+        const std::string name = specs[k].name;
+        const bool shared = name == "key_offsets" || name == "key_counts" || name == "lse";
+        t.present = shared ? shard : rng() % 3 != 0;
         if (!t.present) continue;
         t.rank = static_cast<int>(rng() % 2);
         t.shape[0] = static_cast<int64_t>(rng() % 9);
         t.mutation = static_cast<dynattn_fuzz::Mutation>(rng() % 3);
         for (int v = 0; v < static_cast<int>(rng() % 5); ++v) {
-          t.real_values.push_back(reals[rng() % std::size(reals)]);
+          if (specs[k].role == dynattn_fuzz::Role::kIndex) {
+            t.index_values.push_back(static_cast<int64_t>(rng() % 1000) - 3);
+          } else if (specs[k].role != dynattn_fuzz::Role::kLse) {
+            t.real_values.push_back(reals[rng() % std::size(reals)]);
+          }
         }
       }
       const Call back = DecodeString(Encode(call));
@@ -126,6 +136,10 @@ TEST_SUITE("cli") {
         if (want.rank > 0) CHECK(got.shape[0] == want.shape[0]);
         // Trailing zero values may be left out (missing bytes read as 0): compare by bits up to
         // the decoded count, the rest must be +0.
+        REQUIRE(got.index_values.size() <= want.index_values.size());
+        for (size_t v = 0; v < want.index_values.size(); ++v) {
+          CHECK((v < got.index_values.size() ? got.index_values[v] : 0) == want.index_values[v]);
+        }
         REQUIRE(got.real_values.size() <= want.real_values.size());
         for (size_t v = 0; v < want.real_values.size(); ++v) {
           const float value = v < got.real_values.size() ? got.real_values[v] : 0.0f;
