@@ -579,7 +579,7 @@ struct AttentionCall {
   // Per request: the position of query row 0 and of context key 0 in the whole request. Without
   // key_offsets the new tokens are the context's last: kvlen_b - seqlen_b and 0.
   std::vector<int64_t> query_base, key_base;
-  bool non_finite = false;      // Attrs::non_finite
+  bool non_finite = false;  // Attrs::non_finite
 };
 
 // Context K and V as T1 values in float64, (kvstarts[B], Hkv, D).
@@ -615,9 +615,8 @@ void ReadQueryPositions(const Tensors& inputs, AttentionCall* call) {
             "start_pos and key_offsets must be (B)");
   }
   for (int64_t b = 0; b < count; ++b) {
-    call->query_base.push_back(offsets != nullptr
-                                   ? start_pos[b]
-                                   : call->batches.kvlen(b) - call->batches.seqlen(b));
+    call->query_base.push_back(
+        offsets != nullptr ? start_pos[b] : call->batches.kvlen(b) - call->batches.seqlen(b));
     call->key_base.push_back(offsets != nullptr ? key_offsets[b] : 0);
   }
 }
@@ -638,9 +637,9 @@ void ReadServingFeatureAttrs(const Attrs& attrs, const Tensors& inputs, Attentio
     // before the new tokens, negative on one after them).
     const int64_t first_query = call->query_base[b] - call->key_base[b];
     const int64_t seqlen = call->batches.seqlen(b);
-    call->unread.push_back(std::min(
-        call->batches.kvlen(b), detail::UnreadContextPrefix(attrs.window_left,
-                                                            first_query + seqlen, seqlen)));
+    call->unread.push_back(
+        std::min(call->batches.kvlen(b),
+                 detail::UnreadContextPrefix(attrs.window_left, first_query + seqlen, seqlen)));
   }
   const Array* sinks = Optional(inputs, "sinks");
   if (sinks == nullptr) return;
