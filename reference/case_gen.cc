@@ -275,7 +275,7 @@ Attrs MakeAttrs(const Plan& plan) {
   attrs.num_kv_heads = plan.num_kv_heads_attr;
   if (plan.has_query()) {
     attrs.is_causal = plan.causal;
-    attrs.is_alibi = plan.alibi;
+    attrs.is_alibi = plan.alibi == 1;  // 2: ALiBi through the alibi_slopes input
   }
   if (plan.has_cache()) {
     attrs.num_layer = plan.num_layer;
@@ -299,8 +299,14 @@ Attrs MakeAttrs(const Plan& plan) {
 }
 
 // The optional serving-feature inputs: sinks (f32 (Hq): moderate, and now and then one that
-// dominates every score) and the fp8 caches' k_scale / v_scale (0-d f32).
+// dominates every score), the fp8 caches' k_scale / v_scale (0-d f32), and with Pins::alibi 2
+// a rank's alibi_slopes (f32 (Hq) in [-0.25, 1)).
 void AddServingFeatureInputs(Rng& extra, const Plan& plan, Tensors* inputs) {
+  if (plan.alibi == 2) {
+    Array slopes = MakeArray(Dt::kF32, {plan.hq});
+    for (int64_t h = 0; h < plan.hq; ++h) StoreRounded(&slopes, h, extra.Uniform() * 1.25 - 0.25);
+    (*inputs)["alibi_slopes"] = std::move(slopes);
+  }
   if (plan.sinks) {
     Array sinks = MakeArray(Dt::kF32, {plan.hq});
     for (int64_t h = 0; h < plan.hq; ++h) {
@@ -784,7 +790,7 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
   result.op = "unified_attention";
   result.attrs = MakeAttrs(plan);
   result.attrs.is_causal = 1;
-  result.attrs.is_alibi = plan.alibi;
+  result.attrs.is_alibi = plan.alibi == 1;
   result.attrs.cache_mode = 0;
   result.attrs.block_size = static_cast<int>(block);
   int64_t num_blocks = 0;

@@ -33,7 +33,7 @@ struct Pins {
                           // 5 fp8_e4m3, 6 fp8_e5m2 (quant_bit 0)
   int cache_layout = -1;  // 0..3
   int cache_mode = -1;    // 0 offsets, 1 pages (not unified attention, which is always paged)
-  int alibi = -1;         // 0 or 1
+  int alibi = -1;         // 0 or 1; 2: ALiBi with drawn slopes given as alibi_slopes (is_alibi 0)
   int mask_rank = -1;     // 0 (none), 2 or 3 (attention ops)
   int step = 0;           // 0 drawn, 1 decode (every request one new token), 2 prefill (no decode)
   // The serving features (drawn only when GenOptions::serving_features is set, else off unless

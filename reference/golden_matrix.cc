@@ -151,6 +151,14 @@ constexpr FeatureSpec kFeatures[] = {
     {"all", "unified_attention", 2, 4, 6, 1, 1, 1, 0, 1, -1},
 };
 
+// A distributed rank's inputs: ALiBi slopes of its own (alibi 2: drawn, given as alibi_slopes).
+// After the long cells, so that the cells before keep their seeds.
+constexpr FeatureSpec kRankFeatures[] = {
+    {"alibi_slopes", "multi_head_attention", 0, -1, -1, 0, 0, 0, 2, 2, 0},
+    {"alibi_slopes_window", "multi_head_cache_attention", 1, 2, 5, 0, 0, 1, 0, 2, 0},
+    {"alibi_slopes", "unified_attention", 2, 3, -1, 1, 0, 0, 0, 2, -1},
+};
+
 GoldenSpec FeatureCell(const FeatureSpec& f, int i, uint64_t seed) {
   GoldenSpec spec{"", f.op, seed, SmallStep()};
   Pins& pins = spec.options.pins;
@@ -214,6 +222,7 @@ std::vector<GoldenSpec> GoldenMatrix(uint64_t base_seed) {
   specs.push_back(LongFeatureCell("multi_head_cache_attention", 1, 700, seed++));
   specs.push_back(LongFeatureCell("multi_head_attention", 2, -1, seed++));
   specs.push_back(LongFeatureCell("unified_attention", 1, 600, seed++));
+  for (const FeatureSpec& f : kRankFeatures) specs.push_back(FeatureCell(f, i++, seed++));
   return specs;
 }
 
