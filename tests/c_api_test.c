@@ -494,12 +494,14 @@ static void test_new_field_defaults(void) {
         unified.softmax_scale == 0.0f);
   CHECK_OK(dynattn_multi_head_cache_attention_args_init(&mhca));
   CHECK(mhca.sinks.rank == -1 && mhca.k_scale.rank == -1 && mhca.v_scale.rank == -1);
+  CHECK(mhca.key_offsets.rank == -1 && mhca.alibi_slopes.rank == -1 && mhca.lse.rank == -1);
   CHECK_OK(dynattn_unified_attention_args_init(&u));
   CHECK(u.sinks.rank == -1 && u.k_scale.rank == -1 && u.v_scale.rank == -1);
+  CHECK(u.key_offsets.rank == -1 && u.key_counts.rank == -1 && u.alibi_slopes.rank == -1);
   CHECK_OK(dynattn_key_value_cache_args_init(&kvc));
   CHECK(kvc.k_scale.rank == -1 && kvc.v_scale.rank == -1);
   CHECK_OK(dynattn_multi_head_attention_args_init(&mha));
-  CHECK(mha.sinks.rank == -1);
+  CHECK(mha.sinks.rank == -1 && mha.alibi_slopes.rank == -1 && mha.lse.rank == -1);
   dynattn_run_options_t run_options;
   dynattn_context_options_t context_options;
   CHECK_OK(dynattn_run_options_init(&run_options));
@@ -584,6 +586,22 @@ static void test_new_inputs_refused(void) {
   args.sinks.shape[0] = 3;
   CHECK_ERROR(dynattn_multi_head_cache_attention(&attrs, &args, NULL),
               DYNATTN_STATUS_INVALID_ARGUMENT, "sinks");
+  /* A distributed rank's inputs reach the library through the C structs too. */
+  mhca_args(&c, &args);
+  args.alibi_slopes = dense(c.v.sinks, DYNATTN_DTYPE_F32, 1, SHAPE(c.num_heads + 1));
+  CHECK_ERROR(dynattn_multi_head_cache_attention(&attrs, &args, NULL),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "alibi_slopes");
+  mhca_args(&c, &args);
+  const int64_t negative[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  args.key_offsets = dense(negative, DYNATTN_DTYPE_I64, 1, SHAPE(c.batch));
+  CHECK_ERROR(dynattn_multi_head_cache_attention(&attrs, &args, NULL),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "key_offsets");
+  mhca_args(&c, &args);
+  float* lse = xmalloc((size_t)((c.num_tokens + 1) * c.num_heads) * sizeof(float));
+  args.lse = dense(lse, DYNATTN_DTYPE_F32, 2, SHAPE(c.num_tokens + 1, c.num_heads));
+  CHECK_ERROR(dynattn_multi_head_cache_attention(&attrs, &args, NULL),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "lse");
+  free(lse);
   CHECK(mhca_same(&c, &before));
   mhca_free(&c);
   mhca_free(&before);
