@@ -29,6 +29,9 @@ Json RowJson(const RowResult& r) {
           {"spread_pct", Number(r.spread_pct)},
           {"pinned_ms", r.pinned_ms > 0 ? Number(r.pinned_ms) : Json(nullptr)},
           {"pinned_spread_pct", r.pinned_ms > 0 ? Number(r.pinned_spread_pct) : Json(nullptr)},
+          {"hot_ms", Number(r.hot_ms)},
+          {"hot_gbps_per_core", Number(r.hot_gbps_per_core)},
+          {"hot_gelems_per_core", Number(r.hot_gelems_per_core)},
           {"gbps", Number(r.gbps)},
           {"gflops", Number(r.gflops)},
           {"roofline_ms", Number(r.roofline_ms)},
@@ -74,13 +77,14 @@ Json SharedPrefixJson(const SharedPrefixResult& r, const MachineLimits& machine)
 
 void PrintRows(const std::vector<RowResult>& rows, std::FILE* out) {
   if (rows.empty()) return;
-  std::fprintf(out, "%-36s %9s %7s %7s %8s %9s %8s %8s %8s %9s %7s\n", "step", "median ms",
-               "spread", "GB/s", "GFLOP/s", "roofl. ms", "% roofl.", "vs oneDNN", "vs Eigen",
-               "pinned ms", "spread");
+  std::fprintf(out, "%-36s %9s %7s %7s %8s %9s %8s %8s %8s %12s %12s %9s %7s\n", "step",
+               "median ms", "spread", "GB/s", "GFLOP/s", "roofl. ms", "% roofl.", "vs oneDNN",
+               "vs Eigen", "hot GB/s/c", "hot Gel/s/c", "pinned ms", "spread");
   for (const RowResult& r : rows) {
-    std::fprintf(out, "%-36s %9.3f %6.0f%% %7.2f %8.1f %9.2f %7.1f%% %8.2fx %7.2fx", r.step.c_str(),
-                 r.median_ms, r.spread_pct, r.gbps, r.gflops, r.roofline_ms, r.roofline_pct(),
-                 r.vs_onednn(), r.vs_eigen());
+    std::fprintf(out, "%-36s %9.3f %6.0f%% %7.2f %8.1f %9.2f %7.1f%% %8.2fx %7.2fx %12.2f %12.2f",
+                 r.step.c_str(), r.median_ms, r.spread_pct, r.gbps, r.gflops, r.roofline_ms,
+                 r.roofline_pct(), r.vs_onednn(), r.vs_eigen(), r.hot_gbps_per_core,
+                 r.hot_gelems_per_core);
     if (r.pinned_ms > 0) {
       std::fprintf(out, " %9.3f %6.0f%%", r.pinned_ms, r.pinned_spread_pct);
     }
@@ -182,12 +186,14 @@ std::string Format(const char* format, double value) {
 void MarkdownRows(const std::vector<RowResult>& rows, std::ostream& out) {
   if (rows.empty()) return;
   out << "\n| step | median ms | GB/s | GFLOP/s | roofline ms | % roofline | vs oneDNN | vs Eigen "
-         "| pinned ms |\n|---|---|---|---|---|---|---|---|---|\n";
+         "| hot GB/s per core | hot G elements/s per core | pinned ms |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const RowResult& r : rows) {
     out << "| " << r.step << " | " << Format("%.3f", r.median_ms) << " | " << Format("%.2f", r.gbps)
         << " | " << Format("%.1f", r.gflops) << " | " << Format("%.2f", r.roofline_ms) << " | "
         << Format("%.1f%%", r.roofline_pct()) << " | " << Format("%.2fx", r.vs_onednn()) << " | "
-        << Format("%.2fx", r.vs_eigen()) << " | "
+        << Format("%.2fx", r.vs_eigen()) << " | " << Format("%.2f", r.hot_gbps_per_core) << " | "
+        << Format("%.2f", r.hot_gelems_per_core) << " | "
         << (r.pinned_ms > 0 ? Format("%.3f", r.pinned_ms) : "-") << " |\n";
   }
 }

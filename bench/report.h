@@ -45,10 +45,15 @@ struct RowResult {
   double spread_pct = 0;  ///< (slowest - fastest) / median of those calls, in percent.
   double pinned_ms = 0;   ///< Median with pinned threads; 0 when not timed (or the only mode).
   double pinned_spread_pct = 0;
-  double gbps = 0;         ///< KV bytes read (its own cache type) per second.
-  double gflops = 0;       ///< Causal-effective flops per second.
-  double roofline_ms = 0;  ///< max(bytes / bandwidth, flops / FMA peak).
-  double onednn_ms = 0;    ///< The baselines' medians on the same shape.
+  /// The row's hot step (HotShape: one request, one KV head, at most kHotKeys keys) on one
+  /// thread with its K/V in the caches: the kernel's rate per core without the memory's limit.
+  double hot_ms = 0;
+  double hot_gbps_per_core = 0;    ///< Its KV bytes (own cache type) per second.
+  double hot_gelems_per_core = 0;  ///< Its K and V elements per second, in billions.
+  double gbps = 0;                 ///< KV bytes read (its own cache type) per second.
+  double gflops = 0;               ///< Causal-effective flops per second.
+  double roofline_ms = 0;          ///< max(bytes / bandwidth, flops / FMA peak).
+  double onednn_ms = 0;            ///< The baselines' medians on the same shape.
   double eigen_ms = 0;
 
   double roofline_pct() const { return 100.0 * roofline_ms / median_ms; }

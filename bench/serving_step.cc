@@ -236,10 +236,37 @@ int64_t KeysRead(const StepShape& s, const StepRequest& r) {
   return kvlen - std::max<int64_t>(0, r.start_pos - s.window_left);  // from the first row's window
 }
 
-double KvBytesRead(const Step& step) {
-  const StepShape& s = step.shape;
+namespace {
+
+/// Keys the step's requests read (one per request and key, all heads together).
+double KeysOfStep(const StepShape& s) {
   double tokens = 0;
   for (const StepRequest& r : s.requests) tokens += static_cast<double>(KeysRead(s, r));
+  return tokens;
+}
+
+}  // namespace
+
+double KvElementsRead(const Step& step) {
+  const StepShape& s = step.shape;
+  return KeysOfStep(s) * s.num_kv_heads * 2 * s.head_dim;
+}
+
+StepShape HotShape(const StepShape& s) {
+  StepShape hot = s;
+  hot.num_heads = s.num_heads / s.num_kv_heads;
+  hot.num_kv_heads = 1;
+  StepRequest r = s.requests.front();
+  r.seqlen = std::min(r.seqlen, kHotKeys);
+  r.start_pos = std::min(r.start_pos, kHotKeys - r.seqlen);
+  hot.requests = {r};
+  hot.decoding_batches = s.decoding_batches > 0 ? 1 : 0;
+  return hot;
+}
+
+double KvBytesRead(const Step& step) {
+  const StepShape& s = step.shape;
+  const double tokens = KeysOfStep(s);
   const double plain = static_cast<double>(DTypeSize(s.plain_cache));
   const double row = s.quant_bit == 0   ? plain * s.head_dim
                      : s.quant_bit == 8 ? s.head_dim + 2.0 * s.head_dim / s.quant_group

@@ -70,6 +70,14 @@ Step SubStep(const Step& step, const std::vector<int64_t>& picked, const dynattn
 int64_t KeysRead(const StepShape& shape, const StepRequest& r);
 /// Bytes of K, V and scales the step reads (every key a row sees, every KV head, once).
 double KvBytesRead(const Step& step);
+/// K and V elements the step's attention reads (every KV head, every key it sees).
+double KvElementsRead(const Step& step);
+/// Keys of the hot step of a row (HotShape): few enough that its K/V stays in the caches.
+inline constexpr int64_t kHotKeys = 2048;
+/// The hot step of `s`: its first request (context cut to kHotKeys keys) over one KV head with
+/// its query heads. Timed on one thread, repeated without a cache flush, it gives the kernel's
+/// per-core rate with its K/V in the caches (at D = 128, f16: 1 MiB).
+StepShape HotShape(const StepShape& s);
 /// Floating-point operations of the step's attention (QK^T and PV, causal and windowed keys only).
 double AttentionFlops(const Step& step);
 

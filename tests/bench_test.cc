@@ -215,6 +215,23 @@ TEST_SUITE("bench") {
     CHECK(names.count("decode_8x4096_int8_paged_page16") == 1);
   }
 
+  TEST_CASE("a row's hot step: its first request, one KV head, its K/V small enough to stay hot") {
+    for (const dynattn::bench::BenchRow& row : dynattn::bench::StepMatrix(false)) {
+      INFO(row.step);
+      const dynattn::bench::StepShape hot = dynattn::bench::HotShape(row.shape);
+      REQUIRE(hot.requests.size() == 1);
+      const dynattn::bench::StepRequest& r = hot.requests[0];
+      CHECK(r.start_pos + r.seqlen <= dynattn::bench::kHotKeys);
+      CHECK(r.seqlen == std::min(row.shape.requests[0].seqlen, dynattn::bench::kHotKeys));
+      CHECK(hot.num_kv_heads == 1);
+      CHECK(hot.num_heads == row.shape.num_heads / row.shape.num_kv_heads);
+      CHECK(hot.decoding_batches == (r.seqlen == 1 && row.shape.decoding_batches > 0 ? 1 : 0));
+      CHECK(hot.quant_bit == row.shape.quant_bit);
+      CHECK(hot.plain_cache == row.shape.plain_cache);
+      CHECK(hot.head_dim == row.shape.head_dim);
+    }
+  }
+
   TEST_CASE("--markdown writes the machine line and one table row per result") {
     dynattn::bench::MachineLimits machine;
     machine.target = "AVX2";
@@ -228,6 +245,8 @@ TEST_SUITE("bench") {
     row.roofline_ms = 2.0;
     row.onednn_ms = 5.0;
     row.eigen_ms = 10.0;
+    row.hot_gbps_per_core = 12.5;
+    row.hot_gelems_per_core = 6.25;
     dynattn::bench::SharedPrefixResult shared;
     shared.step = "shared_prefix_64x2048+256_f16";
     shared.phase = "-su";
@@ -248,7 +267,7 @@ TEST_SUITE("bench") {
     CHECK(md.find("Machine: AVX2, 2 threads: read 40.0 GB/s, fp32 FMA 200 GFLOP/s; medians of 7") !=
           std::string::npos);
     CHECK(md.find("| decode_8x4096_int8_paged | 2.500 | 30.25 | 0.0 | 2.00 | 80.0% | 2.00x | "
-                  "4.00x | - |") != std::string::npos);
+                  "4.00x | 12.50 | 6.25 | - |") != std::string::npos);
     CHECK(md.find("| shared_prefix_64x2048+256_f16 | unified (-su) | 1.00 | 40.0 | 40.00 | 100% | "
                   "1000.0 | 4.00x |") != std::string::npos);
     CHECK(md.find("Composed fp32 baselines") == std::string::npos);  // none given: no table
