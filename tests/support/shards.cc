@@ -58,8 +58,9 @@ Case HeadShard(const Case& whole, int rank, int ranks, int64_t* first_head) {
     const Array& m = mask->second;  // (Hq, Tq, cols): its planes are whole (Tq, cols) blocks
     const int64_t plane = m.shape[1] * m.shape[2] * dynattn_ref::DtSize(m.dt);
     Array sliced = dynattn_ref::MakeArray(m.dt, {q_end - q_begin, m.shape[1], m.shape[2]});
-    std::memcpy(sliced.bytes.data(), m.bytes.data() + q_begin * plane,
-                static_cast<size_t>((q_end - q_begin) * plane));
+    if (!sliced.bytes.empty()) {  // no rows: nothing to copy (and no data pointers)
+      std::memcpy(sliced.bytes.data(), m.bytes.data() + q_begin * plane, sliced.bytes.size());
+    }
     shard.inputs["attn_mask"] = sliced;
   }
   if (const auto sinks = whole.inputs.find("sinks"); sinks != whole.inputs.end()) {
