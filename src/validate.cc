@@ -304,9 +304,6 @@ Status CheckContextCoversQueries(const Batch& batch) {
   return Status::Ok();
 }
 
-/// Positions past this are refused (keeps start_pos - key_offsets + row far from overflow).
-constexpr int64_t kMaxPosition = kMaxElements;
-
 /// MHCA on a context shard: key_offsets (B) int64 in [0, 2^46), start_pos below 2^46 too, and
 /// no context key past the request's last new token: key_offsets_b + kvlen_b <= start_pos_b +
 /// seqlen_b.

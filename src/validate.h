@@ -51,6 +51,9 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
 
 /// Largest element count a view may have (keeps every offset product far from int64 overflow).
 inline constexpr int64_t kMaxElements = int64_t{1} << 46;
+/// Positions a context shard's offsets, counts and start positions must stay below (keeps every
+/// position sum far from int64 overflow).
+inline constexpr int64_t kMaxPosition = kMaxElements;
 
 /// The activations that may be row-strided (TensorView::IsRowStrided): query, current_key,
 /// current_value, key, value and attn_output.

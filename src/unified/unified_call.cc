@@ -59,10 +59,6 @@ Status CheckBlockCache(const BlockCache* c, int kv_heads, int head_dim) {
   return Status::Ok();
 }
 
-/// Positions past this are refused in a context shard (keeps every position sum far from
-/// overflow).
-constexpr int64_t kMaxShardPosition = int64_t{1} << 46;
-
 /// A request's keys in the call: `count` block positions, the first `cached` of them already in
 /// the cache, then fresh tokens first_fresh, first_fresh + 1, ... of its query tokens (written).
 /// Without a context shard: all context_lens[b] + q_len positions, fresh tokens from 0.
@@ -95,7 +91,7 @@ Status ReadHeldKeys(const UnifiedAttentionArgs& args, const UnifiedStep& s,
     }
     const int64_t offset = args.key_offsets.As<const int64_t>()[b];
     const int64_t count = args.key_counts.As<const int64_t>()[b];
-    if (offset < 0 || offset >= kMaxShardPosition || count < 0 || count >= kMaxShardPosition) {
+    if (offset < 0 || offset >= kMaxPosition || count < 0 || count >= kMaxPosition) {
       return Status::Invalid("key_offsets", "request " + to_string(b) + ": offset " +
                                                 to_string(offset) + " and count " +
                                                 to_string(count) + " must lie in [0, 2^46)");
