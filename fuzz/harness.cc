@@ -458,13 +458,38 @@ void CheckRefused(const Status& status, const std::vector<Buffer>& buffers) {
   }
 }
 
-/// False when a score may overflow fp32 without a soft-cap: scores are IEEE fp32, so an infinite
-/// score makes its row NaN (inf - inf). Activations are in [-2, 2]; `largest_key` bounds |key|.
-bool ScoresStayFinite(const Call& call, float largest_key) {
-  if (call.ext.logits_soft_cap > 0.0f) return true;  // tanh maps +-inf to +-1
+/// The largest |ALiBi bias| the call may add: its largest |slope| (the standard slopes are at most
+/// 1) times a bound on any key-to-query distance: no position exceeds twice the largest index
+/// value (a start or offset plus a length) plus the largest tensor extent.
+double LargestAlibiBias(const Call& call, const std::vector<Buffer>& buffers) {
+  double slope = call.attrs.is_alibi != 0 ? 1.0 : 0.0, largest_index = 0.0, elements = 0.0;
+  for (const Buffer& b : buffers) {
+    if (b.view.data == nullptr || b.view.rank < 0 || b.view.rank > 6) continue;
+    const int64_t n = b.view.NumElements();
+    elements = std::max(elements, static_cast<double>(n));
+    const bool slopes = std::strcmp(b.name, "alibi_slopes") == 0 && b.view.dtype == DType::kF32;
+    for (int64_t i = 0; i < n && slopes; ++i) {
+      slope = std::max(slope, std::fabs(static_cast<double>(b.view.As<const float>()[i])));
+    }
+    const bool index =
+        b.role == Role::kIndex && (b.view.dtype == DType::kI64 || b.view.dtype == DType::kI32);
+    for (int64_t i = 0; i < n && index; ++i) {
+      const double v = b.view.dtype == DType::kI64 ? b.view.As<const int64_t>()[i]
+                                                   : b.view.As<const int32_t>()[i];
+      largest_index = std::max(largest_index, std::fabs(v));
+    }
+  }
+  return slope * (2.0 * largest_index + elements);
+}
+
+/// False when a score may overflow fp32: scores are IEEE fp32, so an infinite score makes its row
+/// NaN (inf - inf). Activations are in [-2, 2]; `largest_key` bounds |key|. The soft-cap bounds
+/// the dot product's part (tanh maps +-inf to +-1), not the ALiBi bias added after it.
+bool ScoresStayFinite(const Call& call, const std::vector<Buffer>& buffers, float largest_key) {
   const double scale = call.ext.softmax_scale > 0.0f ? call.ext.softmax_scale : 1.0;
   const double dot = 2.0 * largest_key * static_cast<double>(call.attrs.head_dim);
-  return scale * dot < 1e37;
+  const double capped = call.ext.logits_soft_cap > 0.0f ? call.ext.logits_soft_cap : scale * dot;
+  return capped + LargestAlibiBias(call, buffers) < 1e37;
 }
 
 /// False when an fp8 scale is so large that dequantized values may overflow fp32 in a row's sums
@@ -491,7 +516,7 @@ bool OutputsMustBeFinite(const Call& call, const std::vector<Buffer>& buffers) {
       largest_seen = std::max(largest_seen, scale);
     }
   }
-  return ScoresStayFinite(call, largest_code > 0 ? largest_code * largest_seen : 2.0f);
+  return ScoresStayFinite(call, buffers, largest_code > 0 ? largest_code * largest_seen : 2.0f);
 }
 
 // True when element i still holds the poison Fill wrote (all bits set).
