@@ -33,6 +33,21 @@ DYNATTN_HD int64_t ByteOffset(CacheElem elem, int64_t offset) {
   return offset;
 }
 
+/// Elements of a value row: head_dim_v, or head_dim when it is 0.
+DYNATTN_HD int ValueDim(const CacheDesc& cache) {
+  return cache.head_dim_v > 0 ? cache.head_dim_v : cache.head_dim;
+}
+
+/// The cache as its value rows see it: head_dim is the value rows' size. The codecs and row
+/// helpers read a row's size (and its group count) from head_dim, so the value plane's rows go
+/// through them as this view.
+DYNATTN_HD CacheDesc ValueView(const CacheDesc& cache) {
+  CacheDesc view = cache;
+  view.head_dim = ValueDim(cache);
+  view.head_dim_v = 0;
+  return view;
+}
+
 /// Bytes of one cached row (the K or V of one slot and head) and of its group scales.
 struct RowBytes {
   size_t row = 0, scales = 0;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "core/cache_rows.h"
 #include "core/host_device.h"
 #include "dynattn/cache.h"
 #include "dynattn/types.h"
@@ -115,18 +116,20 @@ struct AttentionProblem {
   int num_heads = 0;            ///< Hq.
   int num_kv_heads = 0;         ///< Hkv.
   int group_size = 1;           ///< R = Hq / Hkv query heads per KV head.
-  int head_dim = 0;             ///< D.
-  int padded_dim = 0;           ///< D rounded up to kVirtualLanes (scratch row length).
-  float score_scale = 1.0f;     ///< softmax_scale, or 1 / sqrt(D) when the caller left it 0.
+  int head_dim = 0;             ///< Dk: elements of a query and key row.
+  int value_dim = 0;            ///< Dv: elements of a value and output row.
+  int padded_dim = 0;           ///< Dk rounded up to kVirtualLanes (query and key scratch rows).
+  int padded_value_dim = 0;     ///< Dv rounded up to kVirtualLanes (value rows, accumulators).
+  float score_scale = 1.0f;     ///< softmax_scale, or 1 / sqrt(Dk) when the caller left it 0.
   float soft_cap = 0.0f;        ///< Logit soft-cap: 0 = off, else s = cap * tanh(s0 / cap).
   int64_t window_left = -1;     ///< Sliding window: -1 = off, else keys [i - window_left, i].
   bool is_causal = false;
   const float* alibi_slopes = nullptr;  ///< (Hq) slopes when ALiBi is on, else null.
   const float* sinks = nullptr;         ///< (Hq) attention sinks, or null.
-  const void* query = nullptr;          ///< (Tq, Hq, D), rows query_row_stride apart.
-  void* output = nullptr;               ///< (Tq, Hq, D), rows output_row_stride apart.
-  int64_t query_row_stride = 0;         ///< Elements between query rows; 0 = dense (Hq * D).
-  int64_t output_row_stride = 0;        ///< Elements between output rows; 0 = dense (Hq * D).
+  const void* query = nullptr;          ///< (Tq, Hq, Dk), rows query_row_stride apart.
+  void* output = nullptr;               ///< (Tq, Hq, Dv), rows output_row_stride apart.
+  int64_t query_row_stride = 0;         ///< Elements between query rows; 0 = dense (Hq * Dk).
+  int64_t output_row_stride = 0;        ///< Elements between output rows; 0 = dense (Hq * Dv).
   float* lse = nullptr;                 ///< Optional (Tq, Hq) natural-log log-sum-exp.
   const void* mask = nullptr;           ///< Additive mask or null.
   int64_t mask_head_stride = 0;         ///< 0 for a 2-D mask.
@@ -139,8 +142,8 @@ struct AttentionProblem {
            int64_t{head} * head_dim;
   }
   DYNATTN_HD int64_t OutputOffset(int64_t token, int head) const {
-    return token * (output_row_stride > 0 ? output_row_stride : int64_t{num_heads} * head_dim) +
-           int64_t{head} * head_dim;
+    return token * (output_row_stride > 0 ? output_row_stride : int64_t{num_heads} * value_dim) +
+           int64_t{head} * value_dim;
   }
 
   /// True when request b's query row i may only see keys j <= kvlen - seqlen + i (spec §5.3:
@@ -182,8 +185,10 @@ struct AttentionProblem {
 struct WriteProblem {
   Batch batch;
   DType io_type = DType::kF32;
-  const void* current_key = nullptr;    ///< (Tq, Hkv, D).
-  const void* current_value = nullptr;  ///< (Tq, Hkv, D).
+  const void* current_key = nullptr;    ///< (Tq, Hkv, Dk).
+  /// (Tq, Hkv, Dv), or null when the values are the keys' first Dv elements (value_from_key):
+  /// only the key plane is written.
+  const void* current_value = nullptr;
   KvSource kv;
   int64_t key_row_stride = 0;    ///< Elements between current_key rows; 0 = dense (Hkv * D).
   int64_t value_row_stride = 0;  ///< Elements between current_value rows; 0 = dense.
@@ -191,8 +196,9 @@ struct WriteProblem {
   /// Element offset of (new token, KV head) in current_key (plane 0) or current_value (1).
   DYNATTN_HD int64_t SourceOffset(int plane, int64_t token, int head) const {
     const int64_t stride = plane == 0 ? key_row_stride : value_row_stride;
-    const int64_t dense = int64_t{kv.cache.num_kv_heads} * kv.cache.head_dim;
-    return token * (stride > 0 ? stride : dense) + int64_t{head} * kv.cache.head_dim;
+    const int dim = plane == 0 ? kv.cache.head_dim : ValueDim(kv.cache);
+    const int64_t dense = int64_t{kv.cache.num_kv_heads} * dim;
+    return token * (stride > 0 ? stride : dense) + int64_t{head} * dim;
   }
 };
 
@@ -201,8 +207,8 @@ struct GatherProblem {
   Batch batch;
   DType io_type = DType::kF32;
   int num_repeat = 1;
-  void* key = nullptr;    ///< (kvstarts[B], Hkv * num_repeat, D).
-  void* value = nullptr;  ///< Same shape.
+  void* key = nullptr;    ///< (kvstarts[B], Hkv * num_repeat, Dk).
+  void* value = nullptr;  ///< (kvstarts[B], Hkv * num_repeat, Dv).
   KvSource kv;
   int64_t key_row_stride = 0;    ///< Elements between key rows; 0 = dense (Hkv * R * D).
   int64_t value_row_stride = 0;  ///< Elements between value rows; 0 = dense.
@@ -210,8 +216,9 @@ struct GatherProblem {
   /// Element offset of (context row, output head) in key (plane 0) or value (1).
   DYNATTN_HD int64_t OutputOffset(int plane, int64_t row, int head) const {
     const int64_t stride = plane == 0 ? key_row_stride : value_row_stride;
-    const int64_t dense = int64_t{kv.cache.num_kv_heads} * num_repeat * kv.cache.head_dim;
-    return row * (stride > 0 ? stride : dense) + int64_t{head} * kv.cache.head_dim;
+    const int dim = plane == 0 ? kv.cache.head_dim : ValueDim(kv.cache);
+    const int64_t dense = int64_t{kv.cache.num_kv_heads} * num_repeat * dim;
+    return row * (stride > 0 ? stride : dense) + int64_t{head} * dim;
   }
 };
 

@@ -46,7 +46,7 @@ inline size_t AttentionScratchFloats(const internal::AttentionProblem& p, int ma
   const size_t tiled = internal::Scratch::CarvedFloats(
       ItemScratch::Sizes(PaddedVectors(std::max(1, max_vectors)), p));
   const size_t fused = internal::Scratch::CarvedFloats(FusedBlockScratch(p, kFusedMaxVectors));
-  const size_t merge = 2 * static_cast<size_t>(p.padded_dim);
+  const size_t merge = 2 * static_cast<size_t>(p.padded_value_dim);
   return std::max({tiled, fused, merge});
 }
 

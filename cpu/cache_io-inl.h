@@ -42,9 +42,10 @@ template <CacheElem kElem>
 void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t token_end,
                  internal::Scratch* scratch) {
   const CacheDesc& cache = p.kv.cache;
-  const int dim = cache.head_dim;
+  const CacheDesc value_rows = internal::ValueView(cache);  // head_dim: the value rows' size
   const size_t size = p.io_type == DType::kF32 ? 4 : 2;
-  const auto [values, scales, code_space] = scratch->Carve(WriteScratch(dim));
+  const auto [values, scales, code_space] =
+      scratch->Carve(WriteScratch(std::max(cache.head_dim, value_rows.head_dim)));
   int8_t* codes = reinterpret_cast<int8_t*>(code_space);
   for (int64_t t = token_begin; t < token_end; ++t) {
     const int64_t b = internal::OwnerOfRow(p.batch.seqstarts, p.batch.size, t);
@@ -53,11 +54,12 @@ void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t t
     const int64_t slot = p.kv.slots.Slot(b, position);
     for (int h = 0; h < cache.num_kv_heads; ++h) {
       LoadActivations(static_cast<const char*>(p.current_key) + p.SourceOffset(0, t, h) * size,
-                      p.io_type, dim, values);
+                      p.io_type, cache.head_dim, values);
       EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.key, slot, h, values, codes, scales);
+      if (p.current_value == nullptr) continue;  // values read from the keys (value_from_key)
       LoadActivations(static_cast<const char*>(p.current_value) + p.SourceOffset(1, t, h) * size,
-                      p.io_type, dim, values);
-      EncodeRow<kElem>(cache, p.io_type == DType::kF16, cache.value, slot, h, values, codes,
+                      p.io_type, value_rows.head_dim, values);
+      EncodeRow<kElem>(value_rows, p.io_type == DType::kF16, cache.value, slot, h, values, codes,
                        scales);
     }
   }
@@ -66,20 +68,23 @@ void WriteTokens(const internal::WriteProblem& p, int64_t token_begin, int64_t t
 template <CacheElem kElem>
 void GatherRows(const internal::GatherProblem& p, int64_t b, int64_t pos_begin, int64_t pos_end,
                 internal::Scratch* scratch) {
-  const CacheDesc& cache = p.kv.cache;
-  const int dim = cache.head_dim;
-  const RowCodec codec = RowCodec::For(cache, p.io_type);
-  float* row = scratch->Reserve(GatherScratchFloats(dim));
-  float* scales = row + dim;
+  const CacheDesc rows_of[2] = {p.kv.cache, internal::ValueView(p.kv.cache)};
+  const int longer = std::max(rows_of[0].head_dim, rows_of[1].head_dim);
+  const RowCodec codecs[2] = {RowCodec::For(rows_of[0], p.io_type),
+                              RowCodec::For(rows_of[1], p.io_type)};
+  float* row = scratch->Reserve(GatherScratchFloats(longer));
+  float* scales = row + longer;
   const size_t size = p.io_type == DType::kF32 ? 4 : 2;
   for (int64_t pos = pos_begin; pos < pos_end; ++pos) {
     const int64_t slot = p.kv.slots.Slot(b, pos);
     const int64_t out_row = p.batch.kvstarts[b] + pos;
     for (int plane = 0; plane < 2; ++plane) {
+      const CacheDesc& cache = rows_of[plane];
+      const int dim = cache.head_dim;
       const CachePlane& source = plane == 0 ? cache.key : cache.value;
       char* out = static_cast<char*>(plane == 0 ? p.key : p.value);
       for (int h = 0; h < cache.num_kv_heads; ++h) {
-        DecodeRow<kElem>(cache, codec, source, slot, h, row, scales);
+        DecodeRow<kElem>(cache, codecs[plane], source, slot, h, row, scales);
         for (int r = 0; r < p.num_repeat; ++r) {
           const int64_t offset = p.OutputOffset(plane, out_row, h * p.num_repeat + r);
           StoreActivations(row, p.io_type, dim, out + offset * size);

@@ -59,7 +59,8 @@ constexpr int kFusedMaxVectors = 8;
 
 /// True when items of `vectors` query vectors run through the fused decode kernel.
 HWY_INLINE bool UseFusedDecode(const AttentionProblem& p, int vectors) {
-  return vectors <= kFusedMaxVectors && p.head_dim % kVirtualLanes == 0;
+  return vectors <= kFusedMaxVectors && p.head_dim % kVirtualLanes == 0 &&
+         p.value_dim % kVirtualLanes == 0;
 }
 
 #if HWY_TARGET <= HWY_AVX3
@@ -189,7 +190,7 @@ struct TileRows {
   const void* scale_rows[kKeyTile];
   float* scales;   ///< kKeyTile x row_floats; for fp8 one float, the plane's tensor scale.
   int row_floats;  ///< Scale buffer stride.
-  float* staging;  ///< kKeyTile x head_dim floats: a dimension-major plane's rows, gathered.
+  float* staging;  ///< kKeyTile x row floats: a dimension-major plane's rows, gathered.
   bool normal_products = false;  ///< NormalProducts holds for the tile's rows.
 };
 
@@ -423,35 +424,39 @@ HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w
   const CacheDesc& cache = p.kv.cache;
   p.kv.slots.Slots(w.request, key0, tile->count, slots);
   PointTileRows<kElem>(cache, cache.key, slots, w.kv_head, tile->count, &tile->keys);
-  PointTileRows<kElem>(cache, cache.value, slots, w.kv_head, tile->count, &tile->values);
+  PointTileRows<kElem>(internal::ValueView(cache), cache.value, slots, w.kv_head, tile->count,
+                       &tile->values);
 }
 
 /// The fused kernel's scratch for a block of `block` query vectors: queries, their running states,
 /// a tile's scores, slots and flags, two tiles' key and value scales, the query rows, and two
 /// tiles' staging rows for the planes that are dimension-major.
 HWY_INLINE std::array<size_t, 17> FusedBlockScratch(const AttentionProblem& p, int block) {
-  const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
+  const ScaleLanes key_lanes = ScaleLanes::For(p.kv.cache);
+  const ScaleLanes value_lanes = ScaleLanes::For(internal::ValueView(p.kv.cache));
   const size_t n = static_cast<size_t>(block), dp = static_cast<size_t>(p.padded_dim);
+  const size_t dpv = static_cast<size_t>(p.padded_value_dim);
   // Quantized tiles widen their group scales here; fp8 tiles keep the plane's tensor scale.
-  const size_t scale_floats = std::max<size_t>(1, size_t{kKeyTile} * lanes.row_floats);
+  const size_t key_scales = std::max<size_t>(1, size_t{kKeyTile} * key_lanes.row_floats);
+  const size_t value_scales = std::max<size_t>(1, size_t{kKeyTile} * value_lanes.row_floats);
   constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
   return {n * dp,
-          n * dp,
+          n * dpv,
           n,
           n,
-          dp,
+          dpv,
           n * kKeyTile,
           2 * kKeyTile,
           kKeyTile,
-          scale_floats,
-          scale_floats,
-          scale_floats,
-          scale_floats,
+          key_scales,
+          value_scales,
+          key_scales,
+          value_scales,
           n * kRowFloats,
           StagingFloats(p.kv.cache.key, p.head_dim),
-          StagingFloats(p.kv.cache.value, p.head_dim),
+          StagingFloats(p.kv.cache.value, p.value_dim),
           StagingFloats(p.kv.cache.key, p.head_dim),
-          StagingFloats(p.kv.cache.value, p.head_dim)};
+          StagingFloats(p.kv.cache.value, p.value_dim)};
 }
 
 /// One fused work item with kBlock >= its query vectors. Rows are prefetched ahead of their use
@@ -461,9 +466,12 @@ template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode 
 void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                       internal::Scratch* scratch) {
   const int rows = w.row_end - w.row_begin;
-  const int dp = p.padded_dim;
+  const int dpv = p.padded_value_dim;
+  const CacheDesc value_view = internal::ValueView(p.kv.cache);
   const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
+  const ScaleLanes value_lanes = ScaleLanes::For(value_view);
   const internal::RowBytes bytes = internal::RowBytesOf(p.kv.cache);
+  const internal::RowBytes value_bytes = internal::RowBytesOf(value_view);
   const auto parts = scratch->Carve(FusedBlockScratch(p, kBlock));
   float* queries = parts[0];
   const VectorStates s{parts[1], parts[2], parts[3], parts[4]};
@@ -474,7 +482,8 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   for (int t = 0; t < 2; ++t) {
     tiles[t].keys.scales = parts[8 + 2 * t];
     tiles[t].values.scales = parts[9 + 2 * t];
-    tiles[t].keys.row_floats = tiles[t].values.row_floats = lanes.row_floats;
+    tiles[t].keys.row_floats = lanes.row_floats;
+    tiles[t].values.row_floats = value_lanes.row_floats;
     tiles[t].keys.staging = parts[13 + 2 * t];
     tiles[t].values.staging = parts[14 + 2 * t];
     if constexpr (IsFp8Elem<kElem>()) {
@@ -486,7 +495,7 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   MakeQueryRows(p, w, query_rows);
   const int vectors = p.group_size * rows;
   LoadQueries(p, query_rows, vectors, kBlock, queries);
-  s.Reset(kBlock, dp);
+  s.Reset(kBlock, dpv);
   PointTile<kElem>(p, w, FirstTileKey(query_rows, vectors, w.key_begin), slots, &tiles[0]);
   // Prefetch schedule. Quantized caches: each phase fetches the rows the next phase reads (the
   // values of this tile while its keys are scored, the keys of the next tile while these values
@@ -499,25 +508,25 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   constexpr PrefetchTo kTo = kPhased ? PrefetchTo::kL2 : PrefetchTo::kL1;
   const RowsAhead none;
   RowsAhead{&tiles[0].keys, tiles[0].count, bytes, kTo}.Fetch(0, kKeyTile);
-  if (!kPhased) RowsAhead{&tiles[0].values, tiles[0].count, bytes, kTo}.Fetch(0, kKeyTile);
+  if (!kPhased) RowsAhead{&tiles[0].values, tiles[0].count, value_bytes, kTo}.Fetch(0, kKeyTile);
   for (int t = 0; tiles[t].count > 0; t ^= 1) {
     FusedTile& tile = tiles[t];
     FusedTile& next = tiles[t ^ 1];
     PointTile<kElem>(p, w, tile.key0 + kKeyTile, slots, &next);
     WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.keys);
-    if (!kPhased) WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.values);
+    if (!kPhased) WidenTileScales<kElem>(value_view, value_lanes, tile.count, &tile.values);
     const RowsAhead next_keys{&next.keys, next.count, bytes, kTo};
     const RowsAhead key_phase =
-        kPhased ? RowsAhead{&tile.values, tile.count, bytes, kTo} : next_keys;
+        kPhased ? RowsAhead{&tile.values, tile.count, value_bytes, kTo} : next_keys;
     const RowsAhead key_phase_too =
-        kPhased ? none : RowsAhead{&next.values, next.count, bytes, kTo};
+        kPhased ? none : RowsAhead{&next.values, next.count, value_bytes, kTo};
     ScoreTile<kElem, kRoundKeys, kMode, kBlock>(p, queries, tile, key_phase, key_phase_too, lanes,
                                                 scores);
     SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
     MarkActiveKeys<kBlock>(scores, vectors, tile.count, active);
-    if (kPhased) WidenTileScales<kElem>(p.kv.cache, lanes, tile.count, &tile.values);
+    if (kPhased) WidenTileScales<kElem>(value_view, value_lanes, tile.count, &tile.values);
     FusedAccumulate<kElem, kRoundValues, kMode, kBlock>(scores, active, tile.values, tile.count,
-                                                        lanes, p.head_dim, dp,
+                                                        value_lanes, p.value_dim, dpv,
                                                         kPhased ? next_keys : none, s.acc);
   }
   FinishItem(p, w, query_rows, s, states);

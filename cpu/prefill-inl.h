@@ -178,69 +178,84 @@ HWY_INLINE void AccumulateBlock(const float* probs, const float* values, const u
   }
 }
 
-/// Decodes the rows of `count` slots of one plane into rows of padded_dim floats.
+/// Decodes the rows of `count` slots of one plane into rows of PadToLanes(dim) floats, where
+/// `rows_of` is the cache as that plane's rows see it (dim = its head_dim: ValueView for values).
 template <CacheElem kElem>
-HWY_INLINE void DecodeTile(const AttentionProblem& p, const CachePlane& plane,
-                           const RowCodec& codec, const int64_t* slots, int kv_head, int count,
-                           float* rows, float* scales_tmp) {
+HWY_INLINE void DecodeTile(const CacheDesc& rows_of, const CachePlane& plane, const RowCodec& codec,
+                           const int64_t* slots, int kv_head, int count, float* rows,
+                           float* scales_tmp) {
+  const int dim = rows_of.head_dim, padded = static_cast<int>(internal::PadToLanes(dim));
   for (int j = 0; j < count; ++j) {
-    float* row = rows + j * p.padded_dim;
+    float* row = rows + j * padded;
     const int64_t slot = slots[j];
-    DecodeRow<kElem>(p.kv.cache, codec, plane, slot, kv_head, row, scales_tmp);
-    ZeroPad(row, p.head_dim, p.padded_dim);
+    DecodeRow<kElem>(rows_of, codec, plane, slot, kv_head, row, scales_tmp);
+    ZeroPad(row, dim, padded);
   }
 }
 
 /// DecodeTile for head sizes that are a multiple of the lane count: one pass per row, the codes
 /// decoded in registers (DecodeLanes) and stored once.
 template <CacheElem kElem, bool kRound>
-HWY_INLINE void DecodeTileLanes(const AttentionProblem& p, const CachePlane& plane,
+HWY_INLINE void DecodeTileLanes(const CacheDesc& rows_of, const CachePlane& plane,
                                 const ScaleLanes& lanes, const int64_t* slots, int kv_head,
                                 int count, float* rows, float* scales_tmp) {
   const DF df;
+  const int dim = rows_of.head_dim, padded = static_cast<int>(internal::PadToLanes(dim));
   for (int j = 0; j < count; ++j) {
-    float* row = rows + j * p.padded_dim;
+    float* row = rows + j * padded;
     const int64_t slot = slots[j];
     if (lanes.mode != ScaleLanes::Mode::kNone) {
-      LoadRowScales(p.kv.cache, ScalePointer(p.kv.cache, plane, slot, kv_head), lanes, scales_tmp);
+      LoadRowScales(rows_of, ScalePointer(rows_of, plane, slot, kv_head), lanes, scales_tmp);
     }
     // fp8 rows read the plane's tensor scale instead of group scales.
     const float* scales = IsFp8Elem<kElem>() ? &plane.tensor_scale : scales_tmp;
-    const void* src = ContiguousRow<kElem>(plane, slot, kv_head, p.head_dim, scales_tmp);
-    for (int e = 0; e < p.head_dim; e += kLanes) {
+    const void* src = ContiguousRow<kElem>(plane, slot, kv_head, dim, scales_tmp);
+    for (int e = 0; e < dim; e += kLanes) {
       hn::StoreU(DecodeLanes<kElem, kRound>(src, scales, lanes, e), df, row + e);
     }
-    ZeroPad(row, p.head_dim, p.padded_dim);
+    ZeroPad(row, dim, padded);
   }
 }
 
 /// Decodes the rows of `count` slots of one plane, rounded to fp16 or not (`round`, which the
 /// plane's `codec` says too).
 template <CacheElem kElem>
-HWY_INLINE void DecodePlaneTile(const AttentionProblem& p, const CachePlane& plane,
+HWY_INLINE void DecodePlaneTile(const CacheDesc& rows_of, const CachePlane& plane,
                                 const RowCodec& codec, const ScaleLanes& lanes,
                                 const int64_t* slots, int kv_head, int count, bool round,
                                 float* rows, float* scales_tmp) {
-  if (p.head_dim % kLanes != 0) {
-    DecodeTile<kElem>(p, plane, codec, slots, kv_head, count, rows, scales_tmp);
+  if (rows_of.head_dim % kLanes != 0) {
+    DecodeTile<kElem>(rows_of, plane, codec, slots, kv_head, count, rows, scales_tmp);
   } else if (kElem != CacheElem::kF16 && round) {
-    DecodeTileLanes<kElem, true>(p, plane, lanes, slots, kv_head, count, rows, scales_tmp);
+    DecodeTileLanes<kElem, true>(rows_of, plane, lanes, slots, kv_head, count, rows, scales_tmp);
   } else {
-    DecodeTileLanes<kElem, false>(p, plane, lanes, slots, kv_head, count, rows, scales_tmp);
+    DecodeTileLanes<kElem, false>(rows_of, plane, lanes, slots, kv_head, count, rows, scales_tmp);
   }
 }
+
+/// How a tiled item reads each plane: the cache as the plane's rows see it, their group scales'
+/// lanes and their sizes in bytes (for prefetches).
+struct PlaneRows {
+  CacheDesc rows_of;
+  ScaleLanes lanes;
+  internal::RowBytes bytes;
+
+  static PlaneRows For(const CacheDesc& rows_of) {
+    return {rows_of, ScaleLanes::For(rows_of), internal::RowBytesOf(rows_of)};
+  }
+};
 
 /// Decodes the key and value rows of `count` slots: keys by the cache rule, values as
 /// ReadsExactValues says.
 template <CacheElem kElem>
-HWY_INLINE void DecodeTiles(const AttentionProblem& p, const ScaleLanes& lanes,
+HWY_INLINE void DecodeTiles(const AttentionProblem& p, const PlaneRows& k, const PlaneRows& v,
                             const int64_t* slots, int kv_head, int count, float* keys,
                             float* values, float* scales_tmp) {
   const CacheDesc& cache = p.kv.cache;
-  DecodePlaneTile<kElem>(p, cache.key, RowCodec::For(cache, p.io_type), lanes, slots, kv_head,
-                         count, KeysRound<kElem>(p), keys, scales_tmp);
-  DecodePlaneTile<kElem>(p, cache.value, RowCodec::ForValues(cache, p.io_type), lanes, slots,
-                         kv_head, count, ValuesRound<kElem>(p), values, scales_tmp);
+  DecodePlaneTile<kElem>(k.rows_of, cache.key, RowCodec::For(k.rows_of, p.io_type), k.lanes, slots,
+                         kv_head, count, KeysRound<kElem>(p), keys, scales_tmp);
+  DecodePlaneTile<kElem>(v.rows_of, cache.value, RowCodec::ForValues(v.rows_of, p.io_type), v.lanes,
+                         slots, kv_head, count, ValuesRound<kElem>(p), values, scales_tmp);
 }
 
 #if HWY_TARGET <= HWY_AVX2
@@ -308,27 +323,28 @@ struct ItemScratch {
   float* queries;       ///< padded vectors x padded_dim
   float* keys;          ///< kKeyTile x padded_dim
   float* keys_t;        ///< head_dim x kKeyTile: the key tile transposed, in panels
-  float* values;        ///< kKeyTile x padded_dim
+  float* values;        ///< kKeyTile x padded_value_dim
   float* scores;        ///< kQueryBlock x kKeyTile
-  float* scales;        ///< head_dim + 2 * 16 (group scales of one row, with lane slack)
+  float* scales;        ///< longer row + 2 * 16 (group scales of one row, with lane slack)
   uint8_t* active;      ///< kKeyTile flags: some vector of the block gives the key weight
 
   /// The sizes (in floats) of the parts below for `vectors` query vectors.
   static std::array<size_t, 13> Sizes(int vectors, const AttentionProblem& p) {
-    const size_t dp = p.padded_dim, dim = p.head_dim, n = vectors;
+    const size_t dp = p.padded_dim, dpv = p.padded_value_dim, dim = p.head_dim, n = vectors;
+    const size_t longer = std::max(p.head_dim, p.value_dim);
     constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
-    return {n * dp,
+    return {n * dpv,
             n,
             n,
-            dp,
+            dpv,
             n * kRowFloats,
             4 * kKeyTile,
             n * dp,
             kKeyTile * dp,
             dim * kKeyTile,
-            kKeyTile * dp,
+            kKeyTile * dpv,
             kQueryBlock * kKeyTile,
-            dim + 2 * kVirtualLanes,
+            longer + 2 * kVirtualLanes,
             kKeyTile};
   }
 
@@ -369,13 +385,13 @@ HWY_INLINE void AttendBlock(const AttentionProblem& p, int vectors, int first, i
                             int count, const ItemScratch& s) {
   const int visible = BlockVisibleKeys(s.rows, vectors, first, kBlock, key0, count);
   if (visible == 0) return;
-  const int dp = p.padded_dim;
+  const int dp = p.padded_dim, dpv = p.padded_value_dim;
   ScoreBlock<kBlock>(s.queries + static_cast<int64_t>(first) * dp, dp, s.keys_t, p.head_dim,
                      visible, s.scores);
   SoftmaxBlock(p, s.rows, vectors, first, kBlock, key0, visible, s.scores, s.states);
   MarkActiveKeys<kBlock>(s.scores, std::clamp(vectors - first, 0, kBlock), visible, s.active);
-  AccumulateBlock<kBlock>(s.scores, s.values, s.active, visible, dp,
-                          s.states.acc + static_cast<int64_t>(first) * dp);
+  AccumulateBlock<kBlock>(s.scores, s.values, s.active, visible, dpv,
+                          s.states.acc + static_cast<int64_t>(first) * dpv);
 }
 
 /// The keys of a tiled item: keys [key_begin, key_end) of the sequence `slots` maps for
@@ -392,14 +408,17 @@ struct TiledKeys {
 /// of a KV head are strided, often a page apart, where the hardware prefetchers do not follow.
 template <CacheElem kElem>
 HWY_INLINE void FetchTileSlots(const AttentionProblem& p, const TiledKeys& k, int64_t key0,
-                               int count, const internal::RowBytes& bytes, int64_t* slots) {
+                               int count, const PlaneRows& keys, const PlaneRows& values,
+                               int64_t* slots) {
   k.slots->Slots(k.request, key0, count, slots);
   const CacheDesc& cache = p.kv.cache;
   for (int j = 0; j < count; ++j) {
-    for (const CachePlane* plane : {&cache.key, &cache.value}) {
-      PrefetchBytes(RowPointer<kElem>(*plane, slots[j], k.kv_head), bytes.row);
+    for (int plane = 0; plane < 2; ++plane) {
+      const CachePlane& rows = plane == 0 ? cache.key : cache.value;
+      const internal::RowBytes& bytes = plane == 0 ? keys.bytes : values.bytes;
+      PrefetchBytes(RowPointer<kElem>(rows, slots[j], k.kv_head), bytes.row);
       if (bytes.scales != 0) {
-        PrefetchBytes(ScalePointer(cache, *plane, slots[j], k.kv_head), bytes.scales);
+        PrefetchBytes(ScalePointer(cache, rows, slots[j], k.kv_head), bytes.scales);
       }
     }
   }
@@ -412,11 +431,11 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
                      const ItemScratch& s) {
   constexpr int kSmallBlock = kQueryBlock / 2;
   const int padded_vectors = (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
-  const ScaleLanes lanes = ScaleLanes::For(p.kv.cache);
-  const internal::RowBytes bytes = internal::RowBytesOf(p.kv.cache);
+  const PlaneRows keys = PlaneRows::For(p.kv.cache);
+  const PlaneRows values = PlaneRows::For(internal::ValueView(p.kv.cache));
   PrefetchQueries(p, s.rows, vectors);
   LoadQueries(p, s.rows, vectors, padded_vectors, s.queries);
-  s.states.Reset(padded_vectors, p.padded_dim);
+  s.states.Reset(padded_vectors, p.padded_value_dim);
   const auto tile_count = [&](int64_t key0) {
     return static_cast<int>(std::min<int64_t>(kKeyTile, k.key_end - key0));
   };
@@ -424,14 +443,15 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
   int64_t* next_slots = s.slots + kKeyTile;
   const int64_t first_key0 = FirstTileKey(s.rows, vectors, k.key_begin);
   if (first_key0 < k.key_end) {
-    FetchTileSlots<kElem>(p, k, first_key0, tile_count(first_key0), bytes, slots);
+    FetchTileSlots<kElem>(p, k, first_key0, tile_count(first_key0), keys, values, slots);
   }
   for (int64_t key0 = first_key0; key0 < k.key_end; key0 += kKeyTile) {
     const int count = tile_count(key0);
     if (key0 + kKeyTile < k.key_end) {
-      FetchTileSlots<kElem>(p, k, key0 + kKeyTile, tile_count(key0 + kKeyTile), bytes, next_slots);
+      FetchTileSlots<kElem>(p, k, key0 + kKeyTile, tile_count(key0 + kKeyTile), keys, values,
+                            next_slots);
     }
-    DecodeTiles<kElem>(p, lanes, slots, k.kv_head, count, s.keys, s.values, s.scales);
+    DecodeTiles<kElem>(p, keys, values, slots, k.kv_head, count, s.keys, s.values, s.scales);
     TransposeTile(s.keys, count, p.head_dim, p.padded_dim, s.keys_t);
     int first = 0;
     for (; first + kQueryBlock <= vectors; first += kQueryBlock) {

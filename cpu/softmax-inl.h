@@ -189,7 +189,7 @@ HWY_INLINE void NormalizeRowScaled(const float* acc, float acc_scale, float sum,
 struct RowState {
   float max = kNegInf;
   float sum = 0.0f;
-  float* acc = nullptr;  ///< padded_dim floats.
+  float* acc = nullptr;  ///< padded_value_dim floats.
 };
 
 /// The scores of a tile of `count` keys that the softmax reads: count rounded up to whole virtual
@@ -370,10 +370,10 @@ DYNATTN_TILE_STEP void LoadQueries(const AttentionProblem& p, const QueryRow* ro
 
 /// The running softmax states of a work item's query vectors, carved from the worker's scratch.
 struct VectorStates {
-  float* acc;      ///< vectors x padded_dim unnormalised accumulators.
+  float* acc;      ///< vectors x padded_value_dim unnormalised accumulators.
   float* maxes;    ///< Running maxima.
   float* sums;     ///< Running sums.
-  float* row_out;  ///< padded_dim floats: one normalised row on its way out.
+  float* row_out;  ///< padded_value_dim floats: one normalised row on its way out.
 
   /// Empty states (max -inf, sum 0, accumulator 0) for `vectors` query vectors.
   void Reset(int vectors, int padded_dim) const {
@@ -394,7 +394,7 @@ HWY_INLINE float LogSumExp(float max, float sum) {
 HWY_INLINE void FinishVector(const AttentionProblem& p, int head, float max, float sum,
                              const float* acc, float* out, float* lse) {
   if (p.sinks == nullptr) {
-    NormalizeRow(acc, sum, p.padded_dim, out);
+    NormalizeRow(acc, sum, p.padded_value_dim, out);
     if (lse != nullptr) *lse = LogSumExp(max, sum);
     return;
   }
@@ -402,7 +402,7 @@ HWY_INLINE void FinishVector(const AttentionProblem& p, int head, float max, flo
   // call the always-inline ExpScalar itself.
   const auto exp = [](float x) { return ExpScalar(x); };
   const internal::SinkFolded<float> folded = internal::FoldSink(max, sum, p.sinks[head], exp);
-  NormalizeRowScaled(acc, folded.acc_scale, folded.sum, p.padded_dim, out);
+  NormalizeRowScaled(acc, folded.acc_scale, folded.sum, p.padded_value_dim, out);
   if (lse != nullptr) *lse = LogSumExp(folded.max, folded.sum);
 }
 
@@ -417,22 +417,22 @@ HWY_INLINE void WriteOutputs(const AttentionProblem& p, const QueryRow* rows, in
   for (int index = 0; index < vectors; ++index) {
     const QueryRow& r = rows[index];
     FinishVector(p, r.head, s.maxes[index], s.sums[index],
-                 s.acc + static_cast<int64_t>(index) * p.padded_dim, s.row_out,
+                 s.acc + static_cast<int64_t>(index) * p.padded_value_dim, s.row_out,
                  LseSlot(p, r.token, r.head));
-    StoreActivations(s.row_out, p.io_type, p.head_dim, OutputRow(p, r.token, r.head));
+    StoreActivations(s.row_out, p.io_type, p.value_dim, OutputRow(p, r.token, r.head));
   }
 }
 
 /// Saves (max, sum, accumulator) of query vectors [0, vectors) at states [state_index, ...).
 HWY_INLINE void WriteStates(const AttentionProblem& p, int64_t state_index, int vectors,
                             const VectorStates& s, float* states) {
-  const int64_t stride = internal::StateFloats(p.padded_dim);
+  const int64_t stride = internal::StateFloats(p.padded_value_dim);
   for (int index = 0; index < vectors; ++index) {
     float* state = states + (state_index + index) * stride;
     state[0] = s.maxes[index];
     state[1] = s.sums[index];
-    std::copy(s.acc + static_cast<int64_t>(index) * p.padded_dim,
-              s.acc + static_cast<int64_t>(index + 1) * p.padded_dim, state + 2);
+    std::copy(s.acc + static_cast<int64_t>(index) * p.padded_value_dim,
+              s.acc + static_cast<int64_t>(index + 1) * p.padded_value_dim, state + 2);
   }
 }
 
@@ -450,8 +450,8 @@ DYNATTN_TILE_STEP void SoftmaxBlock(const AttentionProblem& p, const QueryRow* r
     float* row = scores + v * kKeyTile;
     const float tile_max = FinishScores(p, rows[index], key0, count, span, row);
     RowState state{s.maxes[index], s.sums[index],
-                   s.acc + static_cast<int64_t>(index) * p.padded_dim};
-    OnlineSoftmaxStep(row, span, tile_max, p.padded_dim, &state);
+                   s.acc + static_cast<int64_t>(index) * p.padded_value_dim};
+    OnlineSoftmaxStep(row, span, tile_max, p.padded_value_dim, &state);
     s.maxes[index] = state.max;
     s.sums[index] = state.sum;
   }
@@ -533,7 +533,7 @@ HWY_INLINE RowState MergeStates(const float* const* parts, int count, int padded
 HWY_INLINE void StoreMerged(const AttentionProblem& p, int64_t token, int head,
                             const RowState& merged, float* out) {
   FinishVector(p, head, merged.max, merged.sum, merged.acc, out, LseSlot(p, token, head));
-  StoreActivations(out, p.io_type, p.head_dim, OutputRow(p, token, head));
+  StoreActivations(out, p.io_type, p.value_dim, OutputRow(p, token, head));
 }
 
 /// Merges the split states of one tile in split order and writes its output rows.
@@ -541,15 +541,15 @@ inline void MergeSplits(const AttentionProblem& p, const internal::MergeTask& ta
                         const float* states, internal::Scratch* scratch) {
   const int rows = task.row_end - task.row_begin;
   const int vectors = p.group_size * rows;
-  const int64_t stride = internal::StateFloats(p.padded_dim);
-  float* acc = scratch->Reserve(2 * static_cast<size_t>(p.padded_dim));
-  float* out = acc + p.padded_dim;
+  const int64_t stride = internal::StateFloats(p.padded_value_dim);
+  float* acc = scratch->Reserve(2 * static_cast<size_t>(p.padded_value_dim));
+  float* out = acc + p.padded_value_dim;
   const float** parts = scratch->ReserveParts(static_cast<size_t>(task.num_splits));
   for (int index = 0; index < vectors; ++index) {
     for (int s = 0; s < task.num_splits; ++s) {
       parts[s] = states + (task.state_index + s * vectors + index) * stride;
     }
-    const RowState merged = MergeStates(parts, task.num_splits, p.padded_dim, acc);
+    const RowState merged = MergeStates(parts, task.num_splits, p.padded_value_dim, acc);
     const int64_t token = p.batch.seqstarts[task.request] + task.row_begin + index % rows;
     StoreMerged(p, token, task.kv_head * p.group_size + index / rows, merged, out);
   }
@@ -558,15 +558,15 @@ inline void MergeSplits(const AttentionProblem& p, const internal::MergeTask& ta
 /// Merges the parts of one unified-attention token, in the order given, for every query head.
 inline void MergeParts(const AttentionProblem& p, int64_t token, const internal::PartRef* refs,
                        int count, const float* states, internal::Scratch* scratch) {
-  const int64_t stride = internal::StateFloats(p.padded_dim);
-  float* acc = scratch->Reserve(2 * static_cast<size_t>(p.padded_dim));
-  float* out = acc + p.padded_dim;
+  const int64_t stride = internal::StateFloats(p.padded_value_dim);
+  float* acc = scratch->Reserve(2 * static_cast<size_t>(p.padded_value_dim));
+  float* out = acc + p.padded_value_dim;
   const float** parts = scratch->ReserveParts(static_cast<size_t>(count));
   for (int head = 0; head < p.num_heads; ++head) {
     for (int k = 0; k < count; ++k) {
       parts[k] = states + (refs[k].first + head * refs[k].head_stride) * stride;
     }
-    StoreMerged(p, token, head, MergeStates(parts, count, p.padded_dim, acc), out);
+    StoreMerged(p, token, head, MergeStates(parts, count, p.padded_value_dim, acc), out);
   }
 }
 

@@ -70,7 +70,7 @@ constexpr int kMaxPassVectors = 128;
 constexpr size_t kTargetSharedBytes = 100 * 1024;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
 
-/// Shared-memory shape of the attend kernel, chosen once per call from head_dim.
+/// Shared-memory shape of the attend kernel, chosen once per call from the head sizes.
 struct Layout {
   int tile_keys = kMaxTileKeys;        ///< Keys per tile (<= 32).
   int pass_vectors = kMaxPassVectors;  ///< Query vectors per pass.
@@ -80,13 +80,13 @@ struct Layout {
   /// The largest passes (up to 32 keys, up to `max_vectors` query vectors, at most 128) that
   /// fit in `budget` bytes: small for decode items (more blocks per SM), larger for prefill
   /// tiles and shared segments (fewer passes over their keys).
-  static Layout For(int head_dim, int max_vectors, size_t budget) {
+  static Layout For(int head_dim, int value_dim, int max_vectors, size_t budget) {
     Layout l;
     l.key_stride = head_dim % 2 == 0 ? head_dim + 1 : head_dim;
     l.pass_vectors = 1;
     while (l.pass_vectors < max_vectors && l.pass_vectors < kMaxPassVectors) l.pass_vectors *= 2;
     for (;;) {
-      l.bytes = Bytes(l, head_dim);
+      l.bytes = Bytes(l, head_dim, value_dim);
       if (l.bytes <= budget) return l;
       if (l.pass_vectors > kWarps) {
         l.pass_vectors /= 2;
@@ -100,9 +100,12 @@ struct Layout {
     }
   }
 
-  static size_t Bytes(const Layout& l, int head_dim) {
-    const size_t floats = static_cast<size_t>(l.tile_keys) * (l.key_stride + head_dim) +
-                          2 * static_cast<size_t>(l.pass_vectors) * (head_dim + 1) + kWarps * 32;
+  /// Slots, key and value tiles, the pass's queries and accumulators, maxes and sums, and each
+  /// warp's probabilities.
+  static size_t Bytes(const Layout& l, int head_dim, int value_dim) {
+    const size_t floats = static_cast<size_t>(l.tile_keys) * (l.key_stride + value_dim) +
+                          static_cast<size_t>(l.pass_vectors) * (head_dim + value_dim + 2) +
+                          kWarps * 32;
     return static_cast<size_t>(l.tile_keys) * sizeof(int64_t) + floats * sizeof(float);
   }
 };
@@ -182,7 +185,7 @@ __device__ void StoreRow(const AttentionProblem& p, int64_t token, int head, con
     acc_scale = folded.acc_scale;
   }
   const int64_t first = p.OutputOffset(token, head);
-  for (int d = lane; d < p.head_dim; d += 32) {
+  for (int d = lane; d < p.value_dim; d += 32) {
     const float a = p.sinks != nullptr ? MulRn(acc[d], acc_scale) : acc[d];
     StoreActivationOf(sum != 0.0f ? DivRn(a, sum) : 0.0f, p.output, first + d, p.io_type);
   }
@@ -227,14 +230,14 @@ template <CacheElem kElem>
 __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
     AttendKernel(AttentionProblem p, AttendWork work, Layout layout) {
   DYNATTN_DYNAMIC_SHARED(unsigned char, smem);
-  const int dim = p.head_dim;
+  const int dim = p.head_dim, dim_v = p.value_dim;
   const int tile_keys = layout.tile_keys, ks = layout.key_stride, pass = layout.pass_vectors;
   int64_t* slots = reinterpret_cast<int64_t*>(smem);
   float* keys = reinterpret_cast<float*>(slots + tile_keys);
   float* values = keys + static_cast<size_t>(tile_keys) * ks;
-  float* queries = values + static_cast<size_t>(tile_keys) * dim;
+  float* queries = values + static_cast<size_t>(tile_keys) * dim_v;
   float* acc = queries + static_cast<size_t>(pass) * dim;
-  float* maxes = acc + static_cast<size_t>(pass) * dim;
+  float* maxes = acc + static_cast<size_t>(pass) * dim_v;
   float* sums = maxes + pass;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* probs = sums + pass + warp * 32;
@@ -271,7 +274,7 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
   const int group = p.kv.cache.quant_group;
   const CachePlane& key_plane = p.kv.cache.key;
   const CachePlane& value_plane = p.kv.cache.value;
-  const int64_t state_floats = StateFloats(p.padded_dim);
+  const int64_t state_floats = StateFloats(p.padded_value_dim);
 
   for (int c0 = 0; c0 < vectors; c0 += pass) {
     const int n = min(pass, vectors - c0);
@@ -281,8 +284,8 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
       const int64_t first = p.QueryOffset(r.token, r.head);
       for (int d = lane; d < dim; d += 32) {
         queries[v * dim + d] = LoadActivationOf(p.query, first + d, p.io_type);
-        acc[v * dim + d] = 0.0f;
       }
+      for (int d = lane; d < dim_v; d += 32) acc[v * dim_v + d] = 0.0f;
       if (lane == 0) {
         maxes[v] = -INFINITY;
         sums[v] = 0.0f;
@@ -305,14 +308,16 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
       __syncthreads();
       for (int i = threadIdx.x; i < tile_keys * dim; i += kThreads) {
         const int j = i / dim, d = i % dim;
-        float k = 0.0f, x = 0.0f;
-        if (j < count) {
-          const int64_t slot = slots[j];
-          k = DecodePlaneElement(key_plane, kElem, slot, kv_head, d, group, scale_f16, p.io_type);
-          x = DecodePlaneElement(value_plane, kElem, slot, kv_head, d, group, scale_f16, p.io_type);
-        }
-        keys[j * ks + d] = k;
-        values[j * dim + d] = x;
+        keys[j * ks + d] = j < count ? DecodePlaneElement(key_plane, kElem, slots[j], kv_head, d,
+                                                          group, scale_f16, p.io_type)
+                                     : 0.0f;
+      }
+      for (int i = threadIdx.x; i < tile_keys * dim_v; i += kThreads) {
+        const int j = i / dim_v, d = i % dim_v;
+        values[j * dim_v + d] = j < count
+                                    ? DecodePlaneElement(value_plane, kElem, slots[j], kv_head, d,
+                                                         group, scale_f16, p.io_type)
+                                    : 0.0f;
       }
       __syncthreads();
       for (int v = warp; v < n; v += kWarps) {
@@ -345,12 +350,12 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
         const float tile_sum = WarpSum(weight);
         probs[lane] = weight;
         __syncwarp();  // probs are written; every lane has also read maxes[v]
-        float* a = acc + v * dim;
-        for (int d = lane; d < dim; d += 32) {
+        float* a = acc + v * dim_v;
+        for (int d = lane; d < dim_v; d += 32) {
           float sum = a[d] * alpha;
           for (int j = 0; j < count; ++j) {
             const float pj = probs[j];
-            if (!IsHiddenWeight(pj)) sum = fmaf(pj, values[j * dim + d], sum);
+            if (!IsHiddenWeight(pj)) sum = fmaf(pj, values[j * dim_v + d], sum);
           }
           a[d] = sum;
         }
@@ -364,14 +369,14 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
     __syncwarp();  // lane 0's maxes/sums, also when the pass had no key tile (only resets)
     for (int v = warp; v < n; v += kWarps) {
       const float max = maxes[v], sum = sums[v];
-      const float* a = acc + v * dim;
+      const float* a = acc + v * dim_v;
       if (write_states) {
         float* state = work.states + (state_index + c0 + v) * state_floats;
         if (lane == 0) {
           state[0] = max;
           state[1] = sum;
         }
-        for (int d = lane; d < p.padded_dim; d += 32) state[2 + d] = d < dim ? a[d] : 0.0f;
+        for (int d = lane; d < p.padded_value_dim; d += 32) state[2 + d] = d < dim_v ? a[d] : 0.0f;
       } else {
         const VectorRef r = vector_ref(c0 + v);
         StoreRow(p, r.token, r.head, a, max, sum, lane);
@@ -386,10 +391,10 @@ __global__ void __launch_bounds__(kThreads, kAttendBlocksPerSm)
 template <typename First>
 __device__ void MergeInto(const AttentionProblem& p, const float* states, int count,
                           const First& first, int64_t token, int head, float* acc, int lane) {
-  const int64_t state_floats = StateFloats(p.padded_dim);
+  const int64_t state_floats = StateFloats(p.padded_value_dim);
   float max = -INFINITY;
   for (int k = 0; k < count; ++k) max = MaxOrNaN(max, states[first(k) * state_floats]);
-  for (int d = lane; d < p.head_dim; d += 32) acc[d] = 0.0f;
+  for (int d = lane; d < p.value_dim; d += 32) acc[d] = 0.0f;
   float sum = 0.0f;
   if (max != -INFINITY) {
     for (int k = 0; k < count; ++k) {
@@ -397,7 +402,7 @@ __device__ void MergeInto(const AttentionProblem& p, const float* states, int co
       if (internal::IsEmptyPart(state[0])) continue;
       const float weight = internal::MergeWeight(state[0], max, ExpF());
       sum = AddRn(sum, MulRn(state[1], weight));
-      for (int d = lane; d < p.head_dim; d += 32) acc[d] = fmaf(weight, state[2 + d], acc[d]);
+      for (int d = lane; d < p.value_dim; d += 32) acc[d] = fmaf(weight, state[2 + d], acc[d]);
     }
   }
   StoreRow(p, token, head, acc, max, sum, lane);  // acc[d] is lane d % 32's alone: no barrier
@@ -408,7 +413,7 @@ __global__ void __launch_bounds__(kThreads)
     MergeSplitsKernel(AttentionProblem p, const internal::MergeTask* tasks, const float* states) {
   DYNATTN_DYNAMIC_SHARED(unsigned char, smem);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* acc = reinterpret_cast<float*>(smem) + static_cast<size_t>(warp) * p.head_dim;
+  float* acc = reinterpret_cast<float*>(smem) + static_cast<size_t>(warp) * p.value_dim;
   const internal::MergeTask& task = tasks[blockIdx.x];
   const int rows = task.row_end - task.row_begin;
   const int vectors = p.group_size * rows;
@@ -428,7 +433,7 @@ __global__ void __launch_bounds__(kThreads)
                      const float* states) {
   DYNATTN_DYNAMIC_SHARED(unsigned char, smem);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* acc = reinterpret_cast<float*>(smem) + static_cast<size_t>(warp) * p.head_dim;
+  float* acc = reinterpret_cast<float*>(smem) + static_cast<size_t>(warp) * p.value_dim;
   const int64_t token = blockIdx.x;
   const int64_t begin = part_begin[token], end = part_begin[token + 1];
   if (end == begin) return;  // written directly by its only item
@@ -449,9 +454,9 @@ Status SharedBudget(size_t* bytes) {
   return Status::Ok();
 }
 
-/// Dynamic shared memory of the merge kernels: one head_dim accumulator per warp.
+/// Dynamic shared memory of the merge kernels: one value-row accumulator per warp.
 Status MergeBytes(const AttentionProblem& p, size_t* bytes) {
-  *bytes = static_cast<size_t>(kWarps) * p.head_dim * sizeof(float);
+  *bytes = static_cast<size_t>(kWarps) * p.value_dim * sizeof(float);
   if (*bytes > 48 * 1024) {
     DYNATTN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
         &MergeSplitsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(*bytes)));
@@ -468,8 +473,11 @@ Status LaunchAttend(const AttentionProblem& p, const AttendWork& work, cudaStrea
   if (work.num_shared + work.num_items == 0) return Status::Ok();
   size_t budget = 0;
   DYNATTN_RETURN_IF_ERROR(SharedBudget(&budget));
-  Layout layout = Layout::For(p.head_dim, work.max_vectors, std::min(budget, kTargetSharedBytes));
-  if (layout.bytes > kTargetSharedBytes) layout = Layout::For(p.head_dim, work.max_vectors, budget);
+  Layout layout =
+      Layout::For(p.head_dim, p.value_dim, work.max_vectors, std::min(budget, kTargetSharedBytes));
+  if (layout.bytes > kTargetSharedBytes) {
+    layout = Layout::For(p.head_dim, p.value_dim, work.max_vectors, budget);
+  }
   if (layout.bytes > budget) {
     return CudaStatus(cudaErrorInvalidConfiguration, "head_dim too large for shared memory");
   }

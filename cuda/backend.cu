@@ -167,7 +167,8 @@ struct AttentionStaging {
       : index(problem.batch, problem.kv.slots, HeadArraysOf(problem), staging),
         items(staging->Add(plan.items.data(), static_cast<int64_t>(plan.items.size()))),
         merges(staging->Add(plan.merges.data(), static_cast<int64_t>(plan.merges.size()))),
-        states(staging->Add<float>(nullptr, plan.num_states * StateFloats(problem.padded_dim))) {}
+        states(staging->Add<float>(nullptr,
+                                   plan.num_states * StateFloats(problem.padded_value_dim))) {}
 };
 
 /// Where a unified run's arrays go in a Staging.
@@ -185,7 +186,7 @@ struct UnifiedStaging {
     items = staging->Add(plan.request_items.data(), count(plan.request_items));
     part_begin = staging->Add(plan.part_begin.data(), count(plan.part_begin));
     parts = staging->Add(plan.parts.data(), count(plan.parts));
-    states = staging->Add<float>(nullptr, plan.num_states * StateFloats(problem.padded_dim));
+    states = staging->Add<float>(nullptr, plan.num_states * StateFloats(problem.padded_value_dim));
   }
 };
 

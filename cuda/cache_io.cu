@@ -48,10 +48,11 @@ __global__ void WriteTokensKernel(internal::WriteProblem p, int64_t tokens) {
   const int64_t position = p.batch.WriteKeyNumber(b, t - p.batch.seqstarts[b]);
   if (position < 0) return;  // another context shard holds this new token
   const int64_t slot = p.kv.slots.Slot(b, position);
+  if (plane_index == 1 && p.current_value == nullptr) return;  // values read from the keys
   const CachePlane& plane = plane_index == 0 ? cache.key : cache.value;
   const bool io_f16 = p.io_type == DType::kF16;
   const bool scale_f16 = cache.scale_type == ScaleType::kF16;
-  const int dim = cache.head_dim;
+  const int dim = plane_index == 0 ? cache.head_dim : internal::ValueDim(cache);
   const void* src = plane_index == 0 ? p.current_key : p.current_value;
   const int64_t first = p.SourceOffset(plane_index, t, head);
   const auto load = [&](int d) { return LoadActivationOf(src, first + d, p.io_type); };
@@ -83,7 +84,7 @@ __global__ void GatherKernel(internal::GatherProblem p, int64_t rows) {
   const int64_t slot = p.kv.slots.Slot(b, row - p.batch.kvstarts[b]);
   const CachePlane& plane = plane_index == 0 ? cache.key : cache.value;
   const bool scale_f16 = cache.scale_type == ScaleType::kF16;
-  const int dim = cache.head_dim;
+  const int dim = plane_index == 0 ? cache.head_dim : internal::ValueDim(cache);
   void* out = plane_index == 0 ? p.key : p.value;
   for (int d = 0; d < dim; ++d) {
     const float x = internal::DecodePlaneElement(plane, kElem, slot, head, d, cache.quant_group,

@@ -33,7 +33,7 @@ struct AttendWork {
   int64_t num_shared = 0;
   const internal::WorkItem* items = nullptr;
   int64_t num_items = 0;
-  float* states = nullptr;  ///< num_states x StateFloats(padded_dim).
+  float* states = nullptr;  ///< num_states x StateFloats(padded_value_dim).
   int max_vectors = 1;      ///< Most query vectors of any item (sizes the shared memory).
 };
 template <CacheElem kElem>

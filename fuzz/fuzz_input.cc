@@ -308,6 +308,7 @@ Call Decode(const uint8_t* data, size_t size) {
     if (t.present) ReadTensor(spec, in.Byte(), &in, &t);
     call.tensors.push_back(std::move(t));
   }
+  call.ext.head_dim_v = in.Int();
   call.data_seed = Fnv1a(data, size);
   return call;
 }
@@ -344,6 +345,7 @@ std::string Encode(const Call& call) {
   PutReal(call.ext.logits_soft_cap, &ext_bytes);
   PutReal(call.ext.softmax_scale, &ext_bytes);
   ext_bytes += tail;
+  PutInt(call.ext.head_dim_v, &ext_bytes);
   while (!ext_bytes.empty() && ext_bytes.back() == 0) ext_bytes.pop_back();
   return out + ext_bytes;
 }

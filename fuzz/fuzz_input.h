@@ -17,7 +17,8 @@
 // byte (bf16 activations, cache element, which of the op's ExtraTensors are present), the
 // window (compact integer + 1), the soft-cap and the softmax scale (compact reals, see
 // ReadReal), then each present extra tensor: a header as above, its extents, a count and up to
-// kMaxRealValues compact reals (its values, repeated; none: drawn from the generator).
+// kMaxRealValues compact reals (its values, repeated; none: drawn from the generator), and last
+// head_dim_v (compact integer; 0: values of head_dim).
 
 #ifndef DYNATTN_FUZZ_FUZZ_INPUT_H_
 #define DYNATTN_FUZZ_FUZZ_INPUT_H_
@@ -94,6 +95,7 @@ struct Ext {
   int64_t window_left = -1;                   ///< AttentionAttrs::window_left.
   float logits_soft_cap = 0.0f;               ///< AttentionAttrs::logits_soft_cap.
   float softmax_scale = 0.0f;                 ///< AttentionAttrs::softmax_scale.
+  int64_t head_dim_v = 0;                     ///< AttentionAttrs::head_dim_v (after the tensors).
 };
 
 /// The attributes of every op, in input order.

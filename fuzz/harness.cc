@@ -311,6 +311,7 @@ void SetScoreAttrs(const Ext& ext, AttentionLikeAttrs* attrs) {
   attrs->window_left = static_cast<int>(ext.window_left);
   attrs->logits_soft_cap = ext.logits_soft_cap;
   attrs->softmax_scale = ext.softmax_scale;
+  attrs->head_dim_v = static_cast<int>(ext.head_dim_v);
 }
 
 dynattn::AttentionAttrs AttentionAttrsOf(const Call& call) {

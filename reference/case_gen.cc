@@ -75,6 +75,7 @@ struct Plan {
   Op op = Op::kMha;
   Dt t1 = Dt::kF32;
   int64_t d = 1, hq = 1, hkv = 1;
+  int64_t dv = 0;  // head_dim_v: 0 = D
   int num_kv_heads_attr = 0;
   // Cache ops.
   int quant_bit = 0, group = 8, cache_mode = 0, layout = 0, num_layer = 1, layer = 0;
@@ -96,6 +97,7 @@ struct Plan {
   double k_scale = 0, v_scale = 0;  // fp8 caches: 0 = input absent (the default 1)
 
   bool has_cache() const { return op != Op::kMha; }
+  int64_t value_dim() const { return dv > 0 ? dv : d; }
   bool has_query() const { return op != Op::kKvc; }
   int64_t batch_count() const { return static_cast<int64_t>(seqlen.size()); }
 };
@@ -255,6 +257,18 @@ void DrawServingFeatures(Rng& extra, const GenOptions& options, Plan* plan) {
   plan->sinks = ServingFeatureChance(extra, options, pins.sinks, 0.3);
 }
 
+// Dv of an MHA case, from its own stream `dims`: another size than D in half the cases when
+// asked, among the head sizes (multiples of 16 when D's are) and the MLA pairs' 128 and 512.
+void DrawValueDim(Rng& dims, const GenOptions& options, Plan* plan) {
+  if (options.pins.head_dim_v >= 0) {
+    plan->dv = options.pins.head_dim_v;
+  } else if (plan->op == Op::kMha && options.value_head_dims && dims.Chance(0.5)) {
+    plan->dv = options.small || dims.Chance(0.8)
+                   ? DrawHeadDim(dims, options.small, options.lane_head_dims)
+                   : dims.Pick(std::vector<int64_t>{128, 512});
+  }
+}
+
 Plan DrawPlan(Rng& rng, Rng& extra, Op op, const GenOptions& options) {
   Plan plan;
   plan.op = op;
@@ -272,6 +286,7 @@ Attrs MakeAttrs(const Plan& plan) {
   Attrs attrs;
   attrs.num_heads = static_cast<int>(plan.hq);
   attrs.head_dim = static_cast<int>(plan.d);
+  attrs.head_dim_v = static_cast<int>(plan.dv);
   attrs.num_kv_heads = plan.num_kv_heads_attr;
   if (plan.has_query()) {
     attrs.is_causal = plan.causal;
@@ -384,7 +399,7 @@ void AddActivations(Rng& rng, const Plan& plan, Tensors* inputs) {
   } else {
     (*inputs)["key"] = RandomValues(rng, plan.t1, {context_rows, plan.hkv, plan.d}, 1);
     (*inputs)["value"] =
-        RandomValues(rng, plan.t1, {context_rows, plan.hkv, plan.d}, plan.v_magnitude);
+        RandomValues(rng, plan.t1, {context_rows, plan.hkv, plan.value_dim()}, plan.v_magnitude);
   }
 }
 
@@ -566,6 +581,7 @@ std::string Describe(const std::string& op, uint64_t seed, const Plan& plan) {
   text << op << " seed=" << seed << " T1=" << DtName(plan.t1) << " B=" << plan.batch_count()
        << " seqlen=" << Join(plan.seqlen) << " kvlen=" << Join(plan.kvlen) << " Hq=" << plan.hq
        << " Hkv=" << plan.hkv << " D=" << plan.d;
+  if (plan.dv > 0) text << " Dv=" << plan.dv;
   if (plan.op == Op::kKvc) text << " num_repeat=" << plan.hq / plan.hkv;
   if (plan.has_cache()) {
     text << " | start_pos=" << Join(plan.start_pos) << " quant_bit=" << plan.quant_bit;
@@ -743,7 +759,10 @@ Case RandomCase(const std::string& op, uint64_t seed, const GenOptions& options)
   // The serving features' stream. Its label is part of every drawn case: changing it changes the
   // golden matrix.
   Rng rng(MixSeed(op, seed)), extra(MixSeed(op + "/issue13", seed));
-  Plan plan = DrawPlan(rng, extra, ParseOp(op), EffectiveOptions(options));
+  Rng dims(MixSeed(op + "/head_dim_v", seed));
+  const GenOptions effective = EffectiveOptions(options);
+  Plan plan = DrawPlan(rng, extra, ParseOp(op), effective);
+  DrawValueDim(dims, effective, &plan);
   Case result;
   result.op = op;
   result.attrs = MakeAttrs(plan);

@@ -44,6 +44,8 @@ struct Pins {
   int softmax_scale = -1;  // -1 drawn, 0 default 1/sqrt(D), 1 a drawn scale
   int sinks = -1;          // -1 drawn, 0 absent, 1 present
   int fp8_scales = -1;     // fp8 caches: -1 drawn, 0 k_scale/v_scale absent, 1 present
+  int head_dim_v = -1;     // multi_head_attention: -1 drawn (GenOptions::value_head_dims), 0 D,
+                           // > 0: Dv
 };
 
 struct GenOptions {
@@ -57,6 +59,9 @@ struct GenOptions {
   // sliding windows, logit soft-caps, softmax scales and sinks. They come from a random stream of
   // their own, so turning them off gives the cases drawn before they existed.
   bool serving_features = true;
+  // multi_head_attention: also draw value rows of another size Dv than D (head_dim_v), from a
+  // stream of their own (off: the cases drawn before it existed).
+  bool value_head_dims = false;
 };
 
 // A random valid case of `op`; identical for identical (op, seed, options).

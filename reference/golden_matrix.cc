@@ -9,6 +9,7 @@
 #include "reference/golden_matrix.h"
 
 #include <array>
+#include <utility>
 
 namespace dynattn_ref {
 namespace {
@@ -197,6 +198,22 @@ GoldenSpec LongFeatureCell(const std::string& op, int step, int window, uint64_t
   return spec;
 }
 
+// Keys and values of different sizes (multi_head_attention): MLA's non-absorbed prefill
+// (192 / 128), and sizes that are no multiple of the lanes. After every other cell.
+constexpr std::pair<int, int> kValueDims[] = {{192, 128}, {72, 40}, {16, 48}};
+
+GoldenSpec ValueDimCell(int dim, int dim_v, uint64_t seed) {
+  GoldenSpec spec{"", "multi_head_attention", seed, SmallStep()};
+  Pins& pins = spec.options.pins;
+  pins.head_dim = dim;
+  pins.head_dim_v = dim_v;
+  pins.t1 = dim == 192 ? 2 : 1;
+  pins.step = dim == 16 ? 1 : 2;
+  spec.name = "mha_d" + std::to_string(dim) + "_dv" + std::to_string(dim_v) + "_" +
+              kStepNames[pins.step] + "_t1" + kT1Names[pins.t1];
+  return spec;
+}
+
 }  // namespace
 
 std::vector<GoldenSpec> GoldenMatrix(uint64_t base_seed) {
@@ -223,6 +240,7 @@ std::vector<GoldenSpec> GoldenMatrix(uint64_t base_seed) {
   specs.push_back(LongFeatureCell("multi_head_attention", 2, -1, seed++));
   specs.push_back(LongFeatureCell("unified_attention", 1, 600, seed++));
   for (const FeatureSpec& f : kRankFeatures) specs.push_back(FeatureCell(f, i++, seed++));
+  for (const auto& [dim, dim_v] : kValueDims) specs.push_back(ValueDimCell(dim, dim_v, seed++));
   return specs;
 }
 

@@ -565,6 +565,7 @@ KvcResult RunKeyValueCache(const KvcCall& call, int64_t num_repeat,
 struct AttentionCall {
   Dt t1 = Dt::kF32;
   int64_t hq = 0, hkv = 0, d = 0;
+  int64_t dv = 0;  // value and output rows (head_dim_v, or D)
   bool causal = true, alibi = false;
   int64_t decoding_batches = 0;
   Batches batches;
@@ -582,7 +583,7 @@ struct AttentionCall {
   bool non_finite = false;  // Attrs::non_finite
 };
 
-// Context K and V as T1 values in float64, (kvstarts[B], Hkv, D).
+// Context K and V as T1 values in float64, (kvstarts[B], Hkv, D) and (kvstarts[B], Hkv, Dv).
 struct Context {
   std::vector<double> k, v;
 };
@@ -655,6 +656,8 @@ AttentionCall ReadAttentionCall(const Attrs& attrs, const Tensors& inputs) {
   AttentionCall call;
   call.hq = attrs.num_heads;
   call.d = attrs.head_dim;
+  Require(attrs.head_dim_v >= 0, "head_dim_v must be >= 0 (0: head_dim)");
+  call.dv = attrs.head_dim_v > 0 ? attrs.head_dim_v : attrs.head_dim;
   call.hkv = attrs.num_kv_heads == 0 ? attrs.num_heads : attrs.num_kv_heads;  // §5.2
   Require(call.hq >= 1 && call.d >= 1 && call.hkv >= 1, "num_heads/head_dim must be >= 1");
   Require(call.hq % call.hkv == 0, "num_heads must be a multiple of num_kv_heads");
@@ -739,7 +742,7 @@ double Logit(const AttentionCall& call, double dot) {
 // untouched) when every key is hidden or there is none; `lse` then holds the sink (or -inf).
 bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int64_t h, int64_t i,
                double* out, double* lse) {
-  const int64_t kvlen = call.batches.kvlen(b), d = call.d;
+  const int64_t kvlen = call.batches.kvlen(b), d = call.d, dv = call.dv;
   const int64_t kvh = h / (call.hq / call.hkv);  // §5.2 GQA
   const double* q = &call.query[((call.batches.seqstarts[b] + i) * call.hq + h) * d];
   std::vector<double> scores(kvlen, -kInf);
@@ -758,15 +761,15 @@ bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int
   }
   best = MaxOrNaN(best, sink);
   double sum = std::exp(sink - best);  // 0 without a sink
-  std::vector<double> acc(d, 0.0);
+  std::vector<double> acc(dv, 0.0);
   for (int64_t j = 0; j < kvlen; ++j) {
     if (scores[j] == -kInf) continue;  // hidden: weight 0, value not read
     const double weight = std::exp(scores[j] - best);
-    const double* v = &context.v[((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d];
+    const double* v = &context.v[((call.batches.kvstarts[b] + j) * call.hkv + kvh) * dv];
     sum += weight;
-    for (int64_t e = 0; e < d; ++e) acc[e] += weight * v[e];
+    for (int64_t e = 0; e < dv; ++e) acc[e] += weight * v[e];
   }
-  for (int64_t e = 0; e < d; ++e) out[e] = acc[e] / sum;
+  for (int64_t e = 0; e < dv; ++e) out[e] = acc[e] / sum;
   *lse = best + std::log(sum);
   return true;
 }
@@ -774,8 +777,8 @@ bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int
 // Largest |V element| over the context rows of request b (all kv heads) that are read.
 double ContextValueMax(const AttentionCall& call, const Context& context, int64_t b) {
   double vmax = 0;
-  const int64_t begin = (call.batches.kvstarts[b] + call.unread[b]) * call.hkv * call.d;
-  const int64_t end = call.batches.kvstarts[b + 1] * call.hkv * call.d;
+  const int64_t begin = (call.batches.kvstarts[b] + call.unread[b]) * call.hkv * call.dv;
+  const int64_t end = call.batches.kvstarts[b + 1] * call.hkv * call.dv;
   for (int64_t i = begin; i < end; ++i) {
     if (std::isfinite(context.v[i])) vmax = std::max(vmax, std::fabs(context.v[i]));
   }
@@ -796,7 +799,7 @@ std::vector<int64_t> HeadsToCompute(const AttentionCall& call, const std::vector
 
 AttnResult Attend(const AttentionCall& call, const Context& context,
                   const std::vector<int>& only_heads) {
-  const int64_t rows = call.batches.rows(), hq = call.hq, d = call.d;
+  const int64_t rows = call.batches.rows(), hq = call.hq, d = call.dv;
   AttnResult result;
   result.out.assign(rows * hq * d, kNaN);
   result.vmax.assign(rows, 0.0);
@@ -826,8 +829,9 @@ std::vector<double> ReadContextTensor(const Tensors& inputs, const char* name,
                                       const AttentionCall& call) {
   const Array& tensor = Need(inputs, name);
   Require(tensor.dt == call.t1, std::string(name) + " must have the query's dtype");
-  RequireShape(tensor, {call.batches.context_rows(), call.hkv, call.d}, name);
-  const int64_t row_size = call.hkv * call.d;
+  const int64_t dim = std::string(name) == "value" ? call.dv : call.d;
+  RequireShape(tensor, {call.batches.context_rows(), call.hkv, dim}, name);
+  const int64_t row_size = call.hkv * dim;
   std::vector<double> values(tensor.numel(), kNaN);
   for (int64_t b = 0; b < call.batches.count(); ++b) {
     const int64_t first = (call.batches.kvstarts[b] + call.unread[b]) * row_size;
@@ -1096,6 +1100,7 @@ AttnResult MultiHeadAttention(const Attrs& attrs, const Tensors& inputs,
 AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
                                    const std::vector<int>& only_heads) {
   const AttentionCall call = ReadAttentionCall(attrs, inputs);
+  Require(call.dv == call.d, "a PMX cache holds keys and values of one size (head_dim_v)");
   const KvcCall kvc_call = ReadKvcCall(attrs, inputs, call.hkv, call.d);
   Require(kvc_call.geo.t1 == call.t1, "current_key/value must have the query's dtype");
   Context context;

@@ -79,6 +79,9 @@ struct Attrs {
       layer_idx = 0, quant_bit = 0, quant_group = 8, num_repeat = 1, cache_mode = 0,
       cache_layout = 0, page_size = 128;
   int block_size = 0;  // unified attention only
+  // Value and output rows' size Dv (0: head_dim). Any Dv with MultiHeadAttention's key and value
+  // tensors; a PMX cache holds keys and values of one size, so the cache ops need Dv = head_dim.
+  int head_dim_v = 0;
   // Serving features. window_left: -1 off, W >= 0 lets the query at position i see keys
   // max(0, i - W) <= j <= i (also for a non-causal request). logits_soft_cap: 0 off, else
   // s = cap * tanh(s0 / cap). softmax_scale: 0 means 1 / sqrt(head_dim). Both are float32
@@ -105,7 +108,7 @@ struct KvcResult {
 
 // Result of an attention op (float64; compare a library output with CheckAttention).
 struct AttnResult {
-  std::vector<double> out;            // (Tq, Hq, D)
+  std::vector<double> out;            // (Tq, Hq, Dv)
   std::vector<double> vmax;           // per query row: largest |V element| of its request context
   std::vector<uint8_t> must_be_zero;  // per (row, head): no visible key -> exactly 0
   std::vector<uint8_t> computed;      // per (row, head): 1 where out and lse hold the answer

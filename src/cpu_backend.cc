@@ -42,15 +42,18 @@ AttentionNeeds NeedsOf(const AttentionProblem& p, const RunReservation& r) {
     }
     states = u->num_states;
   }
-  n.state_floats = static_cast<size_t>(states * StateFloats(p.padded_dim));
+  n.state_floats = static_cast<size_t>(states * StateFloats(p.padded_value_dim));
   return n;
 }
 
+/// Elements of the cache's longer row (keys or values).
+int WiderRow(const CacheDesc& cache) { return std::max(cache.head_dim, ValueDim(cache)); }
+
 Status Reserve(const BackendKernels& row, const RunReservation& r, ContextState* context) {
   size_t floats = 0, parts = 0;
-  if (r.write != nullptr) floats = row.cpu.io_scratch_floats(r.write->kv.cache.head_dim);
+  if (r.write != nullptr) floats = row.cpu.io_scratch_floats(WiderRow(r.write->kv.cache));
   if (r.gather != nullptr) {
-    floats = std::max(floats, row.cpu.io_scratch_floats(r.gather->kv.cache.head_dim));
+    floats = std::max(floats, row.cpu.io_scratch_floats(WiderRow(r.gather->kv.cache)));
   }
   if (r.attention != nullptr) {
     const AttentionNeeds needs = NeedsOf(*r.attention, r);
@@ -109,7 +112,7 @@ int64_t CappedWork(const AttentionProblem& problem, const std::vector<Item>& ite
 /// The partial states of a plan, in the context's workspace (every state is written by its item
 /// before a merge reads it).
 float* PartialStates(const AttentionProblem& problem, int64_t num_states, ContextState* context) {
-  return context->States(static_cast<size_t>(num_states * StateFloats(problem.padded_dim)));
+  return context->States(static_cast<size_t>(num_states * StateFloats(problem.padded_value_dim)));
 }
 
 Status RunAttention(const BackendKernels& row, const AttentionProblem& problem,

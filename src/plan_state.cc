@@ -66,7 +66,8 @@ bool SamePlaneGeometry(const CachePlane& a, const CachePlane& b) {
 bool SameGeometry(const CacheDesc& a, const CacheDesc& b) {
   return a.elem == b.elem && a.scale_type == b.scale_type && a.quant_group == b.quant_group &&
          a.num_kv_heads == b.num_kv_heads && a.head_dim == b.head_dim &&
-         a.num_slots == b.num_slots && a.device == b.device && SamePlaneGeometry(a.key, b.key) &&
+         internal::ValueDim(a) == internal::ValueDim(b) && a.num_slots == b.num_slots &&
+         a.device == b.device && SamePlaneGeometry(a.key, b.key) &&
          SamePlaneGeometry(a.value, b.value);
 }
 

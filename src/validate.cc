@@ -369,11 +369,19 @@ Status CheckDecodingBatches(const TensorView& t, Batch* batch) {
   return Status::Ok();
 }
 
+Status CheckHeadDims(int head_dim, int head_dim_v) {
+  if (head_dim < 1) return Status::Invalid("head_dim", "must be >= 1, got " + to_string(head_dim));
+  if (head_dim_v < 0) {
+    return Status::Invalid("head_dim_v",
+                           "must be 0 (head_dim) or >= 1, got " + to_string(head_dim_v));
+  }
+  return Status::Ok();
+}
+
 Status CheckHeads(const AttentionAttrs& a, int* kv_heads) {
   if (a.num_heads < 1)
     return Status::Invalid("num_heads", "must be >= 1, got " + to_string(a.num_heads));
-  if (a.head_dim < 1)
-    return Status::Invalid("head_dim", "must be >= 1, got " + to_string(a.head_dim));
+  DYNATTN_RETURN_IF_ERROR(CheckHeadDims(a.head_dim, a.head_dim_v));
   if (a.num_kv_heads < 0) {
     return Status::Invalid("num_kv_heads",
                            "must be >= 0 (0 means num_heads), got " + to_string(a.num_kv_heads));
@@ -550,11 +558,15 @@ Status CheckAddressingAttrs(const CacheAttrs& a) {
 }
 
 /// A caller-built CacheDesc: consistent with the call and with itself.
-Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int head_dim) {
-  if (d.num_kv_heads != kv_heads || d.head_dim != head_dim) {
-    return Status::Invalid("cache_desc", "num_kv_heads/head_dim " + to_string(d.num_kv_heads) +
-                                             "/" + to_string(d.head_dim) + " must be " +
-                                             to_string(kv_heads) + "/" + to_string(head_dim));
+Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int head_dim,
+                    int head_dim_v) {
+  if (d.num_kv_heads != kv_heads || d.head_dim != head_dim || d.head_dim_v < 0 ||
+      ValueDim(d) != head_dim_v) {
+    return Status::Invalid("cache_desc",
+                           "num_kv_heads/head_dim/head_dim_v " + to_string(d.num_kv_heads) + "/" +
+                               to_string(d.head_dim) + "/" + to_string(d.head_dim_v) + " must be " +
+                               to_string(kv_heads) + "/" + to_string(head_dim) + "/" +
+                               to_string(head_dim_v) + " (head_dim_v 0 means head_dim)");
   }
   if (d.num_slots < 0) return Status::Invalid("cache_desc", "num_slots must be >= 0");
   if (d.key.data == nullptr || d.value.data == nullptr) {
@@ -567,9 +579,10 @@ Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int h
                            "element type does not match quant_bit " + to_string(a.quant_bit));
   }
   if (quantized) {
-    if (d.quant_group < 1 || head_dim % d.quant_group != 0 ||
-        (d.elem == CacheElem::kInt4 && (d.quant_group % 2 || head_dim % 2))) {
-      return Status::Invalid("cache_desc", "quant_group must divide head_dim (both even for int4)");
+    if (d.quant_group < 1 || head_dim % d.quant_group != 0 || head_dim_v % d.quant_group != 0 ||
+        (d.elem == CacheElem::kInt4 && d.quant_group % 2)) {
+      return Status::Invalid("cache_desc",
+                             "quant_group must divide head_dim and head_dim_v (all even for int4)");
     }
     if (d.key.scale == nullptr || d.value.scale == nullptr) {
       return Status::Invalid("cache_desc", "quantized planes need scale pointers");
@@ -596,14 +609,23 @@ Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int h
   return Status::Ok();
 }
 
-/// Resolves the cache (raw descriptor or PMX tensors) for `kv_heads` x `head_dim` rows.
+/// Resolves the cache (raw descriptor or PMX tensors) for `kv_heads` rows of `head_dim` keys and
+/// `head_dim_v` values.
 Status ResolveCache(const CacheAttrs& a, const TensorView& cache, const TensorView& scale,
-                    const CacheDesc* raw, int kv_heads, int head_dim, CacheDesc* desc) {
+                    const CacheDesc* raw, int kv_heads, int head_dim, int head_dim_v,
+                    CacheDesc* desc) {
   DYNATTN_RETURN_IF_ERROR(CheckAddressingAttrs(a));
   if (raw != nullptr) {
-    DYNATTN_RETURN_IF_ERROR(CheckRawDesc(*raw, a, kv_heads, head_dim));
+    DYNATTN_RETURN_IF_ERROR(CheckRawDesc(*raw, a, kv_heads, head_dim, head_dim_v));
     *desc = *raw;
     return Status::Ok();
+  }
+  if (head_dim_v != head_dim) {
+    return Status::Invalid("head_dim_v",
+                           "a PMX cache tensor holds keys and values of one size, "
+                           "head_dim = " +
+                               to_string(head_dim) + ", got " + to_string(head_dim_v) +
+                               " (pass a cache_desc for values of another size)");
   }
   if (cache.present()) DYNATTN_RETURN_IF_ERROR(CheckStorage("cache", cache));
   if (scale.present() && a.quant_bit != 0) DYNATTN_RETURN_IF_ERROR(CheckStorage("scale", scale));
@@ -698,9 +720,9 @@ Status CheckDistinctWrites(const Batch& batch, const SlotMap& map) {
 /// Everything about the cache side of KVC and MHCA: attributes, tensors, slots, writes.
 Status CheckCacheSide(const CacheAttrs& attrs, const TensorView& cache, const TensorView& scale,
                       const CacheDesc* raw, const TensorView& cachestarts, int kv_heads,
-                      int head_dim, const Batch& batch, KvSource* source) {
+                      int head_dim, int head_dim_v, const Batch& batch, KvSource* source) {
   DYNATTN_RETURN_IF_ERROR(
-      ResolveCache(attrs, cache, scale, raw, kv_heads, head_dim, &source->cache));
+      ResolveCache(attrs, cache, scale, raw, kv_heads, head_dim, head_dim_v, &source->cache));
   DYNATTN_RETURN_IF_ERROR(
       CheckSlots(attrs, cachestarts, batch, source->cache.num_slots, &source->slots));
   return CheckDistinctWrites(batch, source->slots);
@@ -737,7 +759,9 @@ void FillAttention(const AttentionAttrs& a, int kv_heads, DType io, AttentionPro
   p->num_kv_heads = kv_heads;
   p->group_size = a.num_heads / kv_heads;
   p->head_dim = a.head_dim;
+  p->value_dim = ValueDimOf(a);
   p->padded_dim = static_cast<int>(PadToLanes(a.head_dim));
+  p->padded_value_dim = static_cast<int>(PadToLanes(p->value_dim));
   p->score_scale = ScoreScale(a.softmax_scale, a.head_dim);
   p->soft_cap = a.logits_soft_cap;
   p->window_left = a.window_left;
@@ -786,8 +810,14 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
     return Status::Invalid("current_key",
                            "needs >= 1 heads and head_dim >= 1, got shape " + ShapeString(ck));
   }
-  DYNATTN_RETURN_IF_ERROR(
-      CheckExact("current_value", args.current_value, io, tq, kv_heads, dim, "of current_key"));
+  DYNATTN_RETURN_IF_ERROR(CheckActivation("current_value", args.current_value));
+  const int64_t dim_v = args.current_value.shape[2];
+  if (dim_v > (1 << 20)) {
+    return Status::Invalid("current_value", "head_dim_v must be <= 2^20, got shape " +
+                                                ShapeString(args.current_value));
+  }
+  DYNATTN_RETURN_IF_ERROR(CheckExact("current_value", args.current_value, io, tq, kv_heads, dim_v,
+                                     "(Tq, num_kv_heads of current_key, head_dim_v)"));
   BatchShape shape;
   DYNATTN_RETURN_IF_ERROR(
       CheckBatch(args.seqstarts, args.kvstarts, tq, args.max_seqlen, args.max_kvlen, &shape));
@@ -795,15 +825,16 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
   KvSource source;
   DYNATTN_RETURN_IF_ERROR(CheckCacheSide(attrs.cache, args.cache, args.scale, args.cache_desc,
                                          args.cachestarts, static_cast<int>(kv_heads),
-                                         static_cast<int>(dim), shape.batch, &source));
+                                         static_cast<int>(dim), static_cast<int>(dim_v),
+                                         shape.batch, &source));
   DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &source.cache));
   const int64_t rows = shape.batch.kvstarts[shape.batch.size];
   const int64_t out_heads = kv_heads * attrs.num_repeat;
   DYNATTN_RETURN_IF_ERROR(CheckExact("key", args.key, io, rows, out_heads, dim,
                                      "(kvstarts[B], num_kv_heads * num_repeat, head_dim)",
                                      PlanData::kMayBeNull));
-  DYNATTN_RETURN_IF_ERROR(CheckExact("value", args.value, io, rows, out_heads, dim,
-                                     "(kvstarts[B], num_kv_heads * num_repeat, head_dim)",
+  DYNATTN_RETURN_IF_ERROR(CheckExact("value", args.value, io, rows, out_heads, dim_v,
+                                     "(kvstarts[B], num_kv_heads * num_repeat, head_dim_v)",
                                      PlanData::kMayBeNull));
   DYNATTN_RETURN_IF_ERROR(CheckCallDevice(source.cache, {{"current_key", &args.current_key},
                                                          {"current_value", &args.current_value},
@@ -831,8 +862,9 @@ Status CheckQueryAndNewTokens(const AttentionAttrs& a, const TensorView& query,
   const std::string new_rule = "(" + tokens_name + ", num_kv_heads, head_dim)";
   DYNATTN_RETURN_IF_ERROR(CheckExact("current_key", *current_key, shape->io, shape->tokens,
                                      shape->kv_heads, a.head_dim, new_rule.c_str()));
+  const std::string value_rule = "(" + tokens_name + ", num_kv_heads, head_dim_v)";
   return CheckExact("current_value", *current_value, shape->io, shape->tokens, shape->kv_heads,
-                    a.head_dim, new_rule.c_str());
+                    ValueDimOf(a), value_rule.c_str());
 }
 
 Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAttentionArgs& args,
@@ -848,8 +880,8 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   const int64_t rows = shape.batch.kvstarts[shape.batch.size];
   DYNATTN_RETURN_IF_ERROR(CheckExact("key", args.key, io, rows, kv_heads, attrs.head_dim,
                                      "(kvstarts[B], num_kv_heads, head_dim)"));
-  DYNATTN_RETURN_IF_ERROR(CheckExact("value", args.value, io, rows, kv_heads, attrs.head_dim,
-                                     "(kvstarts[B], num_kv_heads, head_dim)"));
+  DYNATTN_RETURN_IF_ERROR(CheckExact("value", args.value, io, rows, kv_heads, ValueDimOf(attrs),
+                                     "(kvstarts[B], num_kv_heads, head_dim_v)"));
   AttentionProblem& p = call->attention;
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, attrs.num_heads, shape.batch, &p));
@@ -857,7 +889,7 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   DYNATTN_RETURN_IF_ERROR(
       ReadAlibiSlopes(attrs.is_alibi, args.alibi_slopes, attrs.num_heads, &call->alibi_slopes));
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, attrs.num_heads,
-                                     attrs.head_dim, "(Tq, num_heads, head_dim)",
+                                     ValueDimOf(attrs), "(Tq, num_heads, head_dim_v)",
                                      PlanData::kMayBeNull));
   DYNATTN_RETURN_IF_ERROR(CheckLse(args.lse, tq, attrs.num_heads, "Tq"));
   DYNATTN_RETURN_IF_ERROR(CheckSameDevice(args.query.device, {{"key", &args.key},
@@ -873,9 +905,10 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   c.quant_group = attrs.head_dim;
   c.num_kv_heads = kv_heads;
   c.head_dim = attrs.head_dim;
+  c.head_dim_v = ValueDimOf(attrs);
   c.num_slots = rows;
   c.key = CachePlane{args.key.data, RowStride(args.key), attrs.head_dim};
-  c.value = CachePlane{args.value.data, RowStride(args.value), attrs.head_dim};
+  c.value = CachePlane{args.value.data, RowStride(args.value), c.head_dim_v};
   c.device = args.query.device;
   p.kv.slots = SlotMap{SlotMap::Mode::kOffset, shape.batch.kvstarts, 0, 1};
   return Status::Ok();
@@ -896,8 +929,8 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
   DYNATTN_RETURN_IF_ERROR(CheckDecodingBatches(args.decoding_batches, &shape.batch));
   KvSource source;
   DYNATTN_RETURN_IF_ERROR(CheckCacheSide(attrs.cache, args.cache, args.scale, args.cache_desc,
-                                         args.cachestarts, kv_heads, a.head_dim, shape.batch,
-                                         &source));
+                                         args.cachestarts, kv_heads, a.head_dim, ValueDimOf(a),
+                                         shape.batch, &source));
   DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &source.cache));
   DYNATTN_RETURN_IF_ERROR(ReadSinks(args.sinks, a.num_heads, &call->sinks));
   DYNATTN_RETURN_IF_ERROR(
@@ -906,7 +939,7 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, a.num_heads, shape.batch, &p));
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, io, tq, a.num_heads,
-                                     a.head_dim, "(Tq, num_heads, head_dim)",
+                                     ValueDimOf(a), "(Tq, num_heads, head_dim_v)",
                                      PlanData::kMayBeNull));
   DYNATTN_RETURN_IF_ERROR(CheckLse(args.lse, tq, a.num_heads, "Tq"));
   DYNATTN_RETURN_IF_ERROR(CheckCallDevice(source.cache, {{"query", &args.query},

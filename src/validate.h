@@ -130,9 +130,17 @@ int64_t IndexAt(const TensorView& t, int64_t flat);
 Status CheckOffsets(const char* name, const TensorView& t);
 /// Offsets: an int64 vector of `length` entries (any when negative) that passes CheckOffsets.
 Status CheckStarts(const char* name, const TensorView& t, int64_t length);
-/// num_heads, head_dim, num_kv_heads (0 means num_heads; must divide it), and the score options
-/// (CheckScoreOptions).
+/// head_dim >= 1 and head_dim_v >= 0 (0 means head_dim).
+Status CheckHeadDims(int head_dim, int head_dim_v);
+/// num_heads, head_dim, head_dim_v (CheckHeadDims), num_kv_heads (0 means num_heads; must divide
+/// it), and the score options (CheckScoreOptions).
 Status CheckHeads(const AttentionAttrs& a, int* kv_heads);
+/// Dv of attention attributes (AttentionAttrs or UnifiedAttentionAttrs): head_dim_v, or head_dim
+/// when it is 0.
+template <class Attrs>
+int ValueDimOf(const Attrs& a) {
+  return a.head_dim_v > 0 ? a.head_dim_v : a.head_dim;
+}
 
 /// What the first checks of an attention op establish: its KV heads, activation type and tokens.
 struct QueryShape {
@@ -141,13 +149,15 @@ struct QueryShape {
   int64_t tokens = 0;
 };
 /// The head counts (CheckHeads), `query` as (tokens, num_heads, head_dim) activations, and, when
-/// the op takes new tokens, `current_key` and `current_value` as (tokens, num_kv_heads,
-/// head_dim); messages name the token count `tokens_name` ("Tq" or "T").
+/// the op takes new tokens, `current_key` as (tokens, num_kv_heads, head_dim) and `current_value`
+/// as (tokens, num_kv_heads, head_dim_v); messages name the token count `tokens_name` ("Tq" or
+/// "T").
 Status CheckQueryAndNewTokens(const AttentionAttrs& a, const TensorView& query,
                               const TensorView* current_key, const TensorView* current_value,
                               const std::string& tokens_name, QueryShape* shape);
 /// A caller-built CacheDesc: consistent with the call and with itself.
-Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int head_dim);
+Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int head_dim,
+                    int head_dim_v);
 /// One new token's cache write: the slot it writes and its packed query row.
 struct SlotWrite {
   int64_t slot;  ///< Any numbering in which equal slots are equal numbers.

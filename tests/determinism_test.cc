@@ -256,7 +256,8 @@ dynattn::internal::AttentionProblem ProblemOf(WindowedCase& c, uint16_t* output,
   p.num_kv_heads = c.kv_heads;
   p.group_size = c.group;
   p.head_dim = c.dim;
-  p.padded_dim = static_cast<int>(dynattn::internal::PadToLanes(c.dim));
+  p.value_dim = c.dim;
+  p.padded_dim = p.padded_value_dim = static_cast<int>(dynattn::internal::PadToLanes(c.dim));
   p.score_scale = c.scale;
   p.soft_cap = c.cap;
   p.window_left = c.window;

@@ -141,6 +141,25 @@ TEST_SUITE("gpu") {
       }
     }
   }
+  TEST_CASE("values of another size (head_dim_v) on the device match the reference") {
+    // Decodes (one row per request: the split-KV merges at 700 keys) and prefills, Dv != D drawn
+    // in half the cases, the MLA sizes among them.
+    for (int i = 0; i < (Reduced() ? 4 : 12); ++i) {
+      dynattn_ref::GenOptions options;
+      options.value_head_dims = true;
+      options.max_batch = 3;
+      options.max_seqlen = i % 2 == 0 ? 1 : 20;
+      options.max_context = i % 3 == 0 ? 700 : 90;
+      const Case c = dynattn_ref::RandomCase("multi_head_attention",
+                                             dynattn_test::BaseSeed() + 7300 + i, options);
+      INFO(c.description);
+      const dynattn_ref::AttnResult ref = Reference(c);
+      const LibResult gpu = RunOnDevice(c);
+      REQUIRE_MESSAGE(gpu.status.ok(), gpu.status.message());
+      CHECK(dynattn_ref::CheckAttention(ref, gpu.attn_output) == "");
+      CHECK(dynattn_ref::CheckLse(ref, gpu.lse) == "");
+    }
+  }
   TEST_CASE("NaN and infinities on the device give float64 IEEE rows, as on the CPU") {
     // The first step of each op is drawn until its planted values reach a row (a -inf key, say,
     // may make no row NaN), so that even the reduced matrix proves NaN reaches the outputs.

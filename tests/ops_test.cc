@@ -155,6 +155,18 @@ TEST_SUITE("ops") {
   TEST_CASE("MultiHeadCacheAttention matches the reference on every target") {
     RunRandomCases("multi_head_cache_attention", 200000);
   }
+  TEST_CASE(
+      "MultiHeadAttention with values of another size (head_dim_v) matches the reference on "
+      "every target") {
+    dynattn_ref::GenOptions options;
+    options.value_head_dims = true;
+    RunRandomCases("multi_head_attention", 1200000, options, 24);
+    options = DecodeShapes();  // the fused kernel: Dv also a multiple of 16
+    options.value_head_dims = true;
+    RunRandomCases("multi_head_attention", 1300000, options, 16);
+    options.max_context = 3000;  // several context splits, merged
+    RunRandomCases("multi_head_attention", 1400000, options, 4);
+  }
   TEST_CASE("long contexts (several context splits, merged) match the reference on every target") {
     dynattn_ref::GenOptions options;
     options.max_batch = 3;

@@ -112,8 +112,8 @@ struct PlannedBatch {
     problem.num_kv_heads = kv_heads;
     problem.group_size = group;
     problem.num_heads = kv_heads * group;
-    problem.head_dim = 64;
-    problem.padded_dim = 64;
+    problem.head_dim = problem.value_dim = 64;
+    problem.padded_dim = problem.padded_value_dim = 64;
     problem.is_causal = causal;
     problem.window_left = window;
   }

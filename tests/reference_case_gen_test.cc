@@ -208,7 +208,9 @@ void RunReference(const Case& c, Coverage* seen = nullptr) {
                                 ? MultiHeadAttention(c.attrs, c.inputs)
                                 : MultiHeadCacheAttention(c.attrs, c.inputs);
   const Array& query = c.inputs.at("query");
-  Array rounded = MakeArray(query.dt, query.shape);
+  std::vector<int64_t> shape = query.shape;
+  if (c.attrs.head_dim_v > 0) shape.back() = c.attrs.head_dim_v;  // rows of Dv values
+  Array rounded = MakeArray(query.dt, shape);
   for (int64_t i = 0; i < rounded.numel(); ++i) StoreRounded(&rounded, i, result.out[i]);
   CHECK(CheckAttention(result, rounded) == "");
   for (size_t i = 0; seen != nullptr && i < result.lse.size(); ++i) {

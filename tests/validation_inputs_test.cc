@@ -98,6 +98,22 @@ TEST_SUITE("validation") {
     ExpectRejected("key_value_cache", 0, "num_repeat", [](Case* c) { c->attrs.num_repeat = 0; });
   }
 
+  TEST_CASE("value rows of another size (head_dim_v) are checked against every tensor") {
+    ExpectRejected("multi_head_attention", 0, "head_dim_v",
+                   [](Case* c) { c->attrs.head_dim_v = -1; });
+    // The value tensor keeps D = 8 while head_dim_v says 16 (the output has rows of 16).
+    ExpectRejected("multi_head_attention", 0, "value", [](Case* c) { c->attrs.head_dim_v = 16; });
+    ExpectRejected(kMhca, 0, "current_value", [](Case* c) { c->attrs.head_dim_v = 16; });
+    // New values of 16 with a PMX cache, whose keys and values share one row size.
+    ExpectRejected(kMhca, 1, "head_dim_v", [](Case* c) {
+      c->attrs.head_dim_v = 16;
+      c->inputs["current_value"] = RandomActivations(Dt::kF16, {4, 2, 16}, 3);
+    });
+    ExpectRejected("key_value_cache", 0, "head_dim_v", [](Case* c) {
+      c->inputs["current_value"] = RandomActivations(Dt::kF16, {4, 2, 16}, 3);
+    });
+  }
+
   TEST_CASE("malformed caches and quantization attributes are rejected") {
     ExpectRejected(kMhca, 0, "quant_bit", [](Case* c) { c->attrs.quant_bit = 3; });
     ExpectRejected(kMhca, 0, "quant_group", [](Case* c) { c->attrs.quant_group = 3; });

@@ -59,6 +59,7 @@ std::string AttributeValue(const Case& c, const std::string& name) {
   if (name == "softmax_scale") return RealText(a.softmax_scale);
   if (name == "cache_dtype") return a.cache_dtype;
   if (name == "return_lse") return c.op == "unified_attention" ? "1" : "";
+  if (name == "head_dim_v") return a.head_dim_v > 0 ? std::to_string(a.head_dim_v) : "";
   return "";
 }
 

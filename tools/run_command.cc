@@ -99,7 +99,7 @@ const std::vector<AttributeDef>& AttributeDefaults() {
       {"page_size", AttrKind::kInt, "128"},      {"block_size", AttrKind::kInt, "0"},
       {"return_lse", AttrKind::kBool, "0"},      {"window_left", AttrKind::kInt, "-1"},
       {"logits_soft_cap", AttrKind::kReal, "0"}, {"softmax_scale", AttrKind::kReal, "0"},
-      {"cache_dtype", AttrKind::kName, ""},
+      {"cache_dtype", AttrKind::kName, ""},      {"head_dim_v", AttrKind::kInt, "0"},
   };
   return defaults;
 }
@@ -123,7 +123,7 @@ const std::vector<OpSpec>& OpSpecs() {
        OpKind::kMultiHeadAttention,
        DYNATTN_CLI_INPUTS(DYNATTN_MULTI_HEAD_ATTENTION_TENSORS),
        {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "return_lse",
-        "window_left", "logits_soft_cap", "softmax_scale"}},
+        "window_left", "logits_soft_cap", "softmax_scale", "head_dim_v"}},
       {"multi_head_cache_attention",
        OpKind::kMultiHeadCacheAttention,
        DYNATTN_CLI_INPUTS(DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS),
@@ -377,6 +377,7 @@ AttentionAttrs MakeAttentionAttrs(const Attributes& attributes) {
   AttentionAttrs attention;
   attention.num_heads = attributes.at("num_heads");
   attention.head_dim = attributes.at("head_dim");
+  attention.head_dim_v = static_cast<int>(attributes.at("head_dim_v"));
   attention.is_causal = attributes.at("is_causal") != 0;
   attention.is_alibi = attributes.at("is_alibi") != 0;
   attention.num_kv_heads = attributes.at("num_kv_heads");
@@ -410,9 +411,9 @@ Status CallKeyValueCache(const Attributes& attributes, const RunOptions& options
 Status CallMultiHeadAttention(const Attributes& attributes, const RunOptions& options,
                               Arrays& inputs, PendingOutputs* pending, Arrays* outputs) {
   const NpyArray& query = inputs.at("query");
-  pending->Add("attn_output", query.dtype, AttentionOutputShape(query));
-  AddLseIfAsked(attributes, query, pending);
   const AttentionAttrs attrs = MakeAttentionAttrs(attributes);
+  pending->Add("attn_output", query.dtype, AttentionOutputShape(query, attrs.head_dim_v));
+  AddLseIfAsked(attributes, query, pending);
   return PlanAllocateRun(
       options, inputs, pending, outputs,
       [&](const TensorLookup& t, Plan* plan) {

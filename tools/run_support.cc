@@ -80,9 +80,11 @@ TensorLookup Lookup(Arrays& inputs, Arrays* outputs) {
   };
 }
 
-std::vector<int64_t> AttentionOutputShape(const NpyArray& query) {
-  if (query.shape.size() == 3) return query.shape;
-  return {0, 0, 0};
+std::vector<int64_t> AttentionOutputShape(const NpyArray& query, int head_dim_v) {
+  if (query.shape.size() != 3) return {0, 0, 0};
+  std::vector<int64_t> shape = query.shape;
+  if (head_dim_v > 0) shape[2] = head_dim_v;
+  return shape;
 }
 
 void AddLseIfAsked(const Attributes& attributes, const NpyArray& query, PendingOutputs* pending) {

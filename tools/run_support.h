@@ -79,8 +79,9 @@ Status PlanAllocateRun(const RunOptions& options, Arrays& inputs, PendingOutputs
 /// Views of the outputs, else of the inputs, by spec name; absent when neither has it.
 TensorLookup Lookup(Arrays& inputs, Arrays* outputs);
 
-/// (Tq, Hq, D) of the query when it is rank 3, else an empty output the library will reject.
-std::vector<int64_t> AttentionOutputShape(const NpyArray& query);
+/// (Tq, Hq, Dv) of the query when it is rank 3 (Dv: head_dim_v, or the query's D when it is 0),
+/// else an empty output the library will reject.
+std::vector<int64_t> AttentionOutputShape(const NpyArray& query, int head_dim_v = 0);
 // With `return_lse`, a pending float32 (T, Hq) `lse` output (an empty shape for a query that is
 // not rank 3: the library rejects the query).
 void AddLseIfAsked(const Attributes& attributes, const NpyArray& query, PendingOutputs* pending);

@@ -187,7 +187,8 @@ Status ToTensors(std::initializer_list<TensorField> fields) {
   X(data) X(slot_stride) X(head_stride) X(scale) X(scale_slot_stride) X(scale_head_stride) \
   X(tensor_scale) X(dim_stride) X(slots_per_tile) X(tile_stride)
 // clang-format on
-#define DYNATTN_CACHE_DESC_SIZES(X) X(quant_group) X(num_kv_heads) X(head_dim) X(num_slots)
+#define DYNATTN_CACHE_DESC_SIZES(X) \
+  X(quant_group) X(num_kv_heads) X(head_dim) X(head_dim_v) X(num_slots)
 #define DYNATTN_BLOCK_CACHE_SIZES(X) X(block_size) X(block_stride) X(num_blocks)
 // One attribute of an attribute table (dynattn/op_signatures.h), copied between the C and C++
 // structs, which name it alike.

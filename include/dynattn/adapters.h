@@ -51,7 +51,9 @@ enum class PageLayout : uint8_t {
 /// Block cache over separate key and value tensors of shape [num_pages, page_size, Hkv, D] (NHD)
 /// or [num_pages, Hkv, page_size, D] (HND), with optional scale tensors of the same layout.
 /// Serves vLLM K/V caches, FlashInfer caches and the ATB views of a Ksana pool; page ids are
-/// used as they are. Both scales are required iff `format.quant_bit != 0`.
+/// used as they are. Both scales are required iff `format.quant_bit != 0`. The value tensor's
+/// last dim may differ from the key's: its rows hold Dv values (CacheDesc::head_dim_v), as
+/// engines keep MLA's non-absorbed K and V.
 DYNATTN_EXPORT Status MakePagedBlockCache(const TensorView& key, const TensorView& value,
                                           const TensorView& key_scale,
                                           const TensorView& value_scale, PageLayout layout,

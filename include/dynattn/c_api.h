@@ -175,11 +175,12 @@ typedef struct dynattn_cache_desc_t {
   dynattn_scale_type_t scale_type; /**< Storage of scales (quantized caches only). */
   int quant_group;                 /**< Elements per scale group (quantized caches only). */
   int num_kv_heads;                /**< KV heads per slot. */
-  int head_dim;                    /**< Elements per (slot, head) row. */
+  int head_dim;                    /**< Elements per (slot, head) key row. */
   int64_t num_slots;               /**< Valid slots are [0, num_slots). */
   dynattn_cache_plane_t key;       /**< Key plane. */
   dynattn_cache_plane_t value;     /**< Value plane. */
   dynattn_device_t device;         /**< Memory space of all four buffers. */
+  int head_dim_v;                  /**< Elements per value row; 0: head_dim. */
 } dynattn_cache_desc_t;
 
 /** A cache addressed through block tables (dynattn::BlockCache): a plain value borrowing the
@@ -238,12 +239,13 @@ typedef struct dynattn_run_options_t {
 typedef struct dynattn_attention_attrs_t {
   int num_heads;         /**< Query heads Hq. */
   int num_kv_heads;      /**< Hkv; 0 means Hq. */
-  int head_dim;          /**< D >= 1. */
+  int head_dim;          /**< Dk >= 1: queries and keys. */
   bool is_causal;        /**< Bottom-right causal mask (default true). */
   bool is_alibi;         /**< ALiBi bias, standard slopes (default false; or pass alibi_slopes). */
   int window_left;       /**< Sliding window: -1 off (default); W >= 0: keys i - W <= j <= i. */
   float logits_soft_cap; /**< 0 off (default); cap > 0: s = cap * tanh(s0 / cap). */
   float softmax_scale;   /**< 0: 1 / sqrt(head_dim) (default); else finite > 0. */
+  int head_dim_v;        /**< Dv: values and outputs; 0 (default) = head_dim. */
 } dynattn_attention_attrs_t;
 
 /** KeyValueCache attributes (dynattn::KeyValueCacheAttrs). */
@@ -262,11 +264,12 @@ typedef struct dynattn_multi_head_cache_attention_attrs_t {
 typedef struct dynattn_unified_attention_attrs_t {
   int num_heads;         /**< Query heads Hq. */
   int num_kv_heads;      /**< Hkv; 0 means Hq. */
-  int head_dim;          /**< D >= 1. */
+  int head_dim;          /**< Dk >= 1: queries and keys. */
   bool is_alibi;         /**< ALiBi bias. */
   int window_left;       /**< Sliding window, as in dynattn_attention_attrs_t (default -1). */
   float logits_soft_cap; /**< Logit soft-cap (default 0, off). */
   float softmax_scale;   /**< Score scale (default 0: 1 / sqrt(head_dim)). */
+  int head_dim_v;        /**< Dv: values and outputs; 0 (default) = head_dim. */
 } dynattn_unified_attention_attrs_t;
 
 /** KeyValueCache tensors (dynattn::KeyValueCacheArgs; shapes documented there). */

@@ -2,7 +2,8 @@
 //
 // The KV-cache descriptor: what the kernels see of any cache, whatever its layout.
 //
-// A cache stores, per token slot and KV head, `head_dim` keys and `head_dim` values, each either
+// A cache stores, per token slot and KV head, `head_dim` keys and `head_dim_v` values (by default
+// `head_dim` too), each either
 // plain (fp32, fp16) or quantized (int8, int4) with one scale per group of `quant_group`
 // consecutive elements. Every layout (PMX `cache_layout` 0-3, per-layer block pools, engines'
 // paged caches) reduces to a base pointer and two strides (slot, head) per plane; the element
@@ -85,11 +86,14 @@ struct CacheDesc {
   ScaleType scale_type = ScaleType::kF16;  ///< Storage of group scales (quantized caches only).
   int quant_group = 8;                     ///< Elements per scale group (quantized caches only).
   int num_kv_heads = 0;                    ///< KV heads per slot.
-  int head_dim = 0;                        ///< Elements per (slot, head) row.
+  int head_dim = 0;                        ///< Elements per (slot, head) key row.
   int64_t num_slots = 0;         ///< Token capacity `MaxT`; valid slots are [0, num_slots).
   CachePlane key;                ///< Key plane.
   CachePlane value;              ///< Value plane.
   Device device = Device::kCpu;  ///< Memory space of all four buffers.
+  /// Elements per (slot, head) value row; 0 (the default): head_dim. A value row of a quantized
+  /// plane has head_dim_v / quant_group group scales.
+  int head_dim_v = 0;
 };
 
 /// PMX cache attributes (spec: `num_layer`, `layer_idx`, `quant_bit`, `quant_group`,

@@ -34,7 +34,7 @@ struct RunOptions {
 struct AttentionAttrs {
   int num_heads = 0;      ///< Query heads Hq.
   int num_kv_heads = 0;   ///< Hkv; 0 means Hq. Hq must be a multiple of Hkv (GQA).
-  int head_dim = 0;       ///< D, any value >= 1.
+  int head_dim = 0;       ///< Dk: queries and keys, any value >= 1.
   bool is_causal = true;  ///< Bottom-right causal mask for requests b >= decoding_batches.
   /// ALiBi bias with its built-in causal -inf (spec §5.5 [REC]), with the standard slopes of a
   /// model of num_heads heads; an `alibi_slopes` input turns it on with its own slopes instead.
@@ -47,6 +47,9 @@ struct AttentionAttrs {
   float logits_soft_cap = 0.0f;
   /// Score scale: 0 = 1 / sqrt(head_dim); else any finite value > 0 (Gemma's query_pre_attn).
   float softmax_scale = 0.0f;
+  /// Dv: elements of a value and an output row; 0 (the default) = head_dim. Last, so that
+  /// positional initialisers written before it keep their meaning.
+  int head_dim_v = 0;
 };
 
 /// `KeyValueCache` attributes (spec §4).

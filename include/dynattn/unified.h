@@ -57,13 +57,14 @@ DYNATTN_EXPORT Status MakePmxBlockCache(const TensorView& cache, const TensorVie
 struct UnifiedAttentionAttrs {
   int num_heads = 0;     ///< Query heads Hq.
   int num_kv_heads = 0;  ///< Hkv; 0 means Hq. Hq must be a multiple of Hkv (GQA).
-  int head_dim = 0;      ///< D, any value >= 1.
+  int head_dim = 0;      ///< Dk: queries and keys, any value >= 1.
   /// Adds slope_h * (key position - query position), spec pmx-ops §5.5, with the standard slopes;
   /// an `alibi_slopes` input turns it on with its own slopes instead.
   bool is_alibi = false;
   int window_left = -1;          ///< Sliding window, as AttentionAttrs::window_left.
   float logits_soft_cap = 0.0f;  ///< Logit soft-cap, as AttentionAttrs::logits_soft_cap.
   float softmax_scale = 0.0f;    ///< Score scale, as AttentionAttrs::softmax_scale.
+  int head_dim_v = 0;            ///< Dv, as AttentionAttrs::head_dim_v.
 };
 
 /// Unified attention tensors. Index tensors are int64 or int32 (widened once, at plan time).

@@ -109,11 +109,12 @@ Status CheckScaleTensor(const char* name, const TensorView& scale, const TensorV
 }
 
 void FillBlockCache(const RowLayout& layout, const PlaneTensors& t, const CacheFormat& f,
-                    int num_kv_heads, int64_t head_dim, int block_size, int64_t num_blocks,
-                    BlockCache* out) {
+                    int num_kv_heads, int64_t head_dim, int64_t head_dim_v, int block_size,
+                    int64_t num_blocks, BlockCache* out) {
   const bool quantized = f.quant_bit != 0;
   const int64_t bits = internal::CacheElemBits(f.quant_bit, t.key->dtype);
   const int64_t groups = quantized ? head_dim / f.quant_group : 0;
+  const int64_t value_groups = quantized ? head_dim_v / f.quant_group : 0;
   BlockCache bc;
   CacheDesc& d = bc.cache;
   d.elem = internal::CacheElemOf(f.quant_bit, t.key->dtype);
@@ -121,10 +122,11 @@ void FillBlockCache(const RowLayout& layout, const PlaneTensors& t, const CacheF
   d.quant_group = quantized ? f.quant_group : static_cast<int>(head_dim);
   d.num_kv_heads = num_kv_heads;
   d.head_dim = static_cast<int>(head_dim);
+  d.head_dim_v = head_dim_v != head_dim ? static_cast<int>(head_dim_v) : 0;
   d.key = PlaneOf(layout, layout.key_offset, *t.key, quantized ? t.key_scale : nullptr, head_dim,
                   bits, groups);
   d.value = PlaneOf(layout, layout.value_offset, *t.value, quantized ? t.value_scale : nullptr,
-                    head_dim, bits, groups);
+                    head_dim_v, bits, value_groups);
   d.device = t.key->device;
   bc.block_size = block_size;
   bc.block_stride = layout.block / layout.token;

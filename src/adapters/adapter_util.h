@@ -60,8 +60,8 @@ struct PlaneTensors {
 /// num_slots = (num_blocks - 1) * block_stride + block_size, so every valid (slot, head) stays
 /// inside the tensors.
 void FillBlockCache(const RowLayout& layout, const PlaneTensors& t, const CacheFormat& f,
-                    int num_kv_heads, int64_t head_dim, int block_size, int64_t num_blocks,
-                    BlockCache* out);
+                    int num_kv_heads, int64_t head_dim, int64_t head_dim_v, int block_size,
+                    int64_t num_blocks, BlockCache* out);
 
 }  // namespace adapters_internal
 }  // namespace dynattn

@@ -153,7 +153,7 @@ Status MakeKsanaBlockCache(const TensorView& pool, const TensorView& scale_pool,
   rows.token = attrs.num_kv_heads;
   rows.head = 1;
   FillBlockCache(rows, {&pool, &pool, &scale_pool, &scale_pool}, attrs.format, attrs.num_kv_heads,
-                 attrs.head_dim, attrs.block_size, attrs.num_blocks, out);
+                 attrs.head_dim, attrs.head_dim, attrs.block_size, attrs.num_blocks, out);
   return Status::Ok();
 }
 

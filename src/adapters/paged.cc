@@ -53,15 +53,17 @@ RowLayout PageRows(PageLayout layout, const PagedDims& d, int64_t planes_per_pag
 /// Checks the scales of the (one or two) data tensors and builds the cache.
 Status Finish(const RowLayout& rows, const PlaneTensors& t, const char* scale_names[2],
               const CacheFormat& f, const PagedDims& d, BlockCache* out) {
-  const int64_t head_dim = HeadDimOf(*t.key, f);
+  const int64_t head_dim = HeadDimOf(*t.key, f), head_dim_v = HeadDimOf(*t.value, f);
   DYNATTN_RETURN_IF_ERROR(CheckFormat(f, head_dim));
+  DYNATTN_RETURN_IF_ERROR(CheckFormat(f, head_dim_v));
   DYNATTN_RETURN_IF_ERROR(CheckScaleTensor(scale_names[0], *t.key_scale, *t.key, f, head_dim));
-  DYNATTN_RETURN_IF_ERROR(CheckScaleTensor(scale_names[1], *t.value_scale, *t.value, f, head_dim));
+  DYNATTN_RETURN_IF_ERROR(
+      CheckScaleTensor(scale_names[1], *t.value_scale, *t.value, f, head_dim_v));
   if (f.quant_bit != 0 && t.key_scale->dtype != t.value_scale->dtype) {
     return Status::Invalid(scale_names[1], "must have the dtype of " + std::string(scale_names[0]));
   }
-  FillBlockCache(rows, t, f, static_cast<int>(d.heads), head_dim, static_cast<int>(d.page_size),
-                 d.pages, out);
+  FillBlockCache(rows, t, f, static_cast<int>(d.heads), head_dim, head_dim_v,
+                 static_cast<int>(d.page_size), d.pages, out);
   return Status::Ok();
 }
 
@@ -72,10 +74,12 @@ Status MakePagedBlockCache(const TensorView& key, const TensorView& value,
                            PageLayout layout, const CacheFormat& format, BlockCache* out) {
   DYNATTN_RETURN_IF_ERROR(CheckDataTensor("key", key, format, 4));
   DYNATTN_RETURN_IF_ERROR(CheckDataTensor("value", value, format, 4));
+  // The last dim may differ: value rows of their own size (head_dim_v).
   bool same = key.dtype == value.dtype && key.device == value.device;
-  for (int i = 0; i < 4; ++i) same = same && key.shape[i] == value.shape[i];
+  for (int i = 0; i < 3; ++i) same = same && key.shape[i] == value.shape[i];
   if (!same) {
-    return Status::Invalid("value", std::string("must match key's dtype, device and shape ") +
+    return Status::Invalid("value", std::string("must match key's dtype, device and shape but for "
+                                                "its last dim (head_dim_v) ") +
                                         DTypeName(key.dtype) + " " + ShapeString(key) + ", got " +
                                         DTypeName(value.dtype) + " " + ShapeString(value));
   }

@@ -76,7 +76,7 @@ void RecordCache(const TensorView& tensor, const TensorView& scale, bool quantiz
 void PlanAttentionWork(AttentionWork* work, PlanState* state) {
   work->plan = PlanAttention(work->attention);
   state->workspace_floats =
-      static_cast<size_t>(work->plan.num_states * StateFloats(work->attention.padded_dim));
+      static_cast<size_t>(work->plan.num_states * StateFloats(work->attention.padded_value_dim));
 }
 
 TensorView WidenedIndex::operator()(const TensorView& t) {

@@ -98,7 +98,7 @@ struct OpTraits<UnifiedAttentionArgs>
     }
 #endif
     s->workspace_floats =
-        static_cast<size_t>(work->plan.num_states * StateFloats(work->attention.padded_dim));
+        static_cast<size_t>(work->plan.num_states * StateFloats(work->attention.padded_value_dim));
     work->summary = Summarize(work->step, work->plan, args.cache->cache);
   }
 
@@ -107,8 +107,8 @@ struct OpTraits<UnifiedAttentionArgs>
   static void PlanShard(Work* work, PlanState* s, const CacheDesc& cache) {
     work->sharded = true;
     work->shard_plan = PlanAttention(work->attention);
-    s->workspace_floats =
-        static_cast<size_t>(work->shard_plan.num_states * StateFloats(work->attention.padded_dim));
+    s->workspace_floats = static_cast<size_t>(work->shard_plan.num_states *
+                                              StateFloats(work->attention.padded_value_dim));
     work->summary = SummarizeShard(work->step, work->shard_plan, cache);
   }
 

@@ -30,7 +30,7 @@ Status CheckContextLens(const TensorView& t, int64_t requests) {
   return Status::Ok();
 }
 
-Status CheckBlockCache(const BlockCache* c, int kv_heads, int head_dim) {
+Status CheckBlockCache(const BlockCache* c, int kv_heads, int head_dim, int head_dim_v) {
   if (c == nullptr) return Status::Invalid("cache", "is required (a BlockCache)");
   if (c->block_size < 1) {
     return Status::Invalid("block_size", "must be >= 1, got " + to_string(c->block_size));
@@ -47,7 +47,7 @@ Status CheckBlockCache(const BlockCache* c, int kv_heads, int head_dim) {
   attrs.quant_bit = c->cache.elem == CacheElem::kInt8   ? 8
                     : c->cache.elem == CacheElem::kInt4 ? 4
                                                         : 0;
-  DYNATTN_RETURN_IF_ERROR(CheckRawDesc(c->cache, attrs, kv_heads, head_dim));
+  DYNATTN_RETURN_IF_ERROR(CheckRawDesc(c->cache, attrs, kv_heads, head_dim, head_dim_v));
   if (c->num_blocks > 0 &&
       (c->num_blocks - 1 > (c->cache.num_slots - c->block_size) / c->Stride() ||
        c->cache.num_slots < c->block_size)) {
@@ -187,7 +187,8 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
                              .is_alibi = a.is_alibi,
                              .window_left = a.window_left,
                              .logits_soft_cap = a.logits_soft_cap,
-                             .softmax_scale = a.softmax_scale};
+                             .softmax_scale = a.softmax_scale,
+                             .head_dim_v = a.head_dim_v};
   QueryShape q;
   DYNATTN_RETURN_IF_ERROR(
       CheckQueryAndNewTokens(heads, args.query, &args.current_key, &args.current_value, "T", &q));
@@ -214,13 +215,13 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
                                               ShapeString(args.block_table)
                                         : std::string("nothing")));
   }
-  return CheckBlockCache(args.cache, *kv_heads, a.head_dim);
+  return CheckBlockCache(args.cache, *kv_heads, a.head_dim, ValueDimOf(a));
 }
 
 Status CheckOutputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& args) {
   const int64_t t = args.query.shape[0];
   DYNATTN_RETURN_IF_ERROR(CheckExact("attn_output", args.attn_output, args.query.dtype, t,
-                                     a.num_heads, a.head_dim, "(T, num_heads, head_dim)",
+                                     a.num_heads, ValueDimOf(a), "(T, num_heads, head_dim_v)",
                                      PlanData::kMayBeNull));
   return CheckLse(args.lse, t, a.num_heads, "T");
 }
@@ -266,7 +267,8 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
                                .is_alibi = a.is_alibi,
                                .window_left = a.window_left,
                                .logits_soft_cap = a.logits_soft_cap,
-                               .softmax_scale = a.softmax_scale},
+                               .softmax_scale = a.softmax_scale,
+                               .head_dim_v = a.head_dim_v},
                 kv_heads, io, &p);
   p.batch = batch;
   SetActivations(args.query, args.attn_output, &p);

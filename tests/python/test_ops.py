@@ -109,7 +109,7 @@ def test_key_value_cache_and_mhca_match_cli(rng, tmp_path, kind, dtype, quant_bi
 def reference_mha(q, k, v, seqstarts, kvstarts):
     """Float64 MHA with the bottom-right causal mask; vmax per query row."""
     q, k, v = (a.astype(np.float64) for a in (q, k, v))
-    out, vmax = np.zeros(q.shape), np.zeros(len(q))
+    out, vmax = np.zeros(q.shape[:2] + v.shape[2:]), np.zeros(len(q))
     group = q.shape[1] // k.shape[1]
     for b in range(len(seqstarts) - 1):
         qs, qe, ks, ke = seqstarts[b], seqstarts[b + 1], kvstarts[b], kvstarts[b + 1]
@@ -147,6 +147,29 @@ def test_multi_head_attention_matches_reference_and_cli(rng, tmp_path, kind, dty
                                   want["attn_output"].view(np.uint8))
     ref, vmax = reference_mha(s.query, key, value, s.seqstarts, s.kvstarts)
     assert_close(np.asarray(out), ref, vmax, dtype, "attn_output")
+
+
+@pytest.mark.parametrize("dv", [128, 20])
+def test_values_of_another_size_match_reference_and_cli(rng, tmp_path, dv):
+    """MLA's non-absorbed prefill shape: keys of D = 192, values and outputs of Dv (from the
+    value tensor's shape), through the call, its plan and `dynattn run --head_dim_v`."""
+    s = PmxStep(rng, "float32", 0, hq=4, hkv=2, d=192)
+    key = rng.standard_normal((int(s.kvstarts[-1]), s.hkv, s.d)).astype(np.float32)
+    value = rng.standard_normal((int(s.kvstarts[-1]), s.hkv, dv)).astype(np.float32)
+    args = (s.query, key, value, s.seqstarts, s.kvstarts, 0, s.max_seqlen, s.max_kvlen)
+    out = dynattn.multi_head_attention(*args)
+    assert out.shape == (s.query.shape[0], s.hq, dv)
+    ref, vmax = reference_mha(s.query, key, value, s.seqstarts, s.kvstarts)
+    assert_close(np.asarray(out), ref, vmax, "float32", "attn_output")
+    np.testing.assert_array_equal(dynattn.plan_multi_head_attention(*args).run(s.query, key, value),
+                                  out)
+    want = run_cli("multi_head_attention",
+                   dict(query=s.query, key=key, value=value, seqstarts=s.seqstarts,
+                        kvstarts=s.kvstarts, decoding_batches=np.array(0),
+                        max_seqlen=np.array(s.max_seqlen), max_kvlen=np.array(s.max_kvlen)),
+                   dict(num_heads=s.hq, num_kv_heads=s.hkv, head_dim=s.d, head_dim_v=dv),
+                   tmp_path)
+    np.testing.assert_array_equal(want["attn_output"], out)
 
 
 def test_merge_states_matches_its_formula(rng):

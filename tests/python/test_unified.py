@@ -149,3 +149,44 @@ def test_plan_rejects_other_shapes_and_lse_without_with_lse(rng):
     out, lse = plan.run(step.query, step.current_key, step.current_value, cache,
                         return_lse=True)
     assert lse.shape == (step.tokens, step.hq) and np.all(np.isfinite(lse))
+
+
+def test_paged_cache_with_values_of_another_size(rng):
+    """MLA's non-absorbed K (192) and V (128) in separate paged tensors: the new rows land in
+    each, and the output (T, Hq, 128) matches float64 attention over what the cache holds."""
+    blocks, block_size, hkv, hq, dk, dv = 12, 4, 2, 4, 192, 128
+    key = rng.standard_normal((blocks, block_size, hkv, dk)).astype(np.float32)
+    value = rng.standard_normal((blocks, block_size, hkv, dv)).astype(np.float32)
+    context_lens = np.array([5, 0, 9], dtype=np.int64)
+    new = np.array([1, 6, 2], dtype=np.int64)
+    query_start_loc = np.concatenate([[0], np.cumsum(new)]).astype(np.int64)
+    table = rng.permutation(blocks).reshape(3, 4).astype(np.int64)
+    t = int(query_start_loc[-1])
+    query = rng.standard_normal((t, hq, dk)).astype(np.float32)
+    current_key = rng.standard_normal((t, hkv, dk)).astype(np.float32)
+    current_value = rng.standard_normal((t, hkv, dv)).astype(np.float32)
+    cache = dynattn.paged_block_cache(key, value)
+    assert (cache.head_dim, cache.head_dim_v) == (dk, dv)
+    out, lse = dynattn.unified_attention(query, current_key, current_value, query_start_loc,
+                                         context_lens, table, cache, return_lse=True)
+    assert out.shape == (t, hq, dv)
+
+    def slot(b, p):
+        return table[b, p // block_size] * block_size + p % block_size
+
+    keys, values = key.reshape(-1, hkv, dk), value.reshape(-1, hkv, dv)
+    for b in range(3):
+        for i in range(new[b]):
+            row, s = query_start_loc[b] + i, slot(b, context_lens[b] + i)
+            np.testing.assert_array_equal(keys[s], current_key[row])
+            np.testing.assert_array_equal(values[s], current_value[row])
+            n = context_lens[b] + i + 1
+            rows = [slot(b, p) for p in range(n)]
+            k, v = keys[rows].astype(np.float64), values[rows].astype(np.float64)
+            for h in range(hq):
+                scores = k[:, h // (hq // hkv)] @ query[row, h].astype(np.float64) / np.sqrt(dk)
+                w = np.exp(scores - scores.max())
+                want = w @ v[:, h // (hq // hkv)] / w.sum()
+                assert np.abs(out[row, h] - want).max() <= 1e-5 * max(1.0, np.abs(v).max())
+                want_lse = scores.max() + np.log(w.sum())
+                assert abs(lse[row, h] - want_lse) <= 1e-4 * max(1.0, abs(want_lse))

@@ -127,7 +127,8 @@ void FillFeatures(const Features& f, di::AttentionProblem* p, const std::vector<
   p->num_kv_heads = f.kv_heads;
   p->group_size = f.group_size;
   p->head_dim = f.dim;
-  p->padded_dim = static_cast<int>(di::PadToLanes(f.dim));
+  p->value_dim = f.dim;
+  p->padded_dim = p->padded_value_dim = static_cast<int>(di::PadToLanes(f.dim));
   p->score_scale = f.scale;
   p->soft_cap = f.cap;
   p->window_left = f.window;

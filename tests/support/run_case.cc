@@ -29,6 +29,7 @@ dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
   dynattn::AttentionAttrs attn;
   attn.num_heads = a.num_heads;
   attn.head_dim = a.head_dim;
+  attn.head_dim_v = a.head_dim_v;
   attn.is_causal = a.is_causal != 0;
   attn.is_alibi = a.is_alibi != 0;
   attn.num_kv_heads = a.num_kv_heads;
@@ -42,6 +43,7 @@ dynattn::UnifiedAttentionAttrs UnifiedAttentionAttrsOf(const dynattn_ref::Attrs&
   dynattn::UnifiedAttentionAttrs attrs;
   attrs.num_heads = a.num_heads;
   attrs.head_dim = a.head_dim;
+  attrs.head_dim_v = a.head_dim_v;
   attrs.num_kv_heads = a.num_kv_heads;
   attrs.is_alibi = a.is_alibi != 0;
   attrs.window_left = a.window_left;
@@ -127,6 +129,13 @@ void CollectResults(Tensors* t, LibResult* r) {
 
 }  // namespace
 
+/// The attention output's shape: the query's, with rows of head_dim_v when the case sets it.
+std::vector<int64_t> OutputShape(const Case& c, const Array& query) {
+  std::vector<int64_t> shape = query.shape;
+  if (c.attrs.head_dim_v > 0 && shape.size() == 3) shape[2] = c.attrs.head_dim_v;
+  return shape;
+}
+
 dynattn::TensorView ViewOf(Array& array) {
   return dynattn::TensorView::Dense(array.bytes.data(), dynattn::cli::DTypeOf(array.dt),
                                     static_cast<int>(array.shape.size()), array.shape.data());
@@ -136,7 +145,7 @@ dynattn::TensorView ViewOf(Array& array) {
 dynattn::Status RunUnified(const Case& c, Tensors* t, const dynattn::RunOptions& options) {
   const Array& q = Input(c, "query");
   const Array& ck = Input(c, "current_key");
-  t->outputs["attn_output"] = Poisoned(q.dt, q.shape);
+  t->outputs["attn_output"] = Poisoned(q.dt, OutputShape(c, q));
   t->outputs["lse"] = Poisoned(Dt::kF32, {q.shape[0], q.shape[1]});
   dynattn::TensorLookup lookup = t->Lookup();
   dynattn::BlockCache cache;
@@ -160,7 +169,7 @@ LibResult RunLibrary(const Case& c, const dynattn::RunOptions& options, Placemen
     r.status = dynattn::KeyValueCache(attrs, dynattn::KeyValueCacheArgsByName(t.Lookup()), options);
   } else {
     const Array& q = Input(c, "query");
-    t.outputs["attn_output"] = Poisoned(q.dt, q.shape);
+    t.outputs["attn_output"] = Poisoned(q.dt, OutputShape(c, q));
     if (q.shape.size() == 3) t.outputs["lse"] = Poisoned(Dt::kF32, {q.shape[0], q.shape[1]});
     if (c.op == "multi_head_attention") {
       r.status = dynattn::MultiHeadAttention(

@@ -318,7 +318,8 @@ class MultiHeadAttentionPlan(Plan):
         `window_left`, `logits_soft_cap`, `softmax_scale` and `sinks`, when given, replace the
         plan's for this layer (each left None keeps the plan's): one plan serves models whose
         layers alternate sliding-window and global attention or carry their own sinks."""
-        out = _empty(query, tuple(query.shape)) if out is None else out
+        shape = tuple(query.shape[:2]) + (_shape(value, "value", 3, "(kvstarts[B], Hkv, Dv)")[2],)
+        out = _empty(query, shape) if out is None else out
         lse = _lse_out(query, lse, return_lse)
         self._run((query, key, value, attn_mask, out, lse), None, context,
                   _layer(window_left, logits_soft_cap, softmax_scale, sinks))
@@ -336,7 +337,8 @@ class MultiHeadCacheAttentionPlan(Plan):
         `window_left`, `logits_soft_cap`, `softmax_scale` and `sinks`, when given, replace the
         plan's for this layer (each left None keeps the plan's)."""
         cache = _planned_fp8_bytes(cache, self._cache_dtype)
-        out = _empty(query, tuple(query.shape)) if out is None else out
+        dv = _shape(current_value, "current_value", 3, "(Tq, Hkv, Dv)")[2]
+        out = _empty(query, tuple(query.shape[:2]) + (dv,)) if out is None else out
         lse = _lse_out(query, lse, return_lse)
         self._run((query, current_key, current_value, cache, scale, attn_mask, out, lse), None,
                   context, _layer(window_left, logits_soft_cap, softmax_scale, sinks))
@@ -357,7 +359,8 @@ class UnifiedAttentionPlan(Plan):
         `sinks`, when given, replace the plan's for this layer (each left None keeps the
         plan's)."""
         if out is None:
-            out = _empty(query, tuple(_shape(query, "query", 3, "(T, Hq, D)")))
+            dv = _shape(current_value, "current_value", 3, "(T, Hkv, Dv)")[2]
+            out = _empty(query, tuple(_shape(query, "query", 3, "(T, Hq, D)")[:2]) + (dv,))
         if lse is None and return_lse:
             lse = _empty(query, tuple(query.shape[:2]), "float32")
         self._run((query, current_key, current_value, out, lse), cache, context,
@@ -429,16 +432,17 @@ def plan_key_value_cache(current_key, current_value, seqstarts, kvstarts, caches
 
 def _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches, max_seqlen, max_kvlen,
               attn_mask, out, lse, is_causal, is_alibi, score, planned):
-    _, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
+    tq, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
     hkv = _shape(key, "key", 3, "(kvstarts[B], Hkv, D)")[1]
-    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_causal=is_causal,
+    dv = _shape(value, "value", 3, "(kvstarts[B], Hkv, Dv)")[2]
+    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, head_dim_v=dv, is_causal=is_causal,
                  is_alibi=is_alibi, **score)
     tensors = dict(query=query, key=key, value=value,
                    **_indexes(seqstarts=seqstarts, kvstarts=kvstarts,
                               decoding_batches=decoding_batches, max_seqlen=max_seqlen,
                               max_kvlen=max_kvlen),
                    attn_mask=attn_mask, **planned,
-                   attn_output=_empty(query, tuple(query.shape)) if out is None else out, lse=lse)
+                   attn_output=_empty(query, (tq, hq, dv)) if out is None else out, lse=lse)
     return attrs, tensors
 
 
@@ -450,8 +454,9 @@ def multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batche
     """PMX ``MultiHeadAttention`` of packed queries (Tq, Hq, D) over packed keys and values
     (kvstarts[B], Hkv, D), with an optional additive `attn_mask`, sliding window, logit soft-cap,
     softmax scale, attention sinks and ALiBi slopes (float32 (Hq,), e.g. a tensor-parallel
-    rank's share of the model's; they turn ALiBi on). Heads and head_dim come from the shapes.
-    Returns `out` (Tq, Hq, D), or ``(out, lse)`` with ``return_lse=True`` (`lse`: (Tq, Hq)
+    rank's share of the model's; they turn ALiBi on). Heads, head_dim and head_dim_v come from
+    the shapes: values may have another size Dv than queries and keys (MLA's non-absorbed
+    prefill: D = 192, Dv = 128); the output takes the values' size. Returns `out` (Tq, Hq, Dv), or ``(out, lse)`` with ``return_lse=True`` (`lse`: (Tq, Hq)
     float32 natural-log log-sum-exp, for merge_states)."""
     lse = _lse_out(query, lse, return_lse)
     attrs, tensors = _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches,
@@ -495,7 +500,8 @@ def _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestar
                  **_score_attrs(window_left, logits_soft_cap, softmax_scale))
     _, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
     hkv = _shape(current_key, "current_key", 3, "(Tq, Hkv, D)")[1]
-    attrs.update(num_heads=hq, num_kv_heads=hkv, head_dim=d)
+    dv = _shape(current_value, "current_value", 3, "(Tq, Hkv, Dv)")[2]
+    attrs.update(num_heads=hq, num_kv_heads=hkv, head_dim=d, head_dim_v=dv)
     cache, attrs["cache_dtype"] = _fp8_bytes(cache, attrs["cache_dtype"])
     return attrs, dict(
         query=query, current_key=current_key, current_value=current_value,
@@ -505,7 +511,7 @@ def _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestar
         key_offsets=None if key_offsets is None else _index(key_offsets, "key_offsets"),
         cache=cache, scale=scale, attn_mask=attn_mask, sinks=_f32(sinks),
         k_scale=_f32(k_scale), v_scale=_f32(v_scale), alibi_slopes=_f32(alibi_slopes),
-        attn_output=_empty(query, tuple(query.shape)) if out is None else out,
+        attn_output=_empty(query, tuple(query.shape[:2]) + (dv,)) if out is None else out,
         lse=_lse_out(query, lse, return_lse or with_lse))
 
 
@@ -556,12 +562,14 @@ def _unified_call(query, current_key, current_value, query_start_loc, context_le
                   alibi, out, lse, score, planned):
     t, hq, d = _shape(query, "query", 3, "(T, Hq, D)")
     hkv = _shape(current_key, "current_key", 3, "(T, Hkv, D)")[1]
-    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, is_alibi=int(alibi), **score)
+    dv = _shape(current_value, "current_value", 3, "(T, Hkv, Dv)")[2]
+    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, head_dim_v=dv, is_alibi=int(alibi),
+                 **score)
     tensors = dict(query=query, current_key=current_key, current_value=current_value,
                    **_indexes(query_start_loc=query_start_loc, context_lens=context_lens,
                               block_table=block_table),
                    **planned,
-                   attn_output=_empty(query, (t, hq, d)) if out is None else out, lse=lse)
+                   attn_output=_empty(query, (t, hq, dv)) if out is None else out, lse=lse)
     return attrs, tensors
 
 
@@ -583,10 +591,12 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
     e.g. from :func:`paged_block_cache`) in place, then computes attention of every query token
     (T, Hq, D): token i of request b attends causally to positions ``0 .. context_lens[b] + i``
     of its request. `query_start_loc` (B+1), `context_lens` (B) and `block_table`
-    (B, max_blocks) are int32 or int64. num_heads, num_kv_heads and head_dim come from
-    ``query.shape[1]``, ``current_key.shape[1]`` and ``query.shape[2]``.
+    (B, max_blocks) are int32 or int64. num_heads, num_kv_heads, head_dim and head_dim_v come
+    from ``query.shape[1]``, ``current_key.shape[1]``, ``query.shape[2]`` and
+    ``current_value.shape[2]`` (values may have their own size Dv, in a cache whose value rows
+    have it: :func:`paged_block_cache` with a value tensor of last dim Dv).
 
-    Returns `out` (T, Hq, D), of the query's framework and dtype, or ``(out, lse)`` with
+    Returns `out` (T, Hq, Dv), of the query's framework and dtype, or ``(out, lse)`` with
     ``return_lse=True`` (`lse`: (T, Hq) float32 natural-log log-sum-exp; pass ``lse=`` to have it
     written into your tensor). ``alibi`` (alias ``is_alibi``) adds ALiBi biases with the
     standard slopes, ``alibi_slopes`` (float32 (Hq,)) with its own;

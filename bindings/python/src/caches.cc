@@ -254,6 +254,11 @@ void BindBlockCache(py::module_& m) {
                              [](const PyBlockCache& c) { return c.cache.cache.num_kv_heads; })
       .def_property_readonly("head_dim",
                              [](const PyBlockCache& c) { return c.cache.cache.head_dim; })
+      .def_property_readonly("head_dim_v",
+                             [](const PyBlockCache& c) {
+                               const CacheDesc& d = c.cache.cache;
+                               return d.head_dim_v > 0 ? d.head_dim_v : d.head_dim;
+                             })
       .def_property_readonly(
           "elem",
           [](const PyBlockCache& c) { return std::string(CacheElemName(c.cache.cache.elem)); })
