@@ -309,6 +309,7 @@ Call Decode(const uint8_t* data, size_t size) {
     call.tensors.push_back(std::move(t));
   }
   call.ext.head_dim_v = in.Int();
+  call.ext.value_from_key = in.Int() != 0;
   call.data_seed = Fnv1a(data, size);
   return call;
 }
@@ -346,6 +347,7 @@ std::string Encode(const Call& call) {
   PutReal(call.ext.softmax_scale, &ext_bytes);
   ext_bytes += tail;
   PutInt(call.ext.head_dim_v, &ext_bytes);
+  PutInt(call.ext.value_from_key ? 1 : 0, &ext_bytes);
   while (!ext_bytes.empty() && ext_bytes.back() == 0) ext_bytes.pop_back();
   return out + ext_bytes;
 }

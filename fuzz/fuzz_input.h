@@ -17,8 +17,9 @@
 // byte (bf16 activations, cache element, which of the op's ExtraTensors are present), the
 // window (compact integer + 1), the soft-cap and the softmax scale (compact reals, see
 // ReadReal), then each present extra tensor: a header as above, its extents, a count and up to
-// kMaxRealValues compact reals (its values, repeated; none: drawn from the generator), and last
-// head_dim_v (compact integer; 0: values of head_dim).
+// kMaxRealValues compact reals (its values, repeated; none: drawn from the generator), then
+// head_dim_v (compact integer; 0: values of head_dim) and value_from_key (compact integer, not 0:
+// on).
 
 #ifndef DYNATTN_FUZZ_FUZZ_INPUT_H_
 #define DYNATTN_FUZZ_FUZZ_INPUT_H_
@@ -96,6 +97,7 @@ struct Ext {
   float logits_soft_cap = 0.0f;               ///< AttentionAttrs::logits_soft_cap.
   float softmax_scale = 0.0f;                 ///< AttentionAttrs::softmax_scale.
   int64_t head_dim_v = 0;                     ///< AttentionAttrs::head_dim_v (after the tensors).
+  bool value_from_key = false;                ///< AttentionAttrs::value_from_key (last).
 };
 
 /// The attributes of every op, in input order.

@@ -312,6 +312,7 @@ void SetScoreAttrs(const Ext& ext, AttentionLikeAttrs* attrs) {
   attrs->logits_soft_cap = ext.logits_soft_cap;
   attrs->softmax_scale = ext.softmax_scale;
   attrs->head_dim_v = static_cast<int>(ext.head_dim_v);
+  attrs->value_from_key = ext.value_from_key;
 }
 
 dynattn::AttentionAttrs AttentionAttrsOf(const Call& call) {

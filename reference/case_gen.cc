@@ -76,6 +76,7 @@ struct Plan {
   Dt t1 = Dt::kF32;
   int64_t d = 1, hq = 1, hkv = 1;
   int64_t dv = 0;  // head_dim_v: 0 = D
+  bool value_from_key = false;
   int num_kv_heads_attr = 0;
   // Cache ops.
   int quant_bit = 0, group = 8, cache_mode = 0, layout = 0, num_layer = 1, layer = 0;
@@ -260,12 +261,19 @@ void DrawServingFeatures(Rng& extra, const GenOptions& options, Plan* plan) {
 // Dv of an MHA case, from its own stream `dims`: another size than D in half the cases when
 // asked, among the head sizes (multiples of 16 when D's are) and the MLA pairs' 128 and 512.
 void DrawValueDim(Rng& dims, const GenOptions& options, Plan* plan) {
+  const bool drawn = plan->op == Op::kMha && options.value_head_dims;
   if (options.pins.head_dim_v >= 0) {
     plan->dv = options.pins.head_dim_v;
-  } else if (plan->op == Op::kMha && options.value_head_dims && dims.Chance(0.5)) {
+  } else if (drawn && dims.Chance(0.5)) {
     plan->dv = options.small || dims.Chance(0.8)
                    ? DrawHeadDim(dims, options.small, options.lane_head_dims)
                    : dims.Pick(std::vector<int64_t>{128, 512});
+  }
+  // Values from the keys in a quarter of the drawn cases: Dv at most D.
+  plan->value_from_key = options.pins.value_from_key >= 0 ? options.pins.value_from_key == 1
+                                                          : drawn && dims.Chance(0.25);
+  if (plan->value_from_key && plan->value_dim() > plan->d) {
+    plan->dv = options.lane_head_dims ? plan->d : dims.Int(1, plan->d);
   }
 }
 
@@ -287,6 +295,7 @@ Attrs MakeAttrs(const Plan& plan) {
   attrs.num_heads = static_cast<int>(plan.hq);
   attrs.head_dim = static_cast<int>(plan.d);
   attrs.head_dim_v = static_cast<int>(plan.dv);
+  attrs.value_from_key = plan.value_from_key ? 1 : 0;
   attrs.num_kv_heads = plan.num_kv_heads_attr;
   if (plan.has_query()) {
     attrs.is_causal = plan.causal;
@@ -398,8 +407,10 @@ void AddActivations(Rng& rng, const Plan& plan, Tensors* inputs) {
         RandomValues(rng, plan.t1, {rows, plan.hkv, plan.d}, plan.v_magnitude);
   } else {
     (*inputs)["key"] = RandomValues(rng, plan.t1, {context_rows, plan.hkv, plan.d}, 1);
-    (*inputs)["value"] =
-        RandomValues(rng, plan.t1, {context_rows, plan.hkv, plan.value_dim()}, plan.v_magnitude);
+    if (!plan.value_from_key) {
+      (*inputs)["value"] =
+          RandomValues(rng, plan.t1, {context_rows, plan.hkv, plan.value_dim()}, plan.v_magnitude);
+    }
   }
 }
 
@@ -491,6 +502,7 @@ struct UnreadPoison {
 void PoisonUnreadRows(const UnreadPoison& u, Tensors* inputs) {
   const std::vector<int64_t> kvstarts = PrefixStarts(u.kvlen);
   for (const char* name : {"key", "value"}) {
+    if (inputs->count(name) == 0) continue;  // value_from_key: no value tensor
     Array& tensor = inputs->at(name);
     const int64_t row_size = tensor.shape[1] * tensor.shape[2];
     for (size_t b = 0; b < u.kvlen.size(); ++b) {
@@ -582,6 +594,7 @@ std::string Describe(const std::string& op, uint64_t seed, const Plan& plan) {
        << " seqlen=" << Join(plan.seqlen) << " kvlen=" << Join(plan.kvlen) << " Hq=" << plan.hq
        << " Hkv=" << plan.hkv << " D=" << plan.d;
   if (plan.dv > 0) text << " Dv=" << plan.dv;
+  if (plan.value_from_key) text << " value_from_key";
   if (plan.op == Op::kKvc) text << " num_repeat=" << plan.hq / plan.hkv;
   if (plan.has_cache()) {
     text << " | start_pos=" << Join(plan.start_pos) << " quant_bit=" << plan.quant_bit;

@@ -38,14 +38,16 @@ struct Pins {
   int step = 0;           // 0 drawn, 1 decode (every request one new token), 2 prefill (no decode)
   // The serving features (drawn only when GenOptions::serving_features is set, else off unless
   // pinned).
-  int t1 = -1;             // 0 fp32, 1 fp16, 2 bf16 activations
-  int window = -2;         // -2 drawn, -1 off, >= 0: window_left
-  int soft_cap = -1;       // -1 drawn, 0 off, 1 on (a drawn cap)
-  int softmax_scale = -1;  // -1 drawn, 0 default 1/sqrt(D), 1 a drawn scale
-  int sinks = -1;          // -1 drawn, 0 absent, 1 present
-  int fp8_scales = -1;     // fp8 caches: -1 drawn, 0 k_scale/v_scale absent, 1 present
-  int head_dim_v = -1;     // multi_head_attention: -1 drawn (GenOptions::value_head_dims), 0 D,
-                           // > 0: Dv
+  int t1 = -1;              // 0 fp32, 1 fp16, 2 bf16 activations
+  int window = -2;          // -2 drawn, -1 off, >= 0: window_left
+  int soft_cap = -1;        // -1 drawn, 0 off, 1 on (a drawn cap)
+  int softmax_scale = -1;   // -1 drawn, 0 default 1/sqrt(D), 1 a drawn scale
+  int sinks = -1;           // -1 drawn, 0 absent, 1 present
+  int fp8_scales = -1;      // fp8 caches: -1 drawn, 0 k_scale/v_scale absent, 1 present
+  int head_dim_v = -1;      // multi_head_attention: -1 drawn (GenOptions::value_head_dims), 0 D,
+                            // > 0: Dv
+  int value_from_key = -1;  // multi_head_attention: -1 drawn with head_dim_v, 0 off, 1 on (no
+                            // value input: the keys' first Dv elements)
 };
 
 struct GenOptions {
@@ -59,8 +61,9 @@ struct GenOptions {
   // sliding windows, logit soft-caps, softmax scales and sinks. They come from a random stream of
   // their own, so turning them off gives the cases drawn before they existed.
   bool serving_features = true;
-  // multi_head_attention: also draw value rows of another size Dv than D (head_dim_v), from a
-  // stream of their own (off: the cases drawn before it existed).
+  // multi_head_attention: also draw value rows of another size Dv than D (head_dim_v), and
+  // values that are the keys' first Dv elements (value_from_key), from a stream of their own
+  // (off: the cases drawn before it existed).
   bool value_head_dims = false;
 };
 

@@ -202,15 +202,20 @@ GoldenSpec LongFeatureCell(const std::string& op, int step, int window, uint64_t
 // (192 / 128), and sizes that are no multiple of the lanes. After every other cell.
 constexpr std::pair<int, int> kValueDims[] = {{192, 128}, {72, 40}, {16, 48}};
 
-GoldenSpec ValueDimCell(int dim, int dim_v, uint64_t seed) {
+// MLA's absorbed form (value_from_key): DeepSeek V3's latent head of 576, values its first 512.
+constexpr std::pair<int, int> kLatentDims[] = {{576, 512}, {64, 48}};
+
+GoldenSpec ValueDimCell(int dim, int dim_v, uint64_t seed, bool latent = false) {
   GoldenSpec spec{"", "multi_head_attention", seed, SmallStep()};
   Pins& pins = spec.options.pins;
   pins.head_dim = dim;
   pins.head_dim_v = dim_v;
-  pins.t1 = dim == 192 ? 2 : 1;
-  pins.step = dim == 16 ? 1 : 2;
-  spec.name = "mha_d" + std::to_string(dim) + "_dv" + std::to_string(dim_v) + "_" +
-              kStepNames[pins.step] + "_t1" + kT1Names[pins.t1];
+  pins.value_from_key = latent ? 1 : 0;
+  if (latent) pins.gqa_ratio = 4;  // query heads sharing one latent head
+  pins.t1 = dim == 192 || dim == 576 ? 2 : 1;
+  pins.step = dim == 16 || dim == 576 ? 1 : 2;  // decodes (MLA's latent decode), else prefills
+  spec.name = "mha_d" + std::to_string(dim) + "_dv" + std::to_string(dim_v) +
+              (latent ? "_latent_" : "_") + kStepNames[pins.step] + "_t1" + kT1Names[pins.t1];
   return spec;
 }
 
@@ -241,6 +246,9 @@ std::vector<GoldenSpec> GoldenMatrix(uint64_t base_seed) {
   specs.push_back(LongFeatureCell("unified_attention", 1, 600, seed++));
   for (const FeatureSpec& f : kRankFeatures) specs.push_back(FeatureCell(f, i++, seed++));
   for (const auto& [dim, dim_v] : kValueDims) specs.push_back(ValueDimCell(dim, dim_v, seed++));
+  for (const auto& [dim, dim_v] : kLatentDims) {
+    specs.push_back(ValueDimCell(dim, dim_v, seed++, /*latent=*/true));
+  }
   return specs;
 }
 

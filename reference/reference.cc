@@ -844,6 +844,16 @@ std::vector<double> ReadContextTensor(const Tensors& inputs, const char* name,
   return values;
 }
 
+// The first `kept` of every `row`-long row of `rows` (value_from_key's values).
+std::vector<double> FirstElements(const std::vector<double>& rows, int64_t row, int64_t kept) {
+  std::vector<double> out;
+  out.reserve(rows.size() / row * kept);
+  for (size_t i = 0; i < rows.size(); i += row) {
+    out.insert(out.end(), rows.begin() + i, rows.begin() + i + kept);
+  }
+  return out;
+}
+
 // ----------------------------------------------------------------------------------------------
 // CheckAttention helpers.
 
@@ -1092,8 +1102,14 @@ AttnResult MultiHeadAttention(const Attrs& attrs, const Tensors& inputs,
   for (int64_t b = 0; b < call.batches.count(); ++b) {
     Require(call.batches.kvlen(b) >= call.batches.seqlen(b), "MHA needs kvlen_b >= seqlen_b");
   }
-  const Context context{ReadContextTensor(inputs, "key", call),
-                        ReadContextTensor(inputs, "value", call)};
+  Context context{ReadContextTensor(inputs, "key", call), {}};
+  if (attrs.value_from_key) {
+    Require(Optional(inputs, "value") == nullptr, "value must be absent with value_from_key");
+    Require(call.dv <= call.d, "value_from_key needs head_dim_v <= head_dim");
+    context.v = FirstElements(context.k, call.d, call.dv);
+  } else {
+    context.v = ReadContextTensor(inputs, "value", call);
+  }
   return Attend(call, context, only_heads);
 }
 
@@ -1101,6 +1117,7 @@ AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
                                    const std::vector<int>& only_heads) {
   const AttentionCall call = ReadAttentionCall(attrs, inputs);
   Require(call.dv == call.d, "a PMX cache holds keys and values of one size (head_dim_v)");
+  Require(!attrs.value_from_key, "value_from_key needs a latent cache, not a PMX cache tensor");
   const KvcCall kvc_call = ReadKvcCall(attrs, inputs, call.hkv, call.d);
   Require(kvc_call.geo.t1 == call.t1, "current_key/value must have the query's dtype");
   Context context;

@@ -82,6 +82,9 @@ struct Attrs {
   // Value and output rows' size Dv (0: head_dim). Any Dv with MultiHeadAttention's key and value
   // tensors; a PMX cache holds keys and values of one size, so the cache ops need Dv = head_dim.
   int head_dim_v = 0;
+  // The values are the keys' first Dv elements (multi-head latent attention's absorbed form):
+  // MultiHeadAttention takes no `value` input. Dv <= head_dim.
+  int value_from_key = 0;
   // Serving features. window_left: -1 off, W >= 0 lets the query at position i see keys
   // max(0, i - W) <= j <= i (also for a non-causal request). logits_soft_cap: 0 off, else
   // s = cap * tanh(s0 / cap). softmax_scale: 0 means 1 / sqrt(head_dim). Both are float32

@@ -178,6 +178,9 @@ Status PlanState::RunCache(const TensorView& tensor, const TensorView& scale, co
     if (desc == nullptr) {
       return Status::Invalid("cache_desc", "is required: the step was planned with one");
     }
+    const CacheDesc given =
+        cache.values_from_keys > 0 ? ValuesFromKeys(*desc, cache.values_from_keys) : *desc;
+    desc = &given;
     if (!SameGeometry(*desc, cache.desc)) {
       return Status::Invalid("cache_desc",
                              "must match the plan's (element type, scales, heads, head_dim, "

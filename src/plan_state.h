@@ -54,6 +54,9 @@ struct PlannedCache {
   TensorView tensor;  ///< PMX cache tensor (raw = false).
   TensorView scale;   ///< PMX scale tensor (raw = false, quantized caches).
   CacheDesc desc;     ///< The descriptor of the planning call.
+  /// > 0: value_from_key's Dv. A Run's cache_desc is read as the planning call's was: its value
+  /// plane is its key plane (ValuesFromKeys).
+  int values_from_keys = 0;
 };
 
 /// The work of a window a Run asked for that the step was not planned with (LayerAttrs).

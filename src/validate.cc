@@ -382,6 +382,12 @@ Status CheckHeads(const AttentionAttrs& a, int* kv_heads) {
   if (a.num_heads < 1)
     return Status::Invalid("num_heads", "must be >= 1, got " + to_string(a.num_heads));
   DYNATTN_RETURN_IF_ERROR(CheckHeadDims(a.head_dim, a.head_dim_v));
+  if (a.value_from_key && ValueDimOf(a) > a.head_dim) {
+    return Status::Invalid("head_dim_v", "must be <= head_dim = " + to_string(a.head_dim) +
+                                             " with value_from_key (the values are the keys' "
+                                             "first head_dim_v elements), got " +
+                                             to_string(a.head_dim_v));
+  }
   if (a.num_kv_heads < 0) {
     return Status::Invalid("num_kv_heads",
                            "must be >= 0 (0 means num_heads), got " + to_string(a.num_kv_heads));
@@ -488,6 +494,23 @@ Status CheckPlaneScale(const char* name, float value) {
 }
 
 }  // namespace
+
+CacheDesc ValuesFromKeys(const CacheDesc& cache, int value_dim) {
+  CacheDesc latent = cache;
+  latent.value = cache.key;
+  latent.head_dim_v = value_dim == cache.head_dim ? 0 : value_dim;
+  return latent;
+}
+
+Status UseKeysAsValues(const TensorView& v_scale, int value_dim, CacheDesc* cache) {
+  if (v_scale.present()) {
+    return Status::Invalid("v_scale",
+                           "must be absent with value_from_key: the values are the keys' bytes, "
+                           "which k_scale scales");
+  }
+  *cache = ValuesFromKeys(*cache, value_dim);
+  return Status::Ok();
+}
 
 Status ApplyFp8Scales(const TensorView& k_scale, const TensorView& v_scale, CacheDesc* cache) {
   const bool fp8 = IsFp8(cache->elem);
@@ -610,15 +633,21 @@ Status CheckRawDesc(const CacheDesc& d, const CacheAttrs& a, int kv_heads, int h
 }
 
 /// Resolves the cache (raw descriptor or PMX tensors) for `kv_heads` rows of `head_dim` keys and
-/// `head_dim_v` values.
+/// `head_dim_v` values, the values read from the keys when `values_from_keys`.
 Status ResolveCache(const CacheAttrs& a, const TensorView& cache, const TensorView& scale,
                     const CacheDesc* raw, int kv_heads, int head_dim, int head_dim_v,
-                    CacheDesc* desc) {
+                    bool values_from_keys, CacheDesc* desc) {
   DYNATTN_RETURN_IF_ERROR(CheckAddressingAttrs(a));
   if (raw != nullptr) {
-    DYNATTN_RETURN_IF_ERROR(CheckRawDesc(*raw, a, kv_heads, head_dim, head_dim_v));
-    *desc = *raw;
+    const CacheDesc given = values_from_keys ? ValuesFromKeys(*raw, head_dim_v) : *raw;
+    DYNATTN_RETURN_IF_ERROR(CheckRawDesc(given, a, kv_heads, head_dim, head_dim_v));
+    *desc = given;
     return Status::Ok();
+  }
+  if (values_from_keys) {
+    return Status::Invalid("value_from_key",
+                           "needs a cache_desc over the latent plane (a PMX cache tensor holds a "
+                           "value half the call would never read)");
   }
   if (head_dim_v != head_dim) {
     return Status::Invalid("head_dim_v",
@@ -720,9 +749,10 @@ Status CheckDistinctWrites(const Batch& batch, const SlotMap& map) {
 /// Everything about the cache side of KVC and MHCA: attributes, tensors, slots, writes.
 Status CheckCacheSide(const CacheAttrs& attrs, const TensorView& cache, const TensorView& scale,
                       const CacheDesc* raw, const TensorView& cachestarts, int kv_heads,
-                      int head_dim, int head_dim_v, const Batch& batch, KvSource* source) {
-  DYNATTN_RETURN_IF_ERROR(
-      ResolveCache(attrs, cache, scale, raw, kv_heads, head_dim, head_dim_v, &source->cache));
+                      int head_dim, int head_dim_v, bool values_from_keys, const Batch& batch,
+                      KvSource* source) {
+  DYNATTN_RETURN_IF_ERROR(ResolveCache(attrs, cache, scale, raw, kv_heads, head_dim, head_dim_v,
+                                       values_from_keys, &source->cache));
   DYNATTN_RETURN_IF_ERROR(
       CheckSlots(attrs, cachestarts, batch, source->cache.num_slots, &source->slots));
   return CheckDistinctWrites(batch, source->slots);
@@ -826,7 +856,7 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
   DYNATTN_RETURN_IF_ERROR(CheckCacheSide(attrs.cache, args.cache, args.scale, args.cache_desc,
                                          args.cachestarts, static_cast<int>(kv_heads),
                                          static_cast<int>(dim), static_cast<int>(dim_v),
-                                         shape.batch, &source));
+                                         /*values_from_keys=*/false, shape.batch, &source));
   DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &source.cache));
   const int64_t rows = shape.batch.kvstarts[shape.batch.size];
   const int64_t out_heads = kv_heads * attrs.num_repeat;
@@ -862,6 +892,12 @@ Status CheckQueryAndNewTokens(const AttentionAttrs& a, const TensorView& query,
   const std::string new_rule = "(" + tokens_name + ", num_kv_heads, head_dim)";
   DYNATTN_RETURN_IF_ERROR(CheckExact("current_key", *current_key, shape->io, shape->tokens,
                                      shape->kv_heads, a.head_dim, new_rule.c_str()));
+  if (a.value_from_key) {
+    if (!current_value->present()) return Status::Ok();
+    return Status::Invalid("current_value",
+                           "must be absent with value_from_key (the values are the keys' first "
+                           "head_dim_v elements)");
+  }
   const std::string value_rule = "(" + tokens_name + ", num_kv_heads, head_dim_v)";
   return CheckExact("current_value", *current_value, shape->io, shape->tokens, shape->kv_heads,
                     ValueDimOf(a), value_rule.c_str());
@@ -880,8 +916,15 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   const int64_t rows = shape.batch.kvstarts[shape.batch.size];
   DYNATTN_RETURN_IF_ERROR(CheckExact("key", args.key, io, rows, kv_heads, attrs.head_dim,
                                      "(kvstarts[B], num_kv_heads, head_dim)"));
-  DYNATTN_RETURN_IF_ERROR(CheckExact("value", args.value, io, rows, kv_heads, ValueDimOf(attrs),
-                                     "(kvstarts[B], num_kv_heads, head_dim_v)"));
+  if (attrs.value_from_key && args.value.present()) {
+    return Status::Invalid("value",
+                           "must be absent with value_from_key (the values are the "
+                           "keys' first head_dim_v elements)");
+  }
+  if (!attrs.value_from_key) {
+    DYNATTN_RETURN_IF_ERROR(CheckExact("value", args.value, io, rows, kv_heads, ValueDimOf(attrs),
+                                       "(kvstarts[B], num_kv_heads, head_dim_v)"));
+  }
   AttentionProblem& p = call->attention;
   p = AttentionProblem{};
   DYNATTN_RETURN_IF_ERROR(CheckMask(args.attn_mask, io, attrs.num_heads, shape.batch, &p));
@@ -909,6 +952,7 @@ Status ValidateMultiHeadAttention(const AttentionAttrs& attrs, const MultiHeadAt
   c.num_slots = rows;
   c.key = CachePlane{args.key.data, RowStride(args.key), attrs.head_dim};
   c.value = CachePlane{args.value.data, RowStride(args.value), c.head_dim_v};
+  if (attrs.value_from_key) c = ValuesFromKeys(c, c.head_dim_v);
   c.device = args.query.device;
   p.kv.slots = SlotMap{SlotMap::Mode::kOffset, shape.batch.kvstarts, 0, 1};
   return Status::Ok();
@@ -930,8 +974,11 @@ Status ValidateMultiHeadCacheAttention(const MultiHeadCacheAttentionAttrs& attrs
   KvSource source;
   DYNATTN_RETURN_IF_ERROR(CheckCacheSide(attrs.cache, args.cache, args.scale, args.cache_desc,
                                          args.cachestarts, kv_heads, a.head_dim, ValueDimOf(a),
-                                         shape.batch, &source));
+                                         a.value_from_key, shape.batch, &source));
   DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &source.cache));
+  if (a.value_from_key) {
+    DYNATTN_RETURN_IF_ERROR(UseKeysAsValues(args.v_scale, ValueDimOf(a), &source.cache));
+  }
   DYNATTN_RETURN_IF_ERROR(ReadSinks(args.sinks, a.num_heads, &call->sinks));
   DYNATTN_RETURN_IF_ERROR(
       ReadAlibiSlopes(a.is_alibi, args.alibi_slopes, a.num_heads, &call->alibi_slopes));

@@ -103,6 +103,12 @@ Status CheckLse(const TensorView& t, int64_t tokens, int num_heads, const char* 
 /// per-tensor scales; refused for a cache that is not fp8. The resulting scales must be finite
 /// and > 0.
 Status ApplyFp8Scales(const TensorView& k_scale, const TensorView& v_scale, CacheDesc* cache);
+/// The cache of a value_from_key call: its value plane is its key plane, read as rows of
+/// `value_dim` (the keys' first elements, with their group scales and fp8 scale).
+CacheDesc ValuesFromKeys(const CacheDesc& cache, int value_dim);
+/// ValuesFromKeys after the fp8 scales (ApplyFp8Scales), with no `v_scale` given (the keys'
+/// k_scale scales the values).
+Status UseKeysAsValues(const TensorView& v_scale, int value_dim, CacheDesc* cache);
 /// Bits per stored element of such a cache (int4: 4).
 int64_t CacheElemBits(int quant_bit, DType dtype);
 /// A present fp32/fp16 tensor of rank 3.

@@ -3,7 +3,8 @@
 // Caches whose value rows have another size than their key rows (CacheDesc::head_dim_v, as
 // engines keep MLA's non-absorbed K and V): a history written by KeyValueCache, then one step of
 // MultiHeadCacheAttention and of unified attention over separate key (Dk) and value (Dv) planes,
-// in every cache format, on every target.
+// or over one latent plane whose rows' first Dv elements are the values (value_from_key: MLA's
+// absorbed form), in every cache format, on every target.
 //   * Writes: each plane's bytes equal those the same tokens give a cache of that plane's size
 //     for both halves (the equal-size path the reference proves bit for bit).
 //   * Outputs: within tolerance of the float64 reference's MultiHeadAttention over the context
@@ -28,6 +29,8 @@ using dynattn_ref::Dt;
 /// A drawn step: requests with a cached history and new tokens, heads and head sizes, a format.
 struct Step {
   int64_t hq = 1, hkv = 1, dk = 8, dv = 8;
+  /// A latent cache (value_from_key): one plane of Dk-element rows, the values their first Dv.
+  bool latent = false;
   Dt io = Dt::kF32;
   CacheElem elem = CacheElem::kF32;
   std::vector<int64_t> past, seqlen, cachestarts;
@@ -61,8 +64,12 @@ Step DrawStep(std::mt19937_64& rng) {
   static const CacheElem kElems[] = {CacheElem::kF32,   CacheElem::kF16,  CacheElem::kBF16,
                                      CacheElem::kInt8,  CacheElem::kInt4, CacheElem::kF8E4M3,
                                      CacheElem::kF8E5M2};
+  static const std::pair<int64_t, int64_t> kLatentDims[] = {
+      {576, 512}, {64, 48}, {72, 40}, {40, 40}};
   Step s;
-  const auto [dk, dv] = kDims[rng() % std::size(kDims)];
+  s.latent = rng() % 3 == 0;
+  const auto [dk, dv] =
+      s.latent ? kLatentDims[rng() % std::size(kLatentDims)] : kDims[rng() % std::size(kDims)];
   s.dk = dk;
   s.dv = dv;
   s.hkv = dk >= 512 ? 1 : 1 + static_cast<int64_t>(rng() % 2);
@@ -90,7 +97,8 @@ struct Planes {
 };
 
 /// Planes for rows of `dk` keys and `dv` values, filled with 0xFF (never read: the history
-/// writes every row a step reads).
+/// writes every row a step reads). A latent step's cache is its key plane alone, described as
+/// both planes (the history writes each key twice, identically).
 Planes MakePlanes(const Step& s, int64_t dk, int64_t dv) {
   Planes p;
   const int bits = ElementBits(s.elem);
@@ -117,16 +125,23 @@ Planes MakePlanes(const Step& s, int64_t dk, int64_t dv) {
              s.hkv * dv / kGroup, dv / kGroup};
   d.key.tensor_scale = 0.5f;  // fp8 planes: scales that are not 1
   d.value.tensor_scale = 2.0f;
+  if (s.latent) {
+    p.value.clear();
+    p.value_scale.clear();
+    d.value = d.key;
+    d.head_dim_v = 0;
+  }
   return p;
 }
 
 /// Points a copy's descriptor at its own buffers.
 void PointAtOwnPlanes(Planes* p) {
+  const bool latent = p->value.empty();
   p->desc.key.data = p->key.data();
-  p->desc.value.data = p->value.data();
+  p->desc.value.data = latent ? p->key.data() : p->value.data();
   if (Quantized(p->desc.elem)) {
     p->desc.key.scale = p->key_scale.data();
-    p->desc.value.scale = p->value_scale.data();
+    p->desc.value.scale = latent ? p->key_scale.data() : p->value_scale.data();
   }
 }
 
@@ -202,7 +217,8 @@ std::pair<Array, Array> RunKvc(const Step& s, Planes* planes, const Array& curre
   t["current_key"] = current_key;
   t["current_value"] = current_value;
   t["key"] = Poisoned(current_key.dt, {rows, s.hkv, d.head_dim});
-  t["value"] = Poisoned(current_key.dt, {rows, s.hkv, d.head_dim_v});
+  t["value"] =
+      Poisoned(current_key.dt, {rows, s.hkv, d.head_dim_v > 0 ? d.head_dim_v : d.head_dim});
   dynattn::KeyValueCacheArgs args = dynattn::KeyValueCacheArgsByName(LookupIn(&t));
   args.cache_desc = &planes->desc;
   dynattn::KeyValueCacheAttrs attrs;
@@ -229,7 +245,7 @@ Array RunMhca(const Step& s, const NewTokens& n, Planes* planes) {
   dynattn_ref::Tensors t = StepIndex(s, s.past, s.seqlen, ContextLengths(s));
   t["query"] = n.query;
   t["current_key"] = n.key;
-  t["current_value"] = n.value;
+  if (!s.latent) t["current_value"] = n.value;
   t["attn_output"] = Poisoned(s.io, {n.query.shape[0], s.hq, s.dv});
   dynattn::MultiHeadCacheAttentionArgs args =
       dynattn::MultiHeadCacheAttentionArgsByName(LookupIn(&t));
@@ -239,6 +255,7 @@ Array RunMhca(const Step& s, const NewTokens& n, Planes* planes) {
   attrs.attention.num_kv_heads = static_cast<int>(s.hkv);
   attrs.attention.head_dim = static_cast<int>(s.dk);
   attrs.attention.head_dim_v = static_cast<int>(s.dv);
+  attrs.attention.value_from_key = s.latent;
   attrs.cache.quant_bit = QuantBit(s.elem);
   attrs.cache.quant_group = kGroup;
   const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
@@ -257,11 +274,11 @@ Array RunUnified(const Step& s, const NewTokens& n, Planes* planes) {
   }
   dynattn_ref::Tensors t = {{"query", n.query},
                             {"current_key", n.key},
-                            {"current_value", n.value},
                             {"query_start_loc", dynattn_ref::MakeI64({b + 1}, Starts(s.seqlen))},
                             {"context_lens", dynattn_ref::MakeI64({b}, s.past)},
                             {"block_table", dynattn_ref::MakeI64({b, width}, table)},
                             {"attn_output", Poisoned(s.io, {n.query.shape[0], s.hq, s.dv})}};
+  if (!s.latent) t["current_value"] = n.value;
   dynattn::BlockCache cache;
   cache.cache = planes->desc;
   cache.block_size = 1;
@@ -271,6 +288,7 @@ Array RunUnified(const Step& s, const NewTokens& n, Planes* planes) {
   attrs.num_kv_heads = static_cast<int>(s.hkv);
   attrs.head_dim = static_cast<int>(s.dk);
   attrs.head_dim_v = static_cast<int>(s.dv);
+  attrs.value_from_key = s.latent;
   const dynattn::Status status =
       dynattn::UnifiedAttention(attrs, dynattn::UnifiedAttentionArgsByName(LookupIn(&t), &cache));
   REQUIRE_MESSAGE(status.ok(), status.message());
@@ -281,7 +299,7 @@ std::string Describe(const Step& s) {
   std::string text = "Dk " + std::to_string(s.dk) + " Dv " + std::to_string(s.dv) + " Hq " +
                      std::to_string(s.hq) + " Hkv " + std::to_string(s.hkv) + " elem " +
                      dynattn::CacheElemName(s.elem) + " io " + dynattn_ref::DtName(s.io) +
-                     " past/new";
+                     (s.latent ? " latent" : "") + " past/new";
   for (int64_t b = 0; b < s.Requests(); ++b) {
     text += " " + std::to_string(s.past[b]) + "/" + std::to_string(s.seqlen[b]);
   }
@@ -311,10 +329,11 @@ void CheckEachPlane(const Step& s, const StepData& d, const Planes& written) {
   Planes keys = MakePlanes(s, s.dk, s.dk), values = MakePlanes(s, s.dv, s.dv);
   RunKvc(s, &keys, d.past_key, d.past_key, none, s.past, s.past);
   RunKvc(s, &keys, d.now.key, d.now.key, s.past, s.seqlen, kvlen);
-  RunKvc(s, &values, d.past_value, d.past_value, none, s.past, s.past);
-  RunKvc(s, &values, d.now.value, d.now.value, s.past, s.seqlen, kvlen);
   CHECK(written.key == keys.key);
   CHECK(written.key_scale == keys.key_scale);
+  if (s.latent) return;  // the keys are the whole cache
+  RunKvc(s, &values, d.past_value, d.past_value, none, s.past, s.past);
+  RunKvc(s, &values, d.now.value, d.now.value, s.past, s.seqlen, kvlen);
   CHECK(written.value == values.value);
   CHECK(written.value_scale == values.value_scale);
 }
@@ -325,22 +344,25 @@ dynattn_ref::AttnResult ReferenceOverCache(const Step& s, const NewTokens& n, Pl
   const std::vector<int64_t> no_new(s.Requests(), 0), kvlen = ContextLengths(s);
   const Dt exact = s.io == Dt::kBF16 ? Dt::kF32 : s.io;
   const Array none = dynattn_ref::MakeArray(exact, {0, s.hkv, s.dk});
-  const Array no_values = dynattn_ref::MakeArray(exact, {0, s.hkv, s.dv});
+  const Array no_values = dynattn_ref::MakeArray(exact, {0, s.hkv, s.latent ? s.dk : s.dv});
   const auto [key, value] = RunKvc(s, planes, none, no_values, kvlen, no_new, kvlen);
   dynattn_ref::Tensors inputs = StepIndex(s, s.past, s.seqlen, kvlen);
   inputs["query"] = Converted(n.query, exact);
   inputs["key"] = key;
-  inputs["value"] = value;
+  if (!s.latent) inputs["value"] = value;
   dynattn_ref::Attrs attrs;
   attrs.num_heads = static_cast<int>(s.hq);
   attrs.num_kv_heads = static_cast<int>(s.hkv);
   attrs.head_dim = static_cast<int>(s.dk);
   attrs.head_dim_v = static_cast<int>(s.dv);
+  attrs.value_from_key = s.latent ? 1 : 0;
   return dynattn_ref::MultiHeadAttention(attrs, inputs);
 }
 
 TEST_SUITE("cache_desc") {
-  TEST_CASE("caches with value rows of another size (head_dim_v) on every target") {
+  TEST_CASE(
+      "caches with value rows of another size (head_dim_v) and latent caches (value_from_key) on "
+      "every target") {
     ForEachTarget([](const std::string& target) {
       for (int i = 0; i < 12; ++i) {
         const uint64_t seed = BaseSeed() + 950000 + i;
@@ -350,8 +372,8 @@ TEST_SUITE("cache_desc") {
         const StepData d = DrawData(rng, s);
         // The history, then the step through MHCA and (from the same history) unified attention.
         Planes mhca = MakePlanes(s, s.dk, s.dv);
-        RunKvc(s, &mhca, d.past_key, d.past_value, std::vector<int64_t>(s.Requests(), 0), s.past,
-               s.past);
+        RunKvc(s, &mhca, d.past_key, s.latent ? d.past_key : d.past_value,
+               std::vector<int64_t>(s.Requests(), 0), s.past, s.past);
         Planes unified = mhca;
         PointAtOwnPlanes(&unified);
         const Array mhca_out = RunMhca(s, d.now, &mhca);

@@ -114,6 +114,23 @@ TEST_SUITE("validation") {
     });
   }
 
+  TEST_CASE("values read from the keys (value_from_key) refuse a value input and a PMX cache") {
+    ExpectRejected("multi_head_attention", 0, "value", [](Case* c) {
+      c->attrs.value_from_key = 1;
+      c->attrs.head_dim_v = 4;
+    });
+    ExpectRejected("multi_head_attention", 0, "head_dim_v", [](Case* c) {
+      c->attrs.value_from_key = 1;
+      c->attrs.head_dim_v = 16;  // more than the keys' 8
+      c->inputs.erase("value");
+    });
+    ExpectRejected(kMhca, 0, "current_value", [](Case* c) { c->attrs.value_from_key = 1; });
+    ExpectRejected(kMhca, 1, "value_from_key", [](Case* c) {
+      c->attrs.value_from_key = 1;
+      c->inputs.erase("current_value");
+    });
+  }
+
   TEST_CASE("malformed caches and quantization attributes are rejected") {
     ExpectRejected(kMhca, 0, "quant_bit", [](Case* c) { c->attrs.quant_bit = 3; });
     ExpectRejected(kMhca, 0, "quant_group", [](Case* c) { c->attrs.quant_group = 3; });

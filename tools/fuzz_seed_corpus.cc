@@ -68,6 +68,7 @@ void SetExt(const std::map<std::string, std::string>& values, dynattn_fuzz::Ext*
   if (const std::string* v = value("logits_soft_cap")) ext->logits_soft_cap = std::stof(*v);
   if (const std::string* v = value("softmax_scale")) ext->softmax_scale = std::stof(*v);
   if (const std::string* v = value("head_dim_v")) ext->head_dim_v = std::stoll(*v);
+  if (const std::string* v = value("value_from_key")) ext->value_from_key = *v != "0";
   if (const std::string* v = value("cache_dtype")) {
     ext->cache =
         *v == "fp8_e5m2" ? dynattn_fuzz::CacheChoice::kF8E5M2 : dynattn_fuzz::CacheChoice::kF8E4M3;

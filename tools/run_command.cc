@@ -100,8 +100,18 @@ const std::vector<AttributeDef>& AttributeDefaults() {
       {"return_lse", AttrKind::kBool, "0"},      {"window_left", AttrKind::kInt, "-1"},
       {"logits_soft_cap", AttrKind::kReal, "0"}, {"softmax_scale", AttrKind::kReal, "0"},
       {"cache_dtype", AttrKind::kName, ""},      {"head_dim_v", AttrKind::kInt, "0"},
+      {"value_from_key", AttrKind::kBool, "0"},
   };
   return defaults;
+}
+
+// multi_head_attention's value file may be absent: with value_from_key the values are the keys'
+// (the library names a missing one otherwise).
+InputLists MhaInputs() {
+  InputLists lists = DYNATTN_CLI_INPUTS(DYNATTN_MULTI_HEAD_ATTENTION_TENSORS);
+  lists.required.erase(std::find(lists.required.begin(), lists.required.end(), "value"));
+  lists.optional.insert(lists.optional.begin(), "value");
+  return lists;
 }
 
 // unified_attention's cache is a PMX cache file here (the library takes a BlockCache view of it).
@@ -121,9 +131,9 @@ const std::vector<OpSpec>& OpSpecs() {
         "cache_layout", "page_size", "cache_dtype"}},
       {"multi_head_attention",
        OpKind::kMultiHeadAttention,
-       DYNATTN_CLI_INPUTS(DYNATTN_MULTI_HEAD_ATTENTION_TENSORS),
+       MhaInputs(),
        {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "return_lse",
-        "window_left", "logits_soft_cap", "softmax_scale", "head_dim_v"}},
+        "window_left", "logits_soft_cap", "softmax_scale", "head_dim_v", "value_from_key"}},
       {"multi_head_cache_attention",
        OpKind::kMultiHeadCacheAttention,
        DYNATTN_CLI_INPUTS(DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS),
@@ -378,6 +388,7 @@ AttentionAttrs MakeAttentionAttrs(const Attributes& attributes) {
   attention.num_heads = attributes.at("num_heads");
   attention.head_dim = attributes.at("head_dim");
   attention.head_dim_v = static_cast<int>(attributes.at("head_dim_v"));
+  attention.value_from_key = attributes.at("value_from_key") != 0;
   attention.is_causal = attributes.at("is_causal") != 0;
   attention.is_alibi = attributes.at("is_alibi") != 0;
   attention.num_kv_heads = attributes.at("num_kv_heads");

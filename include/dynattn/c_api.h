@@ -246,6 +246,7 @@ typedef struct dynattn_attention_attrs_t {
   float logits_soft_cap; /**< 0 off (default); cap > 0: s = cap * tanh(s0 / cap). */
   float softmax_scale;   /**< 0: 1 / sqrt(head_dim) (default); else finite > 0. */
   int head_dim_v;        /**< Dv: values and outputs; 0 (default) = head_dim. */
+  bool value_from_key;   /**< Values are the keys' first Dv elements (default false). */
 } dynattn_attention_attrs_t;
 
 /** KeyValueCache attributes (dynattn::KeyValueCacheAttrs). */
@@ -270,6 +271,7 @@ typedef struct dynattn_unified_attention_attrs_t {
   float logits_soft_cap; /**< Logit soft-cap (default 0, off). */
   float softmax_scale;   /**< Score scale (default 0: 1 / sqrt(head_dim)). */
   int head_dim_v;        /**< Dv: values and outputs; 0 (default) = head_dim. */
+  bool value_from_key;   /**< Values are the keys' first Dv elements (default false). */
 } dynattn_unified_attention_attrs_t;
 
 /** KeyValueCache tensors (dynattn::KeyValueCacheArgs; shapes documented there). */

@@ -92,11 +92,11 @@
 // Each attribute struct's fields, listed once (the C API's structs name them alike).
 #define DYNATTN_ATTENTION_ATTRS(X)                                                              \
   X(num_heads) X(num_kv_heads) X(head_dim) X(is_causal) X(is_alibi) X(window_left)             \
-  X(logits_soft_cap) X(softmax_scale) X(head_dim_v)
+  X(logits_soft_cap) X(softmax_scale) X(head_dim_v) X(value_from_key)
 
 #define DYNATTN_UNIFIED_ATTENTION_ATTRS(X)                                                      \
   X(num_heads) X(num_kv_heads) X(head_dim) X(is_alibi) X(window_left) X(logits_soft_cap)       \
-  X(softmax_scale) X(head_dim_v)
+  X(softmax_scale) X(head_dim_v) X(value_from_key)
 
 #define DYNATTN_CACHE_ATTRS(X)                                                                  \
   X(num_layer) X(layer_idx) X(quant_bit) X(quant_group) X(cache_mode) X(cache_layout)          \

@@ -50,6 +50,12 @@ struct AttentionAttrs {
   /// Dv: elements of a value and an output row; 0 (the default) = head_dim. Last, so that
   /// positional initialisers written before it keep their meaning.
   int head_dim_v = 0;
+  /// The values are the first head_dim_v elements of each key, read from the same bytes
+  /// (multi-head latent attention's absorbed form: one latent head of kv_lora_rank + rope_dim
+  /// elements, its first kv_lora_rank the values). MultiHeadAttention then takes no `value`, the
+  /// cache ops no `current_value`, and a cache's value plane is its key plane: only keys are
+  /// written. Needs head_dim_v <= head_dim and a cache_desc (a PMX cache tensor has a value half).
+  bool value_from_key = false;
 };
 
 /// `KeyValueCache` attributes (spec §4).

@@ -32,9 +32,11 @@ struct OpTraits<MultiHeadAttentionArgs>
     // strides are its slot strides).
     CacheDesc cache = planned.attention.kv.cache;
     cache.key.data = args.key.data;
-    cache.value.data = args.value.data;
     cache.key.slot_stride = RowStride(args.key);
-    cache.value.slot_stride = RowStride(args.value);
+    // Without a value tensor (value_from_key, which the plan checked) the values are the keys.
+    const TensorView& values = args.value.present() ? args.value : args.key;
+    cache.value.data = values.data;
+    cache.value.slot_stride = RowStride(values);
     AttentionProblem attention;
     DYNATTN_RETURN_IF_ERROR(AttentionFor(planned.attention,
                                          {args.query, args.attn_output, args.attn_mask, args.lse},

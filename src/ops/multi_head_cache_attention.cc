@@ -27,6 +27,9 @@ struct OpTraits<MultiHeadCacheAttentionArgs>
     PlanAttentionWork(work, state);
     RecordCache(args.cache, args.scale, Quantized(attrs), args.cache_desc, call.attention.kv.cache,
                 state);
+    if (attrs.attention.value_from_key) {
+      state->cache.values_from_keys = ValueDimOf(attrs.attention);
+    }
   }
 
   static Status Run(const PlanState& s, const Work& planned,

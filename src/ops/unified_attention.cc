@@ -79,14 +79,15 @@ struct OpTraits<UnifiedAttentionArgs>
     return args.cache->cache;
   }
 
-  static void Plan(const Attrs&, const Call& call, const UnifiedAttentionArgs& args, Work* work,
-                   PlanState* s) {
+  static void Plan(const Attrs& attrs, const Call& call, const UnifiedAttentionArgs& args,
+                   Work* work, PlanState* s) {
     work->write = call.write;
     work->attention = call.attention;
     work->step = call.step;
     s->OwnIndexArrays();
     work->block_cache = *args.cache;
     RecordCache({}, {}, false, &args.cache->cache, call.attention.kv.cache, s);
+    if (attrs.value_from_key) s->cache.values_from_keys = ValueDimOf(attrs);
     if (call.sharded) return PlanShard(work, s, args.cache->cache);
     work->plan = PlanUnified(work->step);
 #ifndef NDEBUG

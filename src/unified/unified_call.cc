@@ -30,7 +30,8 @@ Status CheckContextLens(const TensorView& t, int64_t requests) {
   return Status::Ok();
 }
 
-Status CheckBlockCache(const BlockCache* c, int kv_heads, int head_dim, int head_dim_v) {
+Status CheckBlockCache(const BlockCache* c, int kv_heads, int head_dim, int head_dim_v,
+                       bool values_from_keys) {
   if (c == nullptr) return Status::Invalid("cache", "is required (a BlockCache)");
   if (c->block_size < 1) {
     return Status::Invalid("block_size", "must be >= 1, got " + to_string(c->block_size));
@@ -47,7 +48,8 @@ Status CheckBlockCache(const BlockCache* c, int kv_heads, int head_dim, int head
   attrs.quant_bit = c->cache.elem == CacheElem::kInt8   ? 8
                     : c->cache.elem == CacheElem::kInt4 ? 4
                                                         : 0;
-  DYNATTN_RETURN_IF_ERROR(CheckRawDesc(c->cache, attrs, kv_heads, head_dim, head_dim_v));
+  const CacheDesc desc = values_from_keys ? ValuesFromKeys(c->cache, head_dim_v) : c->cache;
+  DYNATTN_RETURN_IF_ERROR(CheckRawDesc(desc, attrs, kv_heads, head_dim, head_dim_v));
   if (c->num_blocks > 0 &&
       (c->num_blocks - 1 > (c->cache.num_slots - c->block_size) / c->Stride() ||
        c->cache.num_slots < c->block_size)) {
@@ -188,7 +190,8 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
                              .window_left = a.window_left,
                              .logits_soft_cap = a.logits_soft_cap,
                              .softmax_scale = a.softmax_scale,
-                             .head_dim_v = a.head_dim_v};
+                             .head_dim_v = a.head_dim_v,
+                             .value_from_key = a.value_from_key};
   QueryShape q;
   DYNATTN_RETURN_IF_ERROR(
       CheckQueryAndNewTokens(heads, args.query, &args.current_key, &args.current_value, "T", &q));
@@ -215,7 +218,7 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
                                               ShapeString(args.block_table)
                                         : std::string("nothing")));
   }
-  return CheckBlockCache(args.cache, *kv_heads, a.head_dim, ValueDimOf(a));
+  return CheckBlockCache(args.cache, *kv_heads, a.head_dim, ValueDimOf(a), a.value_from_key);
 }
 
 Status CheckOutputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& args) {
@@ -268,7 +271,8 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
                                .window_left = a.window_left,
                                .logits_soft_cap = a.logits_soft_cap,
                                .softmax_scale = a.softmax_scale,
-                               .head_dim_v = a.head_dim_v},
+                               .head_dim_v = a.head_dim_v,
+                               .value_from_key = a.value_from_key},
                 kv_heads, io, &p);
   p.batch = batch;
   SetActivations(args.query, args.attn_output, &p);
@@ -295,6 +299,9 @@ Status ValidateUnifiedAttention(const UnifiedAttentionAttrs& attrs,
   DYNATTN_RETURN_IF_ERROR(CheckOutputs(attrs, args));
   call->cache = args.cache->cache;
   DYNATTN_RETURN_IF_ERROR(ApplyFp8Scales(args.k_scale, args.v_scale, &call->cache));
+  if (attrs.value_from_key) {
+    DYNATTN_RETURN_IF_ERROR(UseKeysAsValues(args.v_scale, ValueDimOf(attrs), &call->cache));
+  }
   DYNATTN_RETURN_IF_ERROR(ReadSinks(args.sinks, attrs.num_heads, &call->sinks));
   DYNATTN_RETURN_IF_ERROR(
       ReadAlibiSlopes(attrs.is_alibi, args.alibi_slopes, attrs.num_heads, &call->alibi_slopes));

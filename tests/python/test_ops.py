@@ -172,6 +172,27 @@ def test_values_of_another_size_match_reference_and_cli(rng, tmp_path, dv):
     np.testing.assert_array_equal(want["attn_output"], out)
 
 
+def test_values_from_the_keys_match_reference_and_cli(rng, tmp_path):
+    """value=None: the values are the keys' first head_dim_v elements (MLA's absorbed form), in
+    the call, its plan and `dynattn run --value_from_key 1` (no value file)."""
+    s = PmxStep(rng, "float32", 0, hq=8, hkv=1, d=80)
+    key = rng.standard_normal((int(s.kvstarts[-1]), s.hkv, s.d)).astype(np.float32)
+    args = (s.query, key, None, s.seqstarts, s.kvstarts, 0, s.max_seqlen, s.max_kvlen)
+    out = dynattn.multi_head_attention(*args, head_dim_v=64)
+    ref, vmax = reference_mha(s.query, key, np.ascontiguousarray(key[..., :64]), s.seqstarts,
+                              s.kvstarts)
+    assert_close(np.asarray(out), ref, vmax, "float32", "attn_output")
+    plan = dynattn.plan_multi_head_attention(*args, head_dim_v=64)
+    np.testing.assert_array_equal(plan.run(s.query, key, None), out)
+    want = run_cli("multi_head_attention",
+                   dict(query=s.query, key=key, seqstarts=s.seqstarts, kvstarts=s.kvstarts,
+                        decoding_batches=np.array(0), max_seqlen=np.array(s.max_seqlen),
+                        max_kvlen=np.array(s.max_kvlen)),
+                   dict(num_heads=s.hq, num_kv_heads=s.hkv, head_dim=s.d, head_dim_v=64,
+                        value_from_key=1), tmp_path)
+    np.testing.assert_array_equal(want["attn_output"], out)
+
+
 def test_merge_states_matches_its_formula(rng):
     k, t, h, d = 3, 5, 2, 8
     out = rng.standard_normal((k, t, h, d)).astype(np.float32)

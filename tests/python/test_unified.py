@@ -190,3 +190,38 @@ def test_paged_cache_with_values_of_another_size(rng):
                 assert np.abs(out[row, h] - want).max() <= 1e-5 * max(1.0, np.abs(v).max())
                 want_lse = scores.max() + np.log(w.sum())
                 assert abs(lse[row, h] - want_lse) <= 1e-4 * max(1.0, abs(want_lse))
+
+
+def test_latent_cache_reads_values_from_the_keys(rng):
+    """MLA's absorbed decode: one latent head (kv_lora_rank + rope_dim = 64 + 16 here) shared by
+    every query head; the values are its first 64 elements, read from the same bytes (no
+    current_value), and only the latent rows are written."""
+    blocks, block_size, hq, dk, dv = 8, 4, 8, 80, 64
+    latent = rng.standard_normal((blocks, block_size, 1, dk)).astype(np.float32)
+    context_lens = np.array([6, 11], dtype=np.int64)
+    new = np.array([1, 3], dtype=np.int64)
+    query_start_loc = np.concatenate([[0], np.cumsum(new)]).astype(np.int64)
+    table = rng.permutation(blocks).reshape(2, 4).astype(np.int64)
+    t = int(query_start_loc[-1])
+    query = rng.standard_normal((t, hq, dk)).astype(np.float32)
+    current_key = rng.standard_normal((t, 1, dk)).astype(np.float32)
+    cache = dynattn.latent_block_cache(latent)
+    out = dynattn.unified_attention(query, current_key, None, query_start_loc, context_lens,
+                                    table, cache, head_dim_v=dv)
+    plan = dynattn.plan_unified_attention(query, current_key, None, query_start_loc,
+                                          context_lens, table, cache, head_dim_v=dv)
+    np.testing.assert_array_equal(plan.run(query, current_key, None, cache), out)
+    assert out.shape == (t, hq, dv)
+    rows = latent.reshape(-1, dk)
+    for b in range(2):
+        for i in range(new[b]):
+            row = query_start_loc[b] + i
+            slots = [table[b, p // block_size] * block_size + p % block_size
+                     for p in range(context_lens[b] + i + 1)]
+            np.testing.assert_array_equal(rows[slots[-1]], current_key[row, 0])
+            k = rows[slots].astype(np.float64)
+            for h in range(hq):
+                scores = k @ query[row, h].astype(np.float64) / np.sqrt(dk)
+                w = np.exp(scores - scores.max())
+                want = w @ k[:, :dv] / w.sum()
+                assert np.abs(out[row, h] - want).max() <= 1e-5 * max(1.0, np.abs(k).max())

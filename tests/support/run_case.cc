@@ -30,6 +30,7 @@ dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
   attn.num_heads = a.num_heads;
   attn.head_dim = a.head_dim;
   attn.head_dim_v = a.head_dim_v;
+  attn.value_from_key = a.value_from_key != 0;
   attn.is_causal = a.is_causal != 0;
   attn.is_alibi = a.is_alibi != 0;
   attn.num_kv_heads = a.num_kv_heads;
@@ -44,6 +45,7 @@ dynattn::UnifiedAttentionAttrs UnifiedAttentionAttrsOf(const dynattn_ref::Attrs&
   attrs.num_heads = a.num_heads;
   attrs.head_dim = a.head_dim;
   attrs.head_dim_v = a.head_dim_v;
+  attrs.value_from_key = a.value_from_key != 0;
   attrs.num_kv_heads = a.num_kv_heads;
   attrs.is_alibi = a.is_alibi != 0;
   attrs.window_left = a.window_left;

@@ -38,8 +38,8 @@ __all__ = [
     "Plan", "key_value_cache", "multi_head_attention", "multi_head_cache_attention",
     "unified_attention", "plan_key_value_cache", "plan_multi_head_attention",
     "plan_multi_head_cache_attention", "plan_unified_attention", "describe_unified_step",
-    "merge_states", "paged_block_cache", "combined_block_cache", "vllm_cpu_block_cache",
-    "pmx_block_cache", "KsanaPool", "ksana_block_cache", "ksana_to_atb_block_table",
+    "merge_states", "paged_block_cache", "latent_block_cache", "combined_block_cache",
+    "vllm_cpu_block_cache", "pmx_block_cache", "KsanaPool", "ksana_block_cache", "ksana_to_atb_block_table",
     "atb_slot_mapping", "UnifiedMetadata", "from_vllm", "from_flashinfer",
 ]
 
@@ -318,8 +318,8 @@ class MultiHeadAttentionPlan(Plan):
         `window_left`, `logits_soft_cap`, `softmax_scale` and `sinks`, when given, replace the
         plan's for this layer (each left None keeps the plan's): one plan serves models whose
         layers alternate sliding-window and global attention or carry their own sinks."""
-        shape = tuple(query.shape[:2]) + (_shape(value, "value", 3, "(kvstarts[B], Hkv, Dv)")[2],)
-        out = _empty(query, shape) if out is None else out
+        dv = self._value_dim if value is None else _shape(value, "value", 3, "(.., Hkv, Dv)")[2]
+        out = _empty(query, tuple(query.shape[:2]) + (dv,)) if out is None else out
         lse = _lse_out(query, lse, return_lse)
         self._run((query, key, value, attn_mask, out, lse), None, context,
                   _layer(window_left, logits_soft_cap, softmax_scale, sinks))
@@ -359,7 +359,8 @@ class UnifiedAttentionPlan(Plan):
         `sinks`, when given, replace the plan's for this layer (each left None keeps the
         plan's)."""
         if out is None:
-            dv = _shape(current_value, "current_value", 3, "(T, Hkv, Dv)")[2]
+            dv = self._value_dim if current_value is None else _shape(
+                current_value, "current_value", 3, "(T, Hkv, Dv)")[2]
             out = _empty(query, tuple(_shape(query, "query", 3, "(T, Hq, D)")[:2]) + (dv,))
         if lse is None and return_lse:
             lse = _empty(query, tuple(query.shape[:2]), "float32")
@@ -430,13 +431,21 @@ def plan_key_value_cache(current_key, current_value, seqstarts, kvstarts, caches
 # ---------------------------------------------------------------------------------------------
 # MultiHeadAttention.
 
+def _value_dim(values, name, shape, head_dim_v, head_dim):
+    """Dv: the values' last dim, or without values (value_from_key) head_dim_v (0: head_dim)."""
+    if values is None:
+        return head_dim_v or head_dim
+    return _shape(values, name, 3, shape)[2]
+
+
 def _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches, max_seqlen, max_kvlen,
-              attn_mask, out, lse, is_causal, is_alibi, score, planned):
+              attn_mask, out, lse, is_causal, is_alibi, score, planned, head_dim_v=0):
     tq, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
     hkv = _shape(key, "key", 3, "(kvstarts[B], Hkv, D)")[1]
-    dv = _shape(value, "value", 3, "(kvstarts[B], Hkv, Dv)")[2]
-    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, head_dim_v=dv, is_causal=is_causal,
-                 is_alibi=is_alibi, **score)
+    dv = _value_dim(value, "value", "(kvstarts[B], Hkv, Dv)", head_dim_v, d)
+    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, head_dim_v=dv,
+                 value_from_key=int(value is None), is_causal=is_causal, is_alibi=is_alibi,
+                 **score)
     tensors = dict(query=query, key=key, value=value,
                    **_indexes(seqstarts=seqstarts, kvstarts=kvstarts,
                               decoding_batches=decoding_batches, max_seqlen=max_seqlen,
@@ -450,19 +459,23 @@ def multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batche
                          max_kvlen, attn_mask=None, *, is_causal=True, is_alibi=False,
                          window_left=-1, logits_soft_cap=0.0, softmax_scale=0.0, sinks=None,
                          alibi_slopes=None, out=None, lse=None, return_lse=False, context=None,
-                         num_threads=0):
+                         num_threads=0, head_dim_v=0):
     """PMX ``MultiHeadAttention`` of packed queries (Tq, Hq, D) over packed keys and values
     (kvstarts[B], Hkv, D), with an optional additive `attn_mask`, sliding window, logit soft-cap,
     softmax scale, attention sinks and ALiBi slopes (float32 (Hq,), e.g. a tensor-parallel
     rank's share of the model's; they turn ALiBi on). Heads, head_dim and head_dim_v come from
     the shapes: values may have another size Dv than queries and keys (MLA's non-absorbed
-    prefill: D = 192, Dv = 128); the output takes the values' size. Returns `out` (Tq, Hq, Dv), or ``(out, lse)`` with ``return_lse=True`` (`lse`: (Tq, Hq)
-    float32 natural-log log-sum-exp, for merge_states)."""
+    prefill: D = 192, Dv = 128); the output takes the values' size. ``value=None`` reads the
+    values from the keys: their first ``head_dim_v`` elements (0: all; MLA's absorbed form, a
+    latent head of 576 whose first 512 are the values). Returns `out` (Tq, Hq, Dv), or
+    ``(out, lse)`` with ``return_lse=True`` (`lse`: (Tq, Hq) float32 natural-log log-sum-exp,
+    for merge_states)."""
     lse = _lse_out(query, lse, return_lse)
     attrs, tensors = _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches,
                                max_seqlen, max_kvlen, attn_mask, out, lse, is_causal, is_alibi,
                                _score_attrs(window_left, logits_soft_cap, softmax_scale),
-                               dict(sinks=_f32(sinks), alibi_slopes=_f32(alibi_slopes)))
+                               dict(sinks=_f32(sinks), alibi_slopes=_f32(alibi_slopes)),
+                               head_dim_v)
     _C._run("multi_head_attention", attrs, tensors, None, context, num_threads)
     return (tensors["attn_output"], lse) if return_lse else tensors["attn_output"]
 
@@ -470,7 +483,8 @@ def multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batche
 def plan_multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batches,
                               max_seqlen, max_kvlen, attn_mask=None, *, is_causal=True,
                               is_alibi=False, window_left=-1, logits_soft_cap=0.0,
-                              softmax_scale=0.0, sinks=None, alibi_slopes=None, with_lse=True):
+                              softmax_scale=0.0, sinks=None, alibi_slopes=None, with_lse=True,
+                              head_dim_v=0):
     """Plans a :func:`multi_head_attention` step; ``run(query, key, value, attn_mask=None, *,
     out=None, lse=None, return_lse=False, context=None)`` runs it (with the log-sum-exp only
     from a plan made ``with_lse=True``, the default)."""
@@ -479,8 +493,10 @@ def plan_multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_b
                                max_seqlen, max_kvlen, attn_mask, None,
                                _lse_out(query, None, with_lse), is_causal, is_alibi,
                                _score_attrs(window_left, logits_soft_cap, softmax_scale),
-                               planned)
-    return MultiHeadAttentionPlan(_C._plan("multi_head_attention", attrs, tensors, None))
+                               planned, head_dim_v)
+    plan = MultiHeadAttentionPlan(_C._plan("multi_head_attention", attrs, tensors, None))
+    plan._value_dim = attrs["head_dim_v"]
+    return plan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -559,12 +575,12 @@ def plan_multi_head_cache_attention(query, current_key, current_value, seqstarts
 # Unified attention.
 
 def _unified_call(query, current_key, current_value, query_start_loc, context_lens, block_table,
-                  alibi, out, lse, score, planned):
+                  alibi, out, lse, score, planned, head_dim_v=0):
     t, hq, d = _shape(query, "query", 3, "(T, Hq, D)")
     hkv = _shape(current_key, "current_key", 3, "(T, Hkv, D)")[1]
-    dv = _shape(current_value, "current_value", 3, "(T, Hkv, Dv)")[2]
-    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, head_dim_v=dv, is_alibi=int(alibi),
-                 **score)
+    dv = _value_dim(current_value, "current_value", "(T, Hkv, Dv)", head_dim_v, d)
+    attrs = dict(num_heads=hq, num_kv_heads=hkv, head_dim=d, head_dim_v=dv,
+                 value_from_key=int(current_value is None), is_alibi=int(alibi), **score)
     tensors = dict(query=query, current_key=current_key, current_value=current_value,
                    **_indexes(query_start_loc=query_start_loc, context_lens=context_lens,
                               block_table=block_table),
@@ -584,7 +600,8 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
                       block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
                       logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
                       v_scale=None, alibi_slopes=None, key_offsets=None, key_counts=None,
-                      out=None, lse=None, return_lse=False, context=None, num_threads=0):
+                      out=None, lse=None, return_lse=False, context=None, num_threads=0,
+                      head_dim_v=0):
     """One serving step of unified attention (``dynattn::UnifiedAttention``).
 
     Writes `current_key` and `current_value` (T, Hkv, D) into `cache` (a :class:`BlockCache`,
@@ -594,7 +611,9 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
     (B, max_blocks) are int32 or int64. num_heads, num_kv_heads, head_dim and head_dim_v come
     from ``query.shape[1]``, ``current_key.shape[1]``, ``query.shape[2]`` and
     ``current_value.shape[2]`` (values may have their own size Dv, in a cache whose value rows
-    have it: :func:`paged_block_cache` with a value tensor of last dim Dv).
+    have it: :func:`paged_block_cache` with a value tensor of last dim Dv). With
+    ``current_value=None`` the values are the keys' first ``head_dim_v`` elements (MLA's latent
+    cache, :func:`latent_block_cache`; only keys are written).
 
     Returns `out` (T, Hq, Dv), of the query's framework and dtype, or ``(out, lse)`` with
     ``return_lse=True`` (`lse`: (T, Hq) float32 natural-log log-sum-exp; pass ``lse=`` to have it
@@ -613,7 +632,7 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
                                    context_lens, block_table, _alibi(alibi, is_alibi), out, lse,
                                    _score_attrs(window_left, logits_soft_cap, softmax_scale),
                                    _unified_planned(sinks, k_scale, v_scale, alibi_slopes,
-                                                    key_offsets, key_counts))
+                                                    key_offsets, key_counts), head_dim_v)
     _C._run("unified_attention", attrs, tensors, cache, context, num_threads)
     return (tensors["attn_output"], lse) if return_lse else tensors["attn_output"]
 
@@ -622,7 +641,7 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
                            block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
                            logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
                            v_scale=None, alibi_slopes=None, key_offsets=None, key_counts=None,
-                           with_lse=True):
+                           with_lse=True, head_dim_v=0):
     """Validates and plans a unified-attention step (writes nothing) and copies its index
     tensors. Returns a :class:`Plan` whose ``run(query, current_key, current_value, cache, *,
     out=None, lse=None, return_lse=False, context=None)`` runs it per layer on tensors of the same
@@ -637,8 +656,10 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
                                    context_lens, block_table, _alibi(alibi, is_alibi), None, lse,
                                    _score_attrs(window_left, logits_soft_cap, softmax_scale),
-                                   planned)
-    return UnifiedAttentionPlan(_C._plan("unified_attention", attrs, tensors, cache))
+                                   planned, head_dim_v)
+    plan = UnifiedAttentionPlan(_C._plan("unified_attention", attrs, tensors, cache))
+    plan._value_dim = attrs["head_dim_v"]
+    return plan
 
 
 def describe_unified_step(query, current_key, current_value, query_start_loc, context_lens,
@@ -693,12 +714,28 @@ def paged_block_cache(key, value, key_scale=None, value_scale=None, layout="NHD"
     quantized. bfloat16 tensors make a bf16 cache; uint8 tensors an fp8 one, with
     ``cache_dtype="fp8_e4m3"`` or ``"fp8_e5m2"`` and its per-tensor scales ``k_scale`` and
     ``v_scale`` (an op's own k_scale/v_scale replace them for a call). The cache keeps
-    references to the tensors."""
+    references to the tensors. `value` may have another last dim than `key` (Dv); an MLA latent
+    cache [num_blocks, block_size, 1, Dk] is passed as both `key` and `value` and used with
+    ``current_value=None`` (a call with values would write them over the keys)."""
     key, cache_dtype = _fp8_bytes(key, cache_dtype)
     value, cache_dtype = _fp8_bytes(value, cache_dtype)
     _check_tensor_scales(cache_dtype, k_scale, v_scale)
     return _C._paged_block_cache(key, value, key_scale, value_scale, layout, quant_bit,
                                  quant_group, cache_dtype, k_scale, v_scale)
+
+
+def latent_block_cache(latent, scale=None, layout="NHD", quant_bit=0, quant_group=8, *,
+                       cache_dtype=None, k_scale=1.0):
+    """A :class:`BlockCache` over an MLA latent cache (DeepSeek V2/V3, Kimi K2): one paged tensor
+    [num_blocks, block_size, 1, kv_lora_rank + rope_dim] (``layout="NHD"``; fp8 and int8 with
+    group scales as in :func:`paged_block_cache`), used in place. Calls over it pass
+    ``current_value=None`` and ``head_dim_v=kv_lora_rank``: the values are the first
+    kv_lora_rank elements of each latent row, read from the same bytes, and only the latent rows
+    are written. ``k_scale`` scales an fp8 latent cache's keys and values alike."""
+    latent, cache_dtype = _fp8_bytes(latent, cache_dtype)
+    _check_tensor_scales(cache_dtype, k_scale, k_scale)
+    return _C._latent_block_cache(latent, scale, layout, quant_bit, quant_group, cache_dtype,
+                                  k_scale)
 
 
 def combined_block_cache(kv, kv_scale=None, layout="NHD", quant_bit=0, quant_group=8, *,

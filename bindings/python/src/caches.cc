@@ -111,6 +111,19 @@ Cache Combined(const py::object& kv, const py::object& kv_scale, const std::stri
                        });
 }
 
+/// A latent cache (MLA): one paged tensor whose rows are the keys, their first Dv elements the
+/// values of value_from_key calls; its one plane is described as both (MakePagedBlockCache).
+Cache Latent(const py::object& latent, const py::object& scale, const std::string& layout,
+             const py::object& bits, const py::object& group, const py::object& cache_dtype,
+             const py::object& k_arg) {
+  const PageLayout page_layout = ParseLayout(layout);
+  return KvTensorCache("latent_block_cache", latent, scale, bits, group, cache_dtype, k_arg, k_arg,
+                       [page_layout](const TensorView& t, const TensorView& s,
+                                     const CacheFormat& format, BlockCache* out) {
+                         return MakePagedBlockCache(t, t, s, s, page_layout, format, out);
+                       });
+}
+
 Cache VllmCpu(const py::object& kv, const py::object& kv_scale, const py::object& bits,
               const py::object& group, const py::object& cache_dtype, const py::object& k_arg,
               const py::object& v_arg) {
@@ -307,6 +320,8 @@ void BindCaches(py::module_& m) {
   m.def("_combined_block_cache", &Combined, py::arg("kv"), py::arg("kv_scale"), py::arg("layout"),
         py::arg("quant_bit"), py::arg("quant_group"), py::arg("cache_dtype"), py::arg("k_scale"),
         py::arg("v_scale"));
+  m.def("_latent_block_cache", &Latent, py::arg("latent"), py::arg("scale"), py::arg("layout"),
+        py::arg("quant_bit"), py::arg("quant_group"), py::arg("cache_dtype"), py::arg("k_scale"));
   m.def("_vllm_cpu_block_cache", &VllmCpu, py::arg("kv"), py::arg("kv_scale"), py::arg("quant_bit"),
         py::arg("quant_group"), py::arg("cache_dtype"), py::arg("k_scale"), py::arg("v_scale"));
   m.def("_pmx_block_cache", &Pmx, py::arg("cache"), py::arg("scale"), py::arg("num_kv_heads"),

@@ -84,6 +84,7 @@ AttentionAttrs ReadAttentionAttrs(const py::dict& d) {
   a.num_kv_heads = Int(d, "num_kv_heads", 0);
   a.head_dim = Int(d, "head_dim", 0);
   a.head_dim_v = Int(d, "head_dim_v", 0);
+  a.value_from_key = Flag(d, "value_from_key", false);
   a.is_causal = Flag(d, "is_causal", true);
   a.is_alibi = Flag(d, "is_alibi", false);
   ReadScoreAttrs(d, &a);
@@ -197,6 +198,7 @@ Call MakeCall(Op op, const py::dict& attrs, const TensorMap& map, const PyBlockC
   unified.num_kv_heads = attention.num_kv_heads;
   unified.head_dim = attention.head_dim;
   unified.head_dim_v = attention.head_dim_v;
+  unified.value_from_key = attention.value_from_key;
   unified.is_alibi = attention.is_alibi;
   ReadScoreAttrs(attrs, &unified);
   // Each op's attributes, by type (the four types differ).
