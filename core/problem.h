@@ -185,7 +185,7 @@ struct AttentionProblem {
 struct WriteProblem {
   Batch batch;
   DType io_type = DType::kF32;
-  const void* current_key = nullptr;    ///< (Tq, Hkv, Dk).
+  const void* current_key = nullptr;  ///< (Tq, Hkv, Dk).
   /// (Tq, Hkv, Dv), or null when the values are the keys' first Dv elements (value_from_key):
   /// only the key plane is written.
   const void* current_value = nullptr;

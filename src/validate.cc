@@ -842,8 +842,8 @@ Status ValidateKeyValueCache(const KeyValueCacheAttrs& attrs, const KeyValueCach
   }
   DYNATTN_RETURN_IF_ERROR(CheckActivation("current_value", args.current_value));
   const int64_t dim_v = args.current_value.shape[2];
-  if (dim_v > (1 << 20)) {
-    return Status::Invalid("current_value", "head_dim_v must be <= 2^20, got shape " +
+  if (dim_v < 1 || dim_v > (1 << 20)) {
+    return Status::Invalid("current_value", "needs head_dim_v in [1, 2^20], got shape " +
                                                 ShapeString(args.current_value));
   }
   DYNATTN_RETURN_IF_ERROR(CheckExact("current_value", args.current_value, io, tq, kv_heads, dim_v,

@@ -112,6 +112,9 @@ TEST_SUITE("validation") {
     ExpectRejected("key_value_cache", 0, "head_dim_v", [](Case* c) {
       c->inputs["current_value"] = RandomActivations(Dt::kF16, {4, 2, 16}, 3);
     });
+    ExpectRejected("key_value_cache", 0, "current_value", [](Case* c) {
+      c->inputs["current_value"] = RandomActivations(Dt::kF16, {4, 2, 0}, 3);
+    });
   }
 
   TEST_CASE("values read from the keys (value_from_key) refuse a value input and a PMX cache") {
