@@ -2,7 +2,8 @@
 
 ``Engine`` runs a primary attention backend (``dynattn``, or the torch stand-in) and optionally a
 reference backend in lockstep on the same steps: the same tokens, positions, block tables and
-chunking, each over its own cache. The reference is pure torch over a float32 cache. Greedy
+chunking, each over its own cache. The reference is pure torch over a float32 cache (for MLA,
+another model object, the non-absorbed form, on torch's own attention: ``deepseek.py``). Greedy
 tokens come from the primary; for each sampled row the reference's logits are compared with the
 primary's (max error, and whether the reference's argmax is the same token: if it is at every
 row, the reference run on its own would have produced exactly the same tokens).
@@ -28,11 +29,14 @@ class UnifiedBackend:
     ``lib`` is the ``dynattn`` module or ``torch_unified``; both write the step's fresh K/V into
     the cache themselves. ``attn_dtype`` is the dtype of query/key/value handed to the library.
     ``round_kv`` (for a float32 reference of an fp16 cache) rounds the fresh K/V through that
-    dtype first, so the reference's cache holds the same values as the fp16 cache.
+    dtype first, so the reference's cache holds the same values as the fp16 cache. Over an MLA
+    latent cache (``spec.kv_lora_rank``) the model passes no values (``v`` None: they are the
+    latent rows' first kv_lora_rank elements) and its ``softmax_scale`` (0: 1/sqrt(head_dim)).
     """
 
     def __init__(self, name: str, lib, spec: CacheSpec, attn_dtype: torch.dtype,
-                 round_kv: Optional[torch.dtype] = None, context=None) -> None:
+                 round_kv: Optional[torch.dtype] = None, context=None,
+                 softmax_scale: float = 0.0) -> None:
         self.name = name
         self.lib = lib
         self.spec = spec
@@ -44,6 +48,11 @@ class UnifiedBackend:
         self.plan = None
         self.seconds = 0.0  # time spent in the library (plans and runs)
         self.phases: Counter = Counter()  # plan phases ("csu", "c-u", ...) when reported
+        self.plan_options: Dict[str, object] = {}  # only what differs from the defaults
+        if spec.kv_lora_rank:
+            self.plan_options["head_dim_v"] = spec.kv_lora_rank
+        if softmax_scale:
+            self.plan_options["softmax_scale"] = softmax_scale
 
     def begin_step(self, num_heads: int, query_start_loc: torch.Tensor,
                    context_lens: torch.Tensor, block_table: torch.Tensor) -> None:
@@ -51,21 +60,24 @@ class UnifiedBackend:
         t = int(query_start_loc[-1])
         q = torch.empty(t, num_heads, self.spec.head_dim, dtype=self.attn_dtype)
         kv = torch.empty(t, self.spec.num_kv_heads, self.spec.head_dim, dtype=self.attn_dtype)
+        v = None if self.spec.kv_lora_rank else kv
         start = time.perf_counter()
-        self.plan = self.lib.plan_unified_attention(q, kv, kv, query_start_loc, context_lens,
-                                                    block_table, self.layer_caches[0])
+        self.plan = self.lib.plan_unified_attention(q, kv, v, query_start_loc, context_lens,
+                                                    block_table, self.layer_caches[0],
+                                                    **self.plan_options)
         self.seconds += time.perf_counter() - start
         summary = getattr(self.plan, "unified_summary", None)  # dynattn reports its paths
         if summary is not None:
             self.phases[summary.phase] += 1
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
-               v: torch.Tensor) -> torch.Tensor:
+               v: Optional[torch.Tensor]) -> torch.Tensor:
         """Writes this layer's fresh K/V into the cache and returns the attention output."""
         if self.round_kv is not None:
             k, v = k.to(self.round_kv), v.to(self.round_kv)
         dt = self.attn_dtype
-        q, k, v = q.to(dt), k.to(dt), v.to(dt)  # float32 slices of the fused QKV stay views
+        q, k = q.to(dt), k.to(dt)  # float32 slices of the fused QKV stay views
+        v = None if v is None else v.to(dt)
         start = time.perf_counter()
         out = self.plan.run(q, k, v, self.layer_caches[layer], context=self.context)
         self.seconds += time.perf_counter() - start
@@ -95,15 +107,20 @@ class EngineStats:
 
 
 class Engine:
-    """Continuous-batching loop over a Llama model with a primary and an optional reference."""
+    """Continuous-batching loop over a model with a primary and an optional reference backend.
+
+    ``model`` is a ``LlamaModel`` or a ``DeepseekModel``; ``reference_model`` (default: the same)
+    is what the reference backend runs (MLA checks its absorbed form against the non-absorbed).
+    """
 
     def __init__(self, model: LlamaModel, scheduler: Scheduler, primary: UnifiedBackend,
                  reference: Optional[UnifiedBackend] = None, rtol: float = 1e-2,
-                 atol: float = 1e-2) -> None:
+                 atol: float = 1e-2, reference_model=None) -> None:
         self.model = model
         self.scheduler = scheduler
         self.primary = primary
         self.reference = reference
+        self.reference_model = model if reference_model is None else reference_model
         self.rtol, self.atol = rtol, atol
         self.stats = EngineStats()
         self.record_logits = False  # keep every step's sampled logits in `logits`
@@ -149,18 +166,21 @@ class Engine:
         self.stats.generated_tokens += len(sampled)
         if self.reference is not None:
             ref_start = time.perf_counter()
-            ref = self._forward(self.reference, tokens, positions, qsl, ctx, table, sampled_rows)
+            ref = self._forward(self.reference, tokens, positions, qsl, ctx, table, sampled_rows,
+                                self.reference_model)
             self.stats.reference_seconds += time.perf_counter() - ref_start
             self._compare(logits, ref, choice)
         return batch
 
     def _forward(self, backend: UnifiedBackend, tokens: torch.Tensor, positions: torch.Tensor,
                  qsl: torch.Tensor, ctx: torch.Tensor, table: torch.Tensor,
-                 rows: torch.Tensor) -> torch.Tensor:
-        """Plans once, then runs the model with ``backend`` doing each layer's attention."""
-        backend.begin_step(self.model.config.num_attention_heads, qsl, ctx, table)
+                 rows: torch.Tensor, model=None) -> torch.Tensor:
+        """Plans once, then runs ``model`` (default: the engine's) with ``backend`` doing each
+        layer's attention."""
+        model = self.model if model is None else model
+        backend.begin_step(model.config.num_attention_heads, qsl, ctx, table)
         with torch.no_grad():
-            return self.model.forward(tokens, positions, backend.attend, rows)
+            return model.forward(tokens, positions, backend.attend, rows)
 
     def _compare(self, logits: torch.Tensor, ref: torch.Tensor, choice: List[int]) -> None:
         """Accumulates the logit error and the greedy agreement against the reference."""

@@ -18,8 +18,19 @@ import torch
 
 import safetensors_io
 
-# attend(layer, query (T, Hq, D), key (T, Hkv, D), value (T, Hkv, D)) -> (T, Hq, D)
-AttendFn = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+# attend(layer, query (T, Hq, D), key (T, Hkv, D), value (T, Hkv, D)) -> (T, Hq, D); an MLA
+# model's absorbed form passes value None (its latent keys carry the values).
+AttendFn = Callable[[int, torch.Tensor, torch.Tensor, Optional[torch.Tensor]], torch.Tensor]
+
+
+def config_kwargs(cls, raw: Dict[str, object]) -> Dict[str, object]:
+    """The keys of a ``config.json`` dict that dataclass ``cls`` has, without nulls; the first
+    of several EOS ids."""
+    known = {f.name for f in fields(cls)}
+    kwargs = {k: v for k, v in raw.items() if k in known and v is not None}
+    if isinstance(kwargs.get("eos_token_id"), list):  # Llama 3 lists several
+        kwargs["eos_token_id"] = kwargs["eos_token_id"][0]
+    return kwargs
 
 
 @dataclass
@@ -52,11 +63,8 @@ class LlamaConfig:
     @classmethod
     def from_dict(cls, raw: Dict[str, object]) -> "LlamaConfig":
         """Builds a config from a ``config.json`` dict, ignoring keys this model does not use."""
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in raw.items() if k in known and v is not None}
+        kwargs = config_kwargs(cls, raw)
         kwargs.setdefault("num_key_value_heads", raw["num_attention_heads"])
-        if isinstance(kwargs.get("eos_token_id"), list):  # Llama 3 lists several
-            kwargs["eos_token_id"] = kwargs["eos_token_id"][0]
         return cls(**kwargs)
 
     def to_dict(self) -> Dict[str, object]:

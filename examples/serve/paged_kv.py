@@ -114,30 +114,41 @@ class CacheSpec:
     block_size: int
     num_kv_heads: int
     head_dim: int
-    dtype: str = "fp16"  # "fp16", "fp32" or "int8"
+    dtype: str = "fp16"  # "fp16", "fp32", "int8" or "fp8" (e4m3 bytes, per-tensor scale 1.0)
     quant_group: int = 8
+    # MLA: > 0 makes one latent plane per layer (num_kv_heads 1, head_dim kv_lora_rank + rope
+    # dims) whose first kv_lora_rank elements are also the values: no value plane is stored.
+    kv_lora_rank: int = 0
 
     @property
     def quant_bit(self) -> int:
         """8 for the int8 cache, 0 otherwise."""
         return 8 if self.dtype == "int8" else 0
 
+    @property
+    def planes(self) -> int:
+        """Stored planes per layer: keys and values, or the one latent plane."""
+        return 1 if self.kv_lora_rank else 2
+
     def element_dtype(self) -> torch.dtype:
         """Torch dtype of the stored elements."""
-        return {"fp16": torch.float16, "fp32": torch.float32, "int8": torch.int8}[self.dtype]
+        return {"fp16": torch.float16, "fp32": torch.float32, "int8": torch.int8,
+                "fp8": torch.uint8}[self.dtype]
 
     def bytes_per_block(self) -> int:
-        """Bytes of one block over all layers: keys, values and (int8) their fp16 scales."""
+        """Bytes of one block over all layers: every plane and (int8) its fp16 scales."""
         slots = self.block_size * self.num_kv_heads
         elem = torch.empty((), dtype=self.element_dtype()).element_size()
         per_plane = slots * self.head_dim * elem
         if self.quant_bit:
             per_plane += slots * (self.head_dim // self.quant_group) * 2
-        return 2 * per_plane * self.num_layers
+        return self.planes * per_plane * self.num_layers
 
 
 class PagedKVCache:
-    """Per-layer key/value tensors [num_blocks, block_size, Hkv, D] (+ int8 scale tensors)."""
+    """Per-layer key/value tensors [num_blocks, block_size, Hkv, D] (+ int8 scale tensors); with
+    ``spec.kv_lora_rank`` one latent tensor [num_blocks, block_size, 1, D] per layer, which
+    ``values`` and ``value_scales`` name again (the same tensors)."""
 
     def __init__(self, spec: CacheSpec) -> None:
         if spec.quant_bit and spec.head_dim % spec.quant_group:
@@ -145,21 +156,32 @@ class PagedKVCache:
         self.spec = spec
         shape = (spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim)
         dtype = spec.element_dtype()
-        self.keys = [torch.zeros(shape, dtype=dtype) for _ in range(spec.num_layers)]
-        self.values = [torch.zeros(shape, dtype=dtype) for _ in range(spec.num_layers)]
+        sshape = shape[:3] + (spec.head_dim // spec.quant_group,)
+
+        def zeros(tensor_shape, tensor_dtype) -> List[torch.Tensor]:
+            return [torch.zeros(tensor_shape, dtype=tensor_dtype) for _ in range(spec.num_layers)]
+
+        self.keys = zeros(shape, dtype)
+        self.values = self.keys if spec.kv_lora_rank else zeros(shape, dtype)
         self.key_scales: List[Optional[torch.Tensor]] = [None] * spec.num_layers
         self.value_scales: List[Optional[torch.Tensor]] = [None] * spec.num_layers
         if spec.quant_bit:
-            sshape = shape[:3] + (spec.head_dim // spec.quant_group,)
-            self.key_scales = [torch.zeros(sshape, dtype=torch.float16)
-                               for _ in range(spec.num_layers)]
-            self.value_scales = [torch.zeros(sshape, dtype=torch.float16)
-                                 for _ in range(spec.num_layers)]
+            self.key_scales = zeros(sshape, torch.float16)
+            self.value_scales = (self.key_scales if spec.kv_lora_rank
+                                 else zeros(sshape, torch.float16))
 
     def layer_caches(self, lib) -> list:
-        """One ``lib.paged_block_cache`` per layer over these tensors (zero copy)."""
+        """One ``lib.paged_block_cache`` (``lib.latent_block_cache`` for MLA) per layer over
+        these tensors (zero copy)."""
+        spec = self.spec
+        fp8 = {"cache_dtype": "fp8_e4m3"} if spec.dtype == "fp8" else {}
+        if spec.kv_lora_rank:
+            return [lib.latent_block_cache(self.keys[i], self.key_scales[i], layout="NHD",
+                                           quant_bit=spec.quant_bit,
+                                           quant_group=spec.quant_group, **fp8)
+                    for i in range(spec.num_layers)]
         return [lib.paged_block_cache(self.keys[i], self.values[i], key_scale=self.key_scales[i],
                                       value_scale=self.value_scales[i], layout="NHD",
-                                      quant_bit=self.spec.quant_bit,
-                                      quant_group=self.spec.quant_group)
-                for i in range(self.spec.num_layers)]
+                                      quant_bit=spec.quant_bit, quant_group=spec.quant_group,
+                                      **fp8)
+                for i in range(spec.num_layers)]

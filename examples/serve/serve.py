@@ -1,14 +1,17 @@
 #!/usr/bin/python3
-"""Continuous-batching Llama serving demo on libdynattn's unified attention.
+"""Continuous-batching Llama/DeepSeek serving demo on libdynattn's unified attention.
 
-    /usr/bin/python3 examples/serve/serve.py [--checkpoint DIR] [--cache fp16|int8] [--check]
+    /usr/bin/python3 examples/serve/serve.py [--checkpoint DIR] [--model llama|deepseek]
+                                             [--cache fp16|int8|fp8] [--check]
                                              [--tensor-parallel N | --context-parallel N]
 
-Without --checkpoint it writes a small random Llama checkpoint (config.json, safetensors,
-SentencePiece tokenizer.model) into a temporary directory and serves a scripted workload:
+Without --checkpoint it writes a small random Llama (or, with --model deepseek, DeepSeek-V3-style
+MLA) checkpoint (config.json, safetensors, SentencePiece tokenizer.model) into a temporary
+directory and serves a scripted workload:
 requests arriving at different steps, a system prompt shared by all of them, long prompts
 prefilled in chunks mixed with decodes, and different output lengths. --check runs a pure-torch
-reference (float32 cache) in lockstep and compares logits and greedy tokens. --tensor-parallel N
+reference (float32 cache; for MLA the non-absorbed model on torch's scaled_dot_product_attention)
+in lockstep and compares logits and greedy tokens. --tensor-parallel N
 serves the same workload on N processes (torch.distributed, gloo), each with its share of the
 heads, the MLP and the KV cache; --context-parallel N on N processes that each hold a contiguous
 share of every request's context; either is checked against the single-process run.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import random
 import sys
@@ -30,6 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import deepseek  # noqa: E402
 import llama  # noqa: E402
 import tiny_checkpoint  # noqa: E402
 import distributed  # noqa: E402
@@ -44,6 +49,29 @@ from paged_kv import BlockAllocator, CacheSpec  # noqa: E402
 # the layers, so 1e-2 is far above what is seen and far below the gaps greedy sampling needs.
 FP16_RTOL = 1e-2
 FP16_ATOL = 1e-2
+
+# Logit tolerance of the MLA check, by latent cache format: |engine - reference| <= tol +
+# tol*|reference|. The reference rounds its latent rows as the cache stores them, so both sides
+# attend over the same values; what differs is (1) float32 arithmetic: the absorbed and the
+# expanded form associate their products differently, and the library's fp32 attention output is
+# within 1e-5*max(1, vmax) of exact (docs/numerics.md; vmax < 10 for these RMS-normed latents),
+# which reaches the logits through W_UV and o_proj (gain ~1 with 1/sqrt(fan_in) weights), the
+# residual stream and the lm_head (gain 4): at most ~4 * layers * 1e-4 = 1.6e-3 for 4 layers; and
+# (2) rounding-boundary flips: from layer 1 on the two sides' latent rows differ by (1), so an
+# element that close to a rounding boundary lands on neighbouring codes, one step apart: 2^-11
+# of it in fp16 (below (1)), but 1/127 of its group's max in int8 and up to 1/8 of it in fp8,
+# which moves one key's score by up to |q| * 0.06 / sqrt(48) ~ 0.03 (1e-3 to 1.6e-3 seen). With
+# fp16 activations (--attn-dtype float16) the absorbed queries and outputs are rounded to fp16,
+# which the reference has no counterpart for: the check is then reported, not asserted.
+MLA_TOLERANCE = {"fp16": 2e-3, "int8": 1e-2, "fp8": 1e-2}
+
+
+def check_tolerance(spec: CacheSpec) -> Tuple[float, float]:
+    """(atol, rtol) of the lockstep check over a cache of ``spec``."""
+    if spec.kv_lora_rank:
+        return MLA_TOLERANCE[spec.dtype], MLA_TOLERANCE[spec.dtype]
+    return FP16_ATOL, FP16_RTOL
+
 
 SYSTEM_PROMPT = ("You are the serving engine of a small model. Every request shares this "
                  "system prompt, so its blocks are computed once and reused. Answer briefly, "
@@ -81,20 +109,33 @@ def make_workload(sp: spm.SentencePieceProcessor, num_requests: int, seed: int,
     return requests
 
 
-def build_engine(model: llama.LlamaModel, lib, args, backend=UnifiedBackend,
+def is_mla(model) -> bool:
+    """Whether ``model`` is the DeepSeek-style one (multi-head latent attention)."""
+    return isinstance(model, deepseek.DeepseekModel)
+
+
+def build_engine(model, lib, args, backend=UnifiedBackend,
                  **backend_options) -> Tuple[Engine, CacheSpec]:
     """Allocator, scheduler, primary backend (`backend`, given `backend_options`) and (with
-    --check) the torch reference."""
+    --check) the torch reference. An MLA model's cache is one latent plane per layer."""
     cfg = model.config
+    heads, dim, rank = (1, cfg.latent_dim, cfg.kv_lora_rank) if is_mla(model) else (
+        cfg.num_key_value_heads, cfg.head_dim, 0)
     spec = CacheSpec(num_layers=cfg.num_hidden_layers, num_blocks=args.num_blocks,
-                     block_size=args.block_size, num_kv_heads=cfg.num_key_value_heads,
-                     head_dim=cfg.head_dim, dtype=args.cache, quant_group=args.quant_group)
+                     block_size=args.block_size, num_kv_heads=heads, head_dim=dim,
+                     dtype=args.cache, quant_group=args.quant_group, kv_lora_rank=rank)
     attn_dtype = torch.float16 if args.attn_dtype == "float16" else torch.float32
     context = lib.Context(num_threads=args.threads)
+    if is_mla(model):
+        backend_options.setdefault("softmax_scale", cfg.softmax_scale)
     primary = backend(getattr(lib, "__name__", "lib"), lib, spec, attn_dtype, context=context,
                       **backend_options)
-    reference = None
-    if args.check:
+    reference, reference_model = None, None
+    if args.check and is_mla(model):
+        # The non-absorbed model on torch's attention, its latent rounded as the cache rounds it.
+        reference = deepseek.SdpaBackend(spec, cfg)
+        reference_model = model.non_absorbed(deepseek.latent_rounding(spec, attn_dtype))
+    elif args.check:
         ref_spec = CacheSpec(**{**spec.__dict__, "dtype": "fp32"})
         # fp16 cache: the reference stores the same fp16-rounded K/V in float32. int8: it keeps
         # the unquantized values, so the comparison shows the quantization error.
@@ -103,7 +144,9 @@ def build_engine(model: llama.LlamaModel, lib, args, backend=UnifiedBackend,
                                    round_kv=round_kv)
     scheduler = Scheduler(BlockAllocator(args.num_blocks, args.block_size), args.token_budget,
                           prefix_sharing=not args.no_prefix_sharing)
-    engine = Engine(model, scheduler, primary, reference, rtol=FP16_RTOL, atol=FP16_ATOL)
+    atol, rtol = check_tolerance(spec)
+    engine = Engine(model, scheduler, primary, reference, rtol=rtol, atol=atol,
+                    reference_model=reference_model)
     return engine, spec
 
 
@@ -198,21 +241,32 @@ def report(stats: EngineStats, spec: CacheSpec, requests: List[Request], args,
     if not args.check:
         return True
     rate = stats.agreeing_rows / max(1, stats.compared_rows)
-    print(f"check vs torch float32 reference ({stats.reference_seconds:.2f} s): "
+    # MLA: the reference rounds its latent rows as the cache does, so every format is checked.
+    mla = spec.kv_lora_rank > 0
+    reference = ("the non-absorbed model on torch's scaled_dot_product_attention (float64)"
+                 if mla else "torch float32 reference")
+    print(f"check vs {reference} ({stats.reference_seconds:.2f} s): "
           f"{stats.agreeing_rows}/{stats.compared_rows} greedy tokens agree ({100 * rate:.1f}%),"
           f" max |logit error| {stats.max_logit_error:.2e}")
-    if spec.dtype != "fp16":
+    if (args.attn_dtype != "float32") if mla else (spec.dtype != "fp16"):
         return True
     ok = stats.agreeing_rows == stats.compared_rows and stats.max_logit_violation <= 1.0
-    print(f"fp16 check (identical greedy tokens, |err| <= {FP16_ATOL} + {FP16_RTOL}*|ref|): "
+    label = f"{spec.dtype} latent cache" if mla else "fp16"
+    atol, rtol = check_tolerance(spec)
+    print(f"{label} check (identical greedy tokens, |err| <= {atol} + {rtol}*|ref|): "
           f"{'PASS' if ok else 'FAIL'}")
     return ok
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", help="Llama checkpoint directory (default: a random one)")
-    p.add_argument("--cache", choices=["fp16", "int8"], default="fp16")
+    p.add_argument("--checkpoint", help="Llama or DeepSeek checkpoint directory (default: a "
+                   "random one); its config's model_type selects the model")
+    p.add_argument("--model", choices=["llama", "deepseek"],
+                   help="the random checkpoint's architecture (default llama); deepseek: "
+                        "multi-head latent attention over a latent cache")
+    p.add_argument("--cache", choices=["fp16", "int8", "fp8"], default="fp16",
+                   help="cache elements (fp8: e4m3 with scale 1.0, dynattn only)")
     p.add_argument("--check", action="store_true", help="compare with a torch reference")
     p.add_argument("--backend", choices=["auto", "dynattn", "torch"], default="auto",
                    help="attention library (auto: dynattn if importable, else torch stand-in)")
@@ -250,27 +304,58 @@ def main(argv: Optional[List[str]] = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.checkpoint
         if directory is None:
-            directory = os.path.join(tmp, "tiny-llama")
-            tiny_checkpoint.make_tiny_checkpoint(directory, seed=args.seed)
+            if args.model == "deepseek":
+                directory = os.path.join(tmp, "tiny-deepseek")
+                tiny_checkpoint.make_tiny_mla_checkpoint(directory, seed=args.seed)
+            else:
+                directory = os.path.join(tmp, "tiny-llama")
+                tiny_checkpoint.make_tiny_checkpoint(directory, seed=args.seed)
             print(f"random checkpoint written to {directory}")
         return serve(args, directory)
+
+
+def load_model(directory: str, expected: Optional[str] = None):
+    """The checkpoint's model, by its config's model_type: a DeepseekModel for deepseek_v2/v3,
+    else a LlamaModel. ``expected`` ("llama" or "deepseek", from --model) must agree."""
+    with open(os.path.join(directory, "config.json")) as f:
+        model_type = json.load(f).get("model_type")
+    kind = "deepseek" if model_type in deepseek.MODEL_TYPES else "llama"
+    if expected is not None and expected != kind:
+        raise SystemExit(f"--model {expected}, but {directory} holds a {model_type} model")
+    return deepseek.load_model(directory) if kind == "deepseek" else llama.load_model(directory)
+
+
+def describe(model) -> str:
+    """The report's line about the model's sizes."""
+    cfg = model.config
+    if is_mla(model):
+        attention = (f"{cfg.num_attention_heads} heads, MLA (kv_lora_rank {cfg.kv_lora_rank}, "
+                     f"rope {cfg.qk_rope_head_dim}, nope {cfg.qk_nope_head_dim}, v "
+                     f"{cfg.v_head_dim}, q_lora_rank {cfg.q_lora_rank})")
+    else:
+        attention = (f"{cfg.num_attention_heads} heads / {cfg.num_key_value_heads} KV heads, "
+                     f"head_dim {cfg.head_dim}")
+    return (f"model: hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers, {attention}, "
+            f"vocab {cfg.vocab_size}")
 
 
 def serve(args, directory: str) -> int:
     """Serves the workload with the checkpoint in `directory`; returns the exit status."""
     lib = load_attention_lib(args.backend)
-    model = llama.load_model(directory)
+    model = load_model(directory, args.model)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(directory, "tokenizer.model"))
     cfg = model.config
-    print(f"model: hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers, "
-          f"{cfg.num_attention_heads} heads / {cfg.num_key_value_heads} KV heads, head_dim "
-          f"{cfg.head_dim}, vocab {cfg.vocab_size}")
+    print(describe(model))
     requests = make_workload(sp, args.num_requests, args.seed, args.max_new_tokens,
                              cfg.bos_token_id, cfg.eos_token_id)
     fresh = copy.deepcopy(requests)  # for the ranks of --tensor-parallel
-    engine, spec = build_engine(model, lib, args)
     if args.tensor_parallel > 1 and args.context_parallel > 1:
         raise SystemExit("--tensor-parallel and --context-parallel: one at a time")
+    if is_mla(model) and parallel_kind(args)[1] > 1:
+        raise SystemExit("--tensor-parallel and --context-parallel serve Llama models only")
+    if args.cache == "fp8" and lib is torch_unified:
+        raise SystemExit("--cache fp8 needs dynattn (the torch stand-in has no fp8 cache)")
+    engine, spec = build_engine(model, lib, args)
     engine.record_logits = parallel_kind(args)[1] > 1
     start = time.perf_counter()
     stats = engine.run(requests)

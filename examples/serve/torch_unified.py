@@ -1,10 +1,12 @@
 """A pure-torch stand-in for the unified-attention subset of the ``dynattn`` package.
 
 Same functions and semantics as the contract of ``dynattn`` (``paged_block_cache``,
-``unified_attention``, ``plan_unified_attention`` / ``plan.run``): token t of request b sits at
-position ``context_lens[b] + t - query_start_loc[b]``, its fresh key and value are written into
-the cache first (quantized for an int8 cache), and it attends causally to positions 0..p of its
-own request, read back from the cache. Used when ``dynattn`` is not built, and (over a float32
+``latent_block_cache``, ``unified_attention``, ``plan_unified_attention`` / ``plan.run``): token
+t of request b sits at position ``context_lens[b] + t - query_start_loc[b]``, its fresh key and
+value are written into the cache first (quantized for an int8 cache), and it attends causally to
+positions 0..p of its own request, read back from the cache. Over an MLA latent cache the calls
+pass ``current_value=None`` and ``head_dim_v``: the values are the first head_dim_v elements of
+the key rows, and only keys are written. Used when ``dynattn`` is not built, and (over a float32
 cache) as the reference the engine checks the library against.
 """
 
@@ -33,7 +35,8 @@ class Context:
 
 @dataclass
 class PagedBlockCache:
-    """Key/value tensors [num_blocks, block_size, Hkv, D] (NHD) and optional int8 scales."""
+    """Key/value tensors [num_blocks, block_size, Hkv, D] (NHD) and optional int8 scales; a
+    latent cache names its one tensor (and scales) as both."""
 
     key: torch.Tensor
     value: torch.Tensor
@@ -41,6 +44,7 @@ class PagedBlockCache:
     value_scale: Optional[torch.Tensor]
     quant_bit: int
     quant_group: int
+    latent: bool = False
 
     @property
     def block_size(self) -> int:
@@ -54,7 +58,7 @@ def paged_block_cache(key: torch.Tensor, value: torch.Tensor,
     """Wraps cache tensors in place (only NHD, plain fp16/fp32 or int8)."""
     if layout != "NHD":
         raise ValueError("the stand-in supports layout NHD only")
-    if key.dim() != 4 or key.shape != value.shape:
+    if key.dim() != 4 or key.shape[:3] != value.shape[:3]:
         raise ValueError("key and value must both be [num_blocks, block_size, Hkv, D]")
     if quant_bit == 0 and key.dtype not in (torch.float16, torch.float32):
         raise ValueError("a plain cache is float16 or float32")
@@ -66,6 +70,17 @@ def paged_block_cache(key: torch.Tensor, value: torch.Tensor,
     elif quant_bit != 0:
         raise ValueError("the stand-in supports quant_bit 0 and 8")
     return PagedBlockCache(key, value, key_scale, value_scale, quant_bit, quant_group)
+
+
+def latent_block_cache(latent: torch.Tensor, scale: Optional[torch.Tensor] = None,
+                       layout: str = "NHD", quant_bit: int = 0,
+                       quant_group: int = 8) -> PagedBlockCache:
+    """Wraps an MLA latent tensor [num_blocks, block_size, 1, D] (and its int8 scales)."""
+    if latent.dim() != 4 or latent.shape[2] != 1:
+        raise ValueError("a latent cache is [num_blocks, block_size, 1, D]")
+    cache = paged_block_cache(latent, latent, scale, scale, layout, quant_bit, quant_group)
+    cache.latent = True
+    return cache
 
 
 def quantize_int8(x: torch.Tensor, group: int):
@@ -98,7 +113,9 @@ class UnifiedPlan:
     """The slot indexes of one step, computed once and reused by every layer."""
 
     def __init__(self, query_start_loc: torch.Tensor, context_lens: torch.Tensor,
-                 block_table: torch.Tensor, block_size: int, num_tokens: int) -> None:
+                 block_table: torch.Tensor, block_size: int, num_tokens: int,
+                 head_dim_v: int = 0, softmax_scale: float = 0.0) -> None:
+        self.head_dim_v, self.softmax_scale = head_dim_v, softmax_scale
         qsl = [int(v) for v in query_start_loc.tolist()]
         ctx = [int(v) for v in context_lens.tolist()]
         if len(qsl) != len(ctx) + 1 or qsl[0] != 0 or qsl[-1] != num_tokens:
@@ -127,44 +144,51 @@ class UnifiedPlan:
             query_pos = torch.arange(c, total).unsqueeze(1)
             self.masks.append(positions.unsqueeze(0) > query_pos)  # (n, total): True = masked
 
-    def run(self, query: torch.Tensor, current_key: torch.Tensor, current_value: torch.Tensor,
-            cache: PagedBlockCache, *, out: Optional[torch.Tensor] = None,
-            lse: Optional[torch.Tensor] = None, context: Optional[Context] = None) -> torch.Tensor:
-        """Writes the fresh K/V into ``cache``, then attends; returns (T, Hq, D)."""
+    def run(self, query: torch.Tensor, current_key: torch.Tensor,
+            current_value: Optional[torch.Tensor], cache: PagedBlockCache, *,
+            out: Optional[torch.Tensor] = None, lse: Optional[torch.Tensor] = None,
+            context: Optional[Context] = None) -> torch.Tensor:
+        """Writes the fresh K/V into ``cache``, then attends; returns (T, Hq, Dv)."""
         _check_step(query, current_key, current_value, len(self.write_blocks))
+        if (current_value is None) != cache.latent:
+            raise ValueError("current_value=None goes with a latent cache, and only there")
         self._write(cache, current_key, current_value)
-        result = torch.empty_like(query) if out is None else out
         hq, d = query.shape[1], query.shape[2]
+        dv = current_value.shape[2] if current_value is not None else self.head_dim_v or d
+        result = query.new_empty(query.shape[:2] + (dv,)) if out is None else out
         hkv = current_key.shape[1]
-        scale = 1.0 / math.sqrt(d)
+        scale = self.softmax_scale or 1.0 / math.sqrt(d)
         for b in range(len(self.ctx)):
             lo, hi = self.qsl[b], self.qsl[b + 1]
             if lo == hi:
                 continue
-            keys, values = self._read(cache, b)  # (L, Hkv, D) float32
+            keys, values = self._read(cache, b)  # (L, Hkv, D), (L, Hkv, Dv) float32
+            values = values[..., :dv]  # a latent cache's values: the key rows' first Dv
             q = query[lo:hi].float().reshape(hi - lo, hkv, hq // hkv, d)
             scores = torch.einsum("nkgd,lkd->kgnl", q, keys) * scale
             scores = scores.masked_fill(self.masks[b], float("-inf"))
             row_lse = torch.logsumexp(scores, dim=-1)  # (Hkv, G, n)
             probs = torch.exp(scores - row_lse.unsqueeze(-1))
-            o = torch.einsum("kgnl,lkd->nkgd", probs, values).reshape(hi - lo, hq, d)
+            o = torch.einsum("kgnl,lkd->nkgd", probs, values).reshape(hi - lo, hq, dv)
             result[lo:hi] = o.to(result.dtype)
             if lse is not None:
                 lse[lo:hi] = row_lse.reshape(hq, hi - lo).t()
         return result
 
-    def _write(self, cache: PagedBlockCache, key: torch.Tensor, value: torch.Tensor) -> None:
-        """Stores the step's fresh keys and values in their slots."""
+    def _write(self, cache: PagedBlockCache, key: torch.Tensor,
+               value: Optional[torch.Tensor]) -> None:
+        """Stores the step's fresh keys and values (None: a latent cache's) in their slots."""
         blocks, offsets = self.write_blocks, self.write_offsets
-        if cache.quant_bit:
-            for x, data, scale in ((key, cache.key, cache.key_scale),
-                                   (value, cache.value, cache.value_scale)):
+        planes = [(key, cache.key, cache.key_scale)]
+        if value is not None:
+            planes.append((value, cache.value, cache.value_scale))
+        for x, data, scale in planes:
+            if cache.quant_bit:
                 q, s = quantize_int8(x, cache.quant_group)
                 data[blocks, offsets] = q
                 scale[blocks, offsets] = s.to(scale.dtype)
-        else:
-            cache.key[blocks, offsets] = key.to(cache.key.dtype)
-            cache.value[blocks, offsets] = value.to(cache.value.dtype)
+            else:
+                data[blocks, offsets] = x.to(data.dtype)
 
     def _read(self, cache: PagedBlockCache, b: int):
         """Keys and values of positions 0..context+n-1 of request b, as float32."""
@@ -178,10 +202,13 @@ class UnifiedPlan:
         return cache.key[blocks, offsets].float(), cache.value[blocks, offsets].float()
 
 
-def _check_step(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tokens: int) -> None:
+def _check_step(query: torch.Tensor, key: torch.Tensor, value: Optional[torch.Tensor],
+                tokens: int) -> None:
     """Validates the step's tensors against each other and the planned token count."""
-    if query.dim() != 3 or key.dim() != 3 or key.shape != value.shape:
-        raise ValueError("query is (T, Hq, D); current_key and current_value (T, Hkv, D)")
+    if value is not None and (value.dim() != 3 or key.shape[:2] != value.shape[:2]):
+        raise ValueError("current_value is (T, Hkv, Dv)")
+    if query.dim() != 3 or key.dim() != 3:
+        raise ValueError("query is (T, Hq, D); current_key (T, Hkv, D)")
     if query.shape[0] != tokens or key.shape[0] != tokens:
         raise ValueError(f"the plan is for {tokens} tokens")
     if query.shape[1] % key.shape[1] or query.shape[2] != key.shape[2]:
@@ -189,24 +216,27 @@ def _check_step(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tok
 
 
 def plan_unified_attention(query: torch.Tensor, current_key: torch.Tensor,
-                           current_value: torch.Tensor, query_start_loc: torch.Tensor,
+                           current_value: Optional[torch.Tensor], query_start_loc: torch.Tensor,
                            context_lens: torch.Tensor, block_table: torch.Tensor,
-                           cache: PagedBlockCache, *, alibi: bool = False) -> UnifiedPlan:
+                           cache: PagedBlockCache, *, alibi: bool = False, head_dim_v: int = 0,
+                           softmax_scale: float = 0.0) -> UnifiedPlan:
     """Plans a step once (slot indexes per request) for ``run`` on every layer."""
     if alibi:
         raise ValueError("the stand-in has no ALiBi")
     _check_step(query, current_key, current_value, query.shape[0])
     return UnifiedPlan(query_start_loc, context_lens, block_table, cache.block_size,
-                       query.shape[0])
+                       query.shape[0], head_dim_v, softmax_scale)
 
 
 def unified_attention(query: torch.Tensor, current_key: torch.Tensor,
-                      current_value: torch.Tensor, query_start_loc: torch.Tensor,
+                      current_value: Optional[torch.Tensor], query_start_loc: torch.Tensor,
                       context_lens: torch.Tensor, block_table: torch.Tensor,
                       cache: PagedBlockCache, *, alibi: bool = False,
                       out: Optional[torch.Tensor] = None, lse: Optional[torch.Tensor] = None,
-                      context: Optional[Context] = None) -> torch.Tensor:
+                      context: Optional[Context] = None, head_dim_v: int = 0,
+                      softmax_scale: float = 0.0) -> torch.Tensor:
     """Plan and run in one call."""
     plan = plan_unified_attention(query, current_key, current_value, query_start_loc,
-                                  context_lens, block_table, cache, alibi=alibi)
+                                  context_lens, block_table, cache, alibi=alibi,
+                                  head_dim_v=head_dim_v, softmax_scale=softmax_scale)
     return plan.run(query, current_key, current_value, cache, out=out, lse=lse, context=context)
