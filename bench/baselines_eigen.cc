@@ -21,6 +21,8 @@ namespace {
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstMap = Eigen::Map<const RowMatrix>;
 using Map = Eigen::Map<RowMatrix>;
+/// Rows `stride` floats apart (a latent batch's values: the first Dv floats of each key row).
+using StridedMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 
 /// Hides keys j > context - seqlen + i of row r * seqlen + i (bottom-right causal alignment).
 void MaskCausal(const Fp32Request& r, int group, RowMatrix* scores) {
@@ -46,11 +48,13 @@ void Softmax(RowMatrix* scores) {
 /// Attention of KV head `head` of request `b`, with `scores` as scratch.
 void AttendHead(Fp32Batch* batch, size_t b, int head, RowMatrix* scores) {
   const Fp32Request& r = batch->requests[b];
-  const int64_t rows = batch->group() * r.seqlen, d = batch->head_dim;
+  const int64_t rows = batch->group() * r.seqlen, d = batch->head_dim, dv = batch->value_dim();
+  const int64_t v_stride = batch->value_stride();
   const ConstMap q(batch->query[b].data() + head * rows * d, rows, d);
   const ConstMap k(batch->key[b].data() + head * r.context * d, r.context, d);
-  const ConstMap v(batch->value[b].data() + head * r.context * d, r.context, d);
-  Map out(batch->out[b].data() + head * rows * d, rows, d);
+  const StridedMap v(batch->values(b) + head * r.context * v_stride, r.context, dv,
+                     Eigen::OuterStride<>(v_stride));
+  Map out(batch->out[b].data() + head * rows * dv, rows, dv);
   scores->resize(rows, r.context);
   scores->noalias() = batch->scale() * q * k.transpose();
   if (r.seqlen > 1) MaskCausal(r, batch->group(), scores);

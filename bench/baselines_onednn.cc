@@ -22,7 +22,7 @@ using Tag = memory::format_tag;
 
 /// The primitives of one (seqlen, context) shape.
 struct ShapePrimitives {
-  memory::desc query, key_t, value, scores, heads_scores, mask;
+  memory::desc query, key_t, value, out, scores, heads_scores, mask;
   dnnl::matmul qk, pv;
   dnnl::binary add_mask;  ///< Only when causal (seqlen > 1).
   dnnl::softmax_forward softmax;
@@ -51,7 +51,7 @@ void MakeMatmuls(const dnnl::engine& engine, float scale, ShapePrimitives* p) {
   scaled.set_output_scales(0, {scale});
   const dnnl::matmul::primitive_desc qk(dnnl::matmul::desc(p->query, p->key_t, p->scores), scaled,
                                         engine);
-  const dnnl::matmul::primitive_desc pv(dnnl::matmul::desc(p->scores, p->value, p->query), engine);
+  const dnnl::matmul::primitive_desc pv(dnnl::matmul::desc(p->scores, p->value, p->out), engine);
   p->qk = dnnl::matmul(qk);
   p->pv = dnnl::matmul(pv);
   Describe("matmul", qk, p);
@@ -78,11 +78,13 @@ void MakeMaskAndSoftmax(const dnnl::engine& engine, const Fp32Request& r, ShapeP
 ShapePrimitives MakePrimitives(const dnnl::engine& engine, const Fp32Batch& batch,
                                const Fp32Request& r) {
   const int64_t g = batch.num_kv_heads, m = batch.group() * r.seqlen, l = r.context,
-                d = batch.head_dim;
+                d = batch.head_dim, dv = batch.value_dim(), v_stride = batch.value_stride();
   ShapePrimitives p;
   p.query = memory::desc({g, m, d}, Dt::f32, Tag::abc);
   p.key_t = memory::desc({g, d, l}, Dt::f32, Tag::acb);  // K stored [Hkv, L, D], read as K^T
-  p.value = memory::desc({g, l, d}, Dt::f32, Tag::abc);
+  // V: [Hkv, L, Dv] rows v_stride floats apart (a latent batch reads them from the keys).
+  p.value = memory::desc({g, l, dv}, Dt::f32, memory::dims{l * v_stride, v_stride, 1});
+  p.out = memory::desc({g, m, dv}, Dt::f32, Tag::abc);
   p.scores = memory::desc({g, m, l}, Dt::f32, Tag::abc);
   p.heads_scores = memory::desc({g * batch.group(), r.seqlen, l}, Dt::f32, Tag::abc);
   p.mask = memory::desc({1, r.seqlen, l}, Dt::f32, Tag::abc);
@@ -119,11 +121,11 @@ struct OneDnnAttention::Impl {
     ShapePrimitives* p = mem.primitives = Primitives(batch->requests[b]);
     mem.query = memory(p->query, engine, batch->query[b].data());
     mem.key = memory(p->key_t, engine, batch->key[b].data());
-    mem.value = memory(p->value, engine, batch->value[b].data());
+    mem.value = memory(p->value, engine, const_cast<float*>(batch->values(b)));
     mem.scores = memory(p->scores, engine, scores.data());
     mem.heads_scores = memory(p->heads_scores, engine, scores.data());
     mem.mask = memory(p->mask, engine, p->mask_values.empty() ? nullptr : p->mask_values.data());
-    mem.out = memory(p->query, engine, batch->out[b].data());
+    mem.out = memory(p->out, engine, batch->out[b].data());
     return mem;
   }
 

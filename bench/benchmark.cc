@@ -153,8 +153,9 @@ void BuildBaselines(int threads, Plan* plan) {
     std::fprintf(stderr, "building baselines for %s ...\n", b.shape.c_str());
     const StepShape& s = plan->rows[r].shape;
     b.flops = AttentionFlops(plan->steps[r]);
-    b.batch = std::make_unique<Fp32Batch>(
-        RandomFp32Batch(s.num_heads, s.num_kv_heads, s.head_dim, BaselineRequests(s), seed++));
+    b.batch = std::make_unique<Fp32Batch>(RandomFp32Batch(s.num_heads, s.num_kv_heads, s.head_dim,
+                                                          BaselineRequests(s), seed++, s.head_dim_v,
+                                                          s.latent));
     b.onednn = std::make_unique<OneDnnAttention>(b.batch.get(), threads);
     b.eigen = std::make_unique<EigenAttention>(b.batch.get(), threads);
   }
@@ -314,6 +315,7 @@ RowResult Evaluate(const Plan& plan, size_t r, const MachineLimits& machine) {
   out.hot_gelems_per_core = KvElementsRead(plan.hot_steps[r]) / hot / 1e9;
   out.gbps = bytes / seconds / 1e9;
   out.gflops = flops / seconds / 1e9;
+  out.fma_peak_pct = 100.0 * out.gflops / machine.fma_gflops;
   out.roofline_ms =
       1e3 * std::max(bytes / (machine.bandwidth_gbps * 1e9), flops / (machine.fma_gflops * 1e9));
   out.onednn_ms = Median(plan.timed[b.onednn_timed].seconds) * 1e3;

@@ -29,20 +29,23 @@ std::vector<float> RandomFloats(size_t n, uint64_t* state) {
 float Fp32Batch::scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
 
 Fp32Batch RandomFp32Batch(int num_heads, int num_kv_heads, int head_dim,
-                          const std::vector<Fp32Request>& requests, uint64_t seed) {
+                          const std::vector<Fp32Request>& requests, uint64_t seed, int head_dim_v,
+                          bool latent) {
   Fp32Batch batch;
   batch.num_heads = num_heads;
   batch.num_kv_heads = num_kv_heads;
   batch.head_dim = head_dim;
+  batch.head_dim_v = head_dim_v;
+  batch.latent = latent;
   batch.requests = requests;
   uint64_t state = seed;
   for (const Fp32Request& r : requests) {
-    const size_t rows = static_cast<size_t>(num_heads) * r.seqlen * head_dim;
-    const size_t keys = static_cast<size_t>(num_kv_heads) * r.context * head_dim;
-    batch.query.push_back(RandomFloats(rows, &state));
-    batch.key.push_back(RandomFloats(keys, &state));
-    batch.value.push_back(RandomFloats(keys, &state));
-    batch.out.emplace_back(rows, 0.0f);
+    const size_t rows = static_cast<size_t>(num_heads) * r.seqlen;
+    const size_t keys = static_cast<size_t>(num_kv_heads) * r.context;
+    batch.query.push_back(RandomFloats(rows * head_dim, &state));
+    batch.key.push_back(RandomFloats(keys * head_dim, &state));
+    if (!latent) batch.value.push_back(RandomFloats(keys * batch.value_dim(), &state));
+    batch.out.emplace_back(rows * batch.value_dim(), 0.0f);
   }
   return batch;
 }
@@ -50,7 +53,8 @@ Fp32Batch RandomFp32Batch(int num_heads, int num_kv_heads, int head_dim,
 double Fp32KvBytes(const Fp32Batch& batch) {
   double tokens = 0;
   for (const Fp32Request& r : batch.requests) tokens += static_cast<double>(r.context);
-  return tokens * batch.num_kv_heads * batch.head_dim * 2 * sizeof(float);
+  const int row = batch.head_dim + (batch.latent ? 0 : batch.value_dim());
+  return tokens * batch.num_kv_heads * row * sizeof(float);
 }
 
 }  // namespace dynattn::bench

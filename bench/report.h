@@ -53,6 +53,7 @@ struct RowResult {
   double gbps = 0;                 ///< KV bytes read (its own cache type) per second.
   double gflops = 0;               ///< Causal-effective flops per second.
   double roofline_ms = 0;          ///< max(bytes / bandwidth, flops / FMA peak).
+  double fma_peak_pct = 0;         ///< gflops as a share of the fp32 FMA peak, in percent.
   double onednn_ms = 0;            ///< The baselines' medians on the same shape.
   double eigen_ms = 0;
 

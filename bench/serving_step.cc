@@ -97,6 +97,8 @@ void FillAttrs(Step* step) {
   a.cache.cache_layout = s.cache_layout;
   a.cache.page_size = s.page_size;
   a.attention.window_left = s.window_left;
+  a.attention.head_dim_v = s.head_dim_v;
+  a.attention.value_from_key = s.latent;
   dynattn_ref::Attrs& r = step->reference_attrs;
   r.num_heads = s.num_heads;
   r.head_dim = s.head_dim;
@@ -131,6 +133,19 @@ const int64_t* Starts(const Step& step, const char* name) {
   return step.inputs.at(name).data<int64_t>();
 }
 
+/// Points `args` at the key half of the step's PMX cache tensor as a latent cache (values read
+/// from the keys); a malformed tensor leaves `args` as it was, for the call to report.
+void UseKeyHalfAsLatent(Step* step, MultiHeadCacheAttentionArgs* args) {
+  const StepShape& s = step->shape;
+  if (!MakePmxCacheDesc(args->cache, args->scale, step->attrs.cache, s.num_kv_heads, s.head_dim,
+                        &step->latent_cache)
+           .ok()) {
+    return;
+  }
+  step->latent_cache.head_dim_v = s.value_dim();
+  args->cache_desc = &step->latent_cache;
+}
+
 }  // namespace
 
 Step BuildStep(const StepShape& shape, uint64_t seed) {
@@ -154,7 +169,10 @@ Step BuildStep(const StepShape& shape, uint64_t seed) {
   dynattn_ref::Tensors& in = step.inputs;
   in["query"] = RandomF16({tq, shape.num_heads, shape.head_dim}, rng, shape.activation);
   in["current_key"] = RandomF16({tq, shape.num_kv_heads, shape.head_dim}, rng, shape.activation);
-  in["current_value"] = RandomF16({tq, shape.num_kv_heads, shape.head_dim}, rng, shape.activation);
+  if (!shape.latent) {
+    in["current_value"] =
+        RandomF16({tq, shape.num_kv_heads, shape.value_dim()}, rng, shape.activation);
+  }
   in["seqstarts"] = dynattn_ref::MakeI64({batch + 1}, seqstarts);
   in["kvstarts"] = dynattn_ref::MakeI64({batch + 1}, kvstarts);
   int64_t max_t = pages * shape.page_size;
@@ -179,7 +197,11 @@ Status RunStep(Step* step, Array* out, const RunOptions& options) {
 
 MultiHeadCacheAttentionArgs StepArgs(Step* step, Array* out) {
   dynattn_ref::Tensors& in = step->inputs;
-  if (out->bytes.empty()) *out = dynattn_ref::MakeArray(Dt::kF16, in.at("query").shape);
+  if (out->bytes.empty()) {
+    std::vector<int64_t> shape = in.at("query").shape;
+    shape.back() = step->shape.value_dim();
+    *out = dynattn_ref::MakeArray(Dt::kF16, shape);
+  }
   MultiHeadCacheAttentionArgs args =
       MultiHeadCacheAttentionArgsByName([&](const std::string& name) {
         auto it = in.find(name);
@@ -191,6 +213,7 @@ MultiHeadCacheAttentionArgs StepArgs(Step* step, Array* out) {
     v->dtype = step->shape.activation;
   }
   if (step->shape.quant_bit == 0) args.cache.dtype = step->shape.plain_cache;
+  if (step->shape.latent) UseKeyHalfAsLatent(step, &args);
   return args;
 }
 
@@ -204,8 +227,9 @@ Step SubStep(const Step& step, const std::vector<int64_t>& picked, const Array& 
   std::vector<int64_t> seqstarts{0}, kvstarts{0}, start_pos, cachestarts;
   *rows = Rows(out, 0, 0);
   sub.shape.requests.clear();
-  const char* const kPacked[] = {"query", "current_key", "current_value"};
-  for (const char* name : kPacked) sub.inputs[name] = Rows(step.inputs.at(name), 0, 0);
+  std::vector<const char*> packed = {"query", "current_key"};
+  if (step.inputs.count("current_value") != 0) packed.push_back("current_value");
+  for (const char* name : packed) sub.inputs[name] = Rows(step.inputs.at(name), 0, 0);
   int64_t decodes = 0;
   for (int64_t b : picked) {
     seqstarts.push_back(seqstarts.back() + qs[b + 1] - qs[b]);
@@ -213,7 +237,7 @@ Step SubStep(const Step& step, const std::vector<int64_t>& picked, const Array& 
     start_pos.push_back(Starts(step, "start_pos")[b]);
     cachestarts.insert(cachestarts.end(), table.data<int64_t>() + b * width,
                        table.data<int64_t>() + (b + 1) * width);
-    for (const char* name : kPacked)
+    for (const char* name : packed)
       AppendRows(Rows(step.inputs.at(name), qs[b], qs[b + 1]), &sub.inputs[name]);
     AppendRows(Rows(out, qs[b], qs[b + 1]), rows);
     sub.shape.requests.push_back(step.shape.requests[b]);
@@ -245,11 +269,16 @@ double KeysOfStep(const StepShape& s) {
   return tokens;
 }
 
+/// Elements of a key row plus its value row as the cache holds them (a latent row: one).
+double RowElements(const StepShape& s) {
+  return s.latent ? s.head_dim : s.head_dim + s.value_dim();
+}
+
 }  // namespace
 
 double KvElementsRead(const Step& step) {
   const StepShape& s = step.shape;
-  return KeysOfStep(s) * s.num_kv_heads * 2 * s.head_dim;
+  return KeysOfStep(s) * s.num_kv_heads * RowElements(s);
 }
 
 StepShape HotShape(const StepShape& s) {
@@ -268,10 +297,11 @@ double KvBytesRead(const Step& step) {
   const StepShape& s = step.shape;
   const double tokens = KeysOfStep(s);
   const double plain = static_cast<double>(DTypeSize(s.plain_cache));
-  const double row = s.quant_bit == 0   ? plain * s.head_dim
-                     : s.quant_bit == 8 ? s.head_dim + 2.0 * s.head_dim / s.quant_group
-                                        : s.head_dim / 2.0 + 2.0 * s.head_dim / s.quant_group;
-  return tokens * s.num_kv_heads * 2 * row;
+  const double elements = RowElements(s);
+  const double row = s.quant_bit == 0   ? plain * elements
+                     : s.quant_bit == 8 ? elements + 2.0 * elements / s.quant_group
+                                        : elements / 2.0 + 2.0 * elements / s.quant_group;
+  return tokens * s.num_kv_heads * row;
 }
 
 double AttentionFlops(const Step& step) {
@@ -287,7 +317,7 @@ double AttentionFlops(const Step& step) {
       pairs += static_cast<double>(std::min<int64_t>(r.start_pos + row, s.window_left) + 1);
     }
   }
-  return 4.0 * pairs * s.head_dim * s.num_heads;
+  return 2.0 * pairs * (s.head_dim + s.value_dim()) * s.num_heads;
 }
 
 }  // namespace dynattn::bench

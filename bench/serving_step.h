@@ -25,6 +25,10 @@ struct StepShape {
   int num_heads = 32;
   int num_kv_heads = 8;
   int head_dim = 128;
+  /// Elements per value and output row; 0: head_dim. With `latent`, the values are the first
+  /// head_dim_v elements of each key row (MLA's absorbed form, one latent KV head).
+  int head_dim_v = 0;
+  bool latent = false;
   int quant_bit = 8;                ///< 0 (a plain cache of `plain_cache`), 8 or 4.
   DType activation = DType::kF16;   ///< Query, fresh K/V and output: fp16 or bf16.
   DType plain_cache = DType::kF16;  ///< quant_bit 0: fp16, bf16, or fp8 (e4m3 / e5m2) bytes.
@@ -35,6 +39,8 @@ struct StepShape {
   int cache_layout = 3;
   std::vector<StepRequest> requests;
   int64_t decoding_batches = 0;  ///< Leading requests that are decodes.
+
+  int value_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
 };
 
 /// A step's inputs (named as the spec's) and attributes.
@@ -43,6 +49,9 @@ struct Step {
   dynattn_ref::Tensors inputs;
   MultiHeadCacheAttentionAttrs attrs;
   dynattn_ref::Attrs reference_attrs;
+  /// A latent step's cache: the key half of the PMX cache tensor, read as a latent cache (its
+  /// value half is unused). Set by StepArgs.
+  CacheDesc latent_cache;
 };
 
 /// Builds a step with fp16 (or bf16) activations and a cache whose every slot holds valid random
@@ -68,7 +77,8 @@ Step SubStep(const Step& step, const std::vector<int64_t>& picked, const dynattn
 
 /// Keys a request reads: its context, or only the keys some row's sliding window covers.
 int64_t KeysRead(const StepShape& shape, const StepRequest& r);
-/// Bytes of K, V and scales the step reads (every key a row sees, every KV head, once).
+/// Bytes of K, V and scales the step reads (every key a row sees, every KV head, once; a latent
+/// step's values are its keys' bytes).
 double KvBytesRead(const Step& step);
 /// K and V elements the step's attention reads (every KV head, every key it sees).
 double KvElementsRead(const Step& step);
@@ -78,7 +88,8 @@ inline constexpr int64_t kHotKeys = 2048;
 /// its query heads. Timed on one thread, repeated without a cache flush, it gives the kernel's
 /// per-core rate with its K/V in the caches (at D = 128, f16: 1 MiB).
 StepShape HotShape(const StepShape& s);
-/// Floating-point operations of the step's attention (QK^T and PV, causal and windowed keys only).
+/// Floating-point operations of the step's attention (QK^T over head_dim and PV over head_dim_v,
+/// causal and windowed keys only).
 double AttentionFlops(const Step& step);
 
 }  // namespace dynattn::bench

@@ -1,11 +1,13 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The step matrix: decodes at several contexts for every cache type and both cache modes (the
-// memory-bound side), causal prefills (the compute-bound side), and the demo's mixed step.
+// memory-bound side), causal prefills (the compute-bound side), the demo's mixed step, and MLA's
+// latent decode and prefill (compute-bound at any context).
 
 #include "bench/step_matrix.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace dynattn::bench {
 namespace {
@@ -108,6 +110,42 @@ void AddCoverageRows(std::vector<BenchRow>* rows) {
   rows->push_back(VariantRow("", 1, 131072, 0, 32, 8, 128, 128));
 }
 
+/// MLA's absorbed form as DeepSeek V3 serves it: one latent KV head of 576 (kv_lora_rank 512 +
+/// rope 64) whose first 512 elements are the values, pages of 64, bf16 activations over a bf16 or
+/// fp8 e4m3 latent cache. Decode has all 128 query heads on the latent head: a (128 x 576) by
+/// (576 x context) product per request, bound by the FMA units, not by bandwidth.
+StepShape Latent(StepShape s, int num_heads, DType cache) {
+  s.num_heads = num_heads;
+  s.num_kv_heads = 1;
+  s.head_dim = 576;
+  s.head_dim_v = 512;
+  s.latent = true;
+  s.quant_bit = 0;
+  s.activation = DType::kBF16;
+  s.plain_cache = cache;
+  s.page_size = 64;
+  return s;
+}
+
+/// MLA decode (8 x 4096 and 1 x 32768, 128 heads) over bf16 and fp8 latent caches, and a chunked
+/// prefill (512 new tokens over 4096 cached) with a tensor-parallel rank's 16 heads (DeepSeek V3
+/// on 8 ranks), which keeps the row's calls near half a second on 2 cores.
+void AddMlaRows(std::vector<BenchRow>* rows) {
+  for (const DType cache : {DType::kBF16, DType::kF8E4M3}) {
+    const std::string label = cache == DType::kBF16 ? "_bf16" : "_fp8e4m3";
+    for (const auto& [requests, context] : {std::pair{8, 4096}, std::pair{1, 32768}}) {
+      const std::string shape =
+          "mla_decode_" + std::to_string(requests) + "x" + std::to_string(context);
+      rows->push_back({shape + label, "decode", shape, context,
+                       Latent(Decodes(requests, context, 0, 1), 128, cache)});
+    }
+  }
+  StepShape chunk;
+  chunk.requests = {{4096, 512}};
+  rows->push_back({"mla_prefill_512_over_4096_16h_bf16", "prefill", "mla_prefill_512_over_4096_16h",
+                   4608, Latent(chunk, 16, DType::kBF16)});
+}
+
 BenchRow MixedRow() {
   const StepShape s = Mixed();
   return {"mixed_24dec_2x512_int8", "mixed", "mixed_24dec_2x512", LargestContext(s), s};
@@ -150,6 +188,7 @@ std::vector<BenchRow> StepMatrix(bool quick) {
   rows.push_back(MixedRow());
   if (!quick) AddModernRows(&rows);
   if (!quick) AddCoverageRows(&rows);
+  if (!quick) AddMlaRows(&rows);
   return rows;
 }
 

@@ -34,9 +34,12 @@ using dynattn::bench::Fp32Request;
 using dynattn_ref::Array;
 using dynattn_ref::Dt;
 
-/// Packs per-request [Hkv, rows, D] blocks of `batch` into the reference's (tokens, heads, D).
-Array Tokens(const Fp32Batch& batch, const std::vector<std::vector<float>>& blocks, bool queries) {
-  const int64_t heads = queries ? batch.num_heads : batch.num_kv_heads, d = batch.head_dim;
+/// Packs per-request [Hkv, rows, d] blocks of `batch` into the reference's (tokens, heads, d),
+/// reading the first d of every `stride` floats (stride 0: d).
+Array Tokens(const Fp32Batch& batch, const std::vector<std::vector<float>>& blocks, bool queries,
+             int64_t d, int64_t stride = 0) {
+  const int64_t heads = queries ? batch.num_heads : batch.num_kv_heads;
+  if (stride == 0) stride = d;
   int64_t total = 0;
   for (const Fp32Request& r : batch.requests) total += queries ? r.seqlen : r.context;
   Array a = dynattn_ref::MakeArray(Dt::kF32, {total, heads, d});
@@ -46,7 +49,7 @@ Array Tokens(const Fp32Batch& batch, const std::vector<std::vector<float>>& bloc
     const int64_t n = queries ? batch.requests[b].seqlen : batch.requests[b].context;
     for (int64_t h = 0; h < heads; ++h) {  // query head h = g * R + r sits at block row r * n + t
       for (int64_t t = 0; t < n; ++t) {
-        const float* from = blocks[b].data() + (h * n + t) * d;
+        const float* from = blocks[b].data() + (h * n + t) * stride;
         std::copy(from, from + d, data + ((first + t) * heads + h) * d);
       }
     }
@@ -68,14 +71,15 @@ dynattn_ref::Tensors ReferenceInputs(const Fp32Batch& batch) {
   const int64_t count = static_cast<int64_t>(batch.requests.size());
   int64_t decodes = 0;  // the leading single-token requests
   while (decodes < count && batch.requests[decodes].seqlen == 1) ++decodes;
-  return {{"query", Tokens(batch, batch.query, true)},
-          {"key", Tokens(batch, batch.key, false)},
-          {"value", Tokens(batch, batch.value, false)},
-          {"seqstarts", dynattn_ref::MakeI64({count + 1}, seqstarts)},
-          {"kvstarts", dynattn_ref::MakeI64({count + 1}, kvstarts)},
-          {"decoding_batches", dynattn_ref::ScalarI64(decodes)},
-          {"max_seqlen", dynattn_ref::ScalarI64(max_seqlen)},
-          {"max_kvlen", dynattn_ref::ScalarI64(max_kvlen)}};
+  dynattn_ref::Tensors inputs = {{"query", Tokens(batch, batch.query, true, batch.head_dim)},
+                                 {"key", Tokens(batch, batch.key, false, batch.head_dim)},
+                                 {"seqstarts", dynattn_ref::MakeI64({count + 1}, seqstarts)},
+                                 {"kvstarts", dynattn_ref::MakeI64({count + 1}, kvstarts)},
+                                 {"decoding_batches", dynattn_ref::ScalarI64(decodes)},
+                                 {"max_seqlen", dynattn_ref::ScalarI64(max_seqlen)},
+                                 {"max_kvlen", dynattn_ref::ScalarI64(max_kvlen)}};
+  if (!batch.latent) inputs["value"] = Tokens(batch, batch.value, false, batch.value_dim());
+  return inputs;
 }
 
 dynattn_ref::AttnResult Reference(const Fp32Batch& batch) {
@@ -83,6 +87,8 @@ dynattn_ref::AttnResult Reference(const Fp32Batch& batch) {
   attrs.num_heads = batch.num_heads;
   attrs.num_kv_heads = batch.num_kv_heads;
   attrs.head_dim = batch.head_dim;
+  attrs.head_dim_v = batch.head_dim_v;
+  attrs.value_from_key = batch.latent ? 1 : 0;
   attrs.is_causal = 1;
   return dynattn_ref::MultiHeadAttention(attrs, ReferenceInputs(batch));
 }
@@ -95,18 +101,28 @@ void CheckBaseline(const char* name, const Fp32Batch& batch, const dynattn_ref::
   Baseline baseline(&run, threads);
   baseline.Run();
   double worst = 0;
-  const std::string error = dynattn_ref::CheckAttention(want, Tokens(run, run.out, true), &worst);
+  const std::string error =
+      dynattn_ref::CheckAttention(want, Tokens(run, run.out, true, run.value_dim()), &worst);
   CHECK_MESSAGE(error.empty(), error);
   MESSAGE(std::string(name) << " on " << threads << " threads: worst error " << worst
                             << " of the fp32 bound");
 }
 
+/// The baselines on `requests` with equal head sizes, with Dk != Dv (96/64), and over a latent
+/// head (MLA: 16 query heads, values the first 128 of each 144-element key row).
 void CheckBaselines(const std::vector<Fp32Request>& requests) {
-  const Fp32Batch batch = dynattn::bench::RandomFp32Batch(32, 8, 128, requests, 42);
-  const dynattn_ref::AttnResult want = Reference(batch);
-  for (int threads : {1, 2}) {
-    CheckBaseline<dynattn::bench::OneDnnAttention>("oneDNN", batch, want, threads);
-    CheckBaseline<dynattn::bench::EigenAttention>("Eigen", batch, want, threads);
+  const Fp32Batch batches[] = {
+      dynattn::bench::RandomFp32Batch(32, 8, 128, requests, 42),
+      dynattn::bench::RandomFp32Batch(8, 2, 96, requests, 43, 64),
+      dynattn::bench::RandomFp32Batch(16, 1, 144, requests, 44, 128, true)};
+  for (const Fp32Batch& batch : batches) {
+    INFO("Dk " << batch.head_dim << ", Dv " << batch.value_dim()
+               << (batch.latent ? ", latent" : ""));
+    const dynattn_ref::AttnResult want = Reference(batch);
+    for (int threads : {1, 2}) {
+      CheckBaseline<dynattn::bench::OneDnnAttention>("oneDNN", batch, want, threads);
+      CheckBaseline<dynattn::bench::EigenAttention>("Eigen", batch, want, threads);
+    }
   }
 }
 
@@ -127,6 +143,73 @@ void CheckStep(int quant_bit, int cache_mode) {
   REQUIRE(dynattn::bench::RunStep(&step, &out).ok());
   const dynattn_ref::AttnResult want =
       dynattn_ref::MultiHeadCacheAttention(original.reference_attrs, original.inputs);
+  const std::string error = dynattn_ref::CheckAttention(want, out);
+  CHECK_MESSAGE(error.empty(), error);
+}
+
+Dt ReferenceDt(dynattn::DType dtype) {
+  switch (dtype) {
+    case dynattn::DType::kBF16:
+      return Dt::kBF16;
+    case dynattn::DType::kF8E4M3:
+      return Dt::kF8E4M3;
+    case dynattn::DType::kF8E5M2:
+      return Dt::kF8E5M2;
+    default:
+      return Dt::kF16;
+  }
+}
+
+/// The equal-size twin of a latent step, for the float64 reference (which has no latent cache):
+/// the PMX tensor's value half holds its key half's bytes, current_value is current_key, and the
+/// arrays carry the step's dtypes. Since V = K[..., :Dv], the first Dv elements of each of its
+/// output rows are the latent step's output.
+dynattn_ref::Tensors LatentTwin(const dynattn::bench::Step& step) {
+  dynattn_ref::Tensors in = step.inputs;
+  Array& cache = in.at("cache");  // [1, 2, Hkv, T, row]: the key half, then the value half
+  const size_t half = cache.bytes.size() / 2;
+  std::copy(cache.bytes.begin(), cache.bytes.begin() + half, cache.bytes.begin() + half);
+  cache.dt = ReferenceDt(step.shape.plain_cache);
+  in["current_value"] = in.at("current_key");
+  for (const char* name : {"query", "current_key", "current_value"}) {
+    in.at(name).dt = ReferenceDt(step.shape.activation);
+  }
+  return in;
+}
+
+/// A small MLA step (16 query heads over one latent head of 144, values its first 128; bf16
+/// activations) through libdynattn over a latent cache of `cache`: its output against the float64
+/// reference of its equal-size twin, and the latent rows it writes bit for bit.
+void CheckLatentStep(dynattn::DType cache) {
+  dynattn::bench::StepShape shape;
+  shape.num_heads = 16;
+  shape.num_kv_heads = 1;
+  shape.head_dim = 144;
+  shape.head_dim_v = 128;
+  shape.latent = true;
+  shape.quant_bit = 0;
+  shape.activation = dynattn::DType::kBF16;
+  shape.plain_cache = cache;
+  shape.page_size = 16;
+  shape.requests = {{40, 1}, {130, 1}, {0, 21}, {33, 9}};
+  shape.decoding_batches = 2;
+  const dynattn::bench::Step original = dynattn::bench::BuildStep(shape, 9);
+  dynattn::bench::Step step = original;
+  Array out;
+  const dynattn::Status status = dynattn::bench::RunStep(&step, &out);
+  REQUIRE_MESSAGE(status.ok(), status.message());
+  const dynattn_ref::AttnResult twin =
+      dynattn_ref::MultiHeadCacheAttention(original.reference_attrs, LatentTwin(original));
+  const Array& written = step.inputs.at("cache");
+  const size_t half = written.bytes.size() / 2;
+  CHECK(std::equal(written.bytes.begin(), written.bytes.begin() + half, twin.cache.bytes.begin()));
+  dynattn_ref::AttnResult want = twin;  // keep each output row's first Dv elements
+  want.out.clear();
+  for (size_t row = 0; row < twin.out.size() / shape.head_dim; ++row) {
+    const auto first = twin.out.begin() + static_cast<int64_t>(row) * shape.head_dim;
+    want.out.insert(want.out.end(), first, first + shape.head_dim_v);
+  }
+  out.dt = Dt::kBF16;
   const std::string error = dynattn_ref::CheckAttention(want, out);
   CHECK_MESSAGE(error.empty(), error);
 }
@@ -197,7 +280,8 @@ TEST_SUITE("bench") {
     // 3 decode 8x4096, 18 decode 8x{512,2048,16384}, 3 prefill, mixed; bf16 decode and prefill,
     // fp8 decode, a 4096 window over 32768.
     // GQA 1 and 8, D 64 and 256, pages of 16, 1 decode at 16 and at 131072 tokens.
-    CHECK(full.size() == 36);
+    // MLA decode 8x4096 and 1x32768 over bf16 and fp8 latent caches, MLA prefill 512 over 4096.
+    CHECK(full.size() == 41);
     CHECK(quick.size() == 6);
     std::set<std::string> names, shapes;
     for (const dynattn::bench::BenchRow& row : full) {
@@ -205,7 +289,7 @@ TEST_SUITE("bench") {
       shapes.insert(row.baseline);
     }
     CHECK(names.size() == full.size());
-    CHECK(shapes.size() == 14);  // the baselines run once per shape
+    CHECK(shapes.size() == 17);  // the baselines run once per shape
     CHECK(names.count("decode_8x16384_int4_offset") == 1);
     CHECK(names.count("prefill_2048_causal_int8") == 1);
     CHECK(names.count("mixed_24dec_2x512_int8") == 1);
@@ -213,6 +297,8 @@ TEST_SUITE("bench") {
     CHECK(names.count("decode_8x4096_fp8e4m3_paged") == 1);
     CHECK(names.count("decode_1x131072_f16_paged") == 1);
     CHECK(names.count("decode_8x4096_int8_paged_page16") == 1);
+    CHECK(names.count("mla_decode_1x32768_fp8e4m3") == 1);
+    CHECK(names.count("mla_prefill_512_over_4096_16h_bf16") == 1);
   }
 
   TEST_CASE("a row's hot step: its first request, one KV head, its K/V small enough to stay hot") {
@@ -243,6 +329,7 @@ TEST_SUITE("bench") {
     row.median_ms = 2.5;
     row.gbps = 30.25;
     row.roofline_ms = 2.0;
+    row.fma_peak_pct = 12.5;
     row.onednn_ms = 5.0;
     row.eigen_ms = 10.0;
     row.hot_gbps_per_core = 12.5;
@@ -266,8 +353,9 @@ TEST_SUITE("bench") {
     const std::string md = text.str();
     CHECK(md.find("Machine: AVX2, 2 threads: read 40.0 GB/s, fp32 FMA 200 GFLOP/s; medians of 7") !=
           std::string::npos);
-    CHECK(md.find("| decode_8x4096_int8_paged | 2.500 | 30.25 | 0.0 | 2.00 | 80.0% | 2.00x | "
-                  "4.00x | 12.50 | 6.25 | - |") != std::string::npos);
+    CHECK(
+        md.find("| decode_8x4096_int8_paged | 2.500 | 30.25 | 0.0 | 12.5% | 2.00 | 80.0% | 2.00x | "
+                "4.00x | 12.50 | 6.25 | - |") != std::string::npos);
     CHECK(md.find("| shared_prefix_64x2048+256_f16 | unified (-su) | 1.00 | 40.0 | 40.00 | 100% | "
                   "1000.0 | 4.00x |") != std::string::npos);
     CHECK(md.find("Composed fp32 baselines") == std::string::npos);  // none given: no table
@@ -292,6 +380,13 @@ TEST_SUITE("bench") {
 
   TEST_CASE("the shared-prefix step: unified and independent decodes agree, int8 cache") {
     CheckSharedPrefix(8);
+  }
+
+  TEST_CASE("MLA steps over bf16 and fp8 latent caches run correctly") {
+    for (const dynattn::DType cache : {dynattn::DType::kBF16, dynattn::DType::kF8E4M3}) {
+      CAPTURE(static_cast<int>(cache));
+      CheckLatentStep(cache);
+    }
   }
 
   TEST_CASE("serving steps run correctly in both cache modes") {
