@@ -7,8 +7,10 @@
 // * Keys across lanes: the decoded key tile is transposed, so each score is one fused
 //   multiply-add chain over d = 0..D-1 and each output element one chain over the keys, whatever
 //   the vector width; no horizontal sum.
-// * Register blocking: blocks of 8 (or 4) query vectors (rows of a tile times the GQA group of its
-//   KV head) share every key and value load.
+// * Register blocking: blocks of 8 (or 4; 12 or 6 on AVX2) query vectors (rows of a tile times
+//   the GQA group of its KV head) share every key and value load, in passes that fit the
+//   registers. A block whose every vector sees every key of the tile (decode, prefill below the
+//   diagonal; MLA's 16-128 heads on one latent head) accumulates values without per-key tests.
 // * Quantized K/V tiles are decoded once per tile into L1/L2-resident fp32 scratch (codec-inl.h)
 //   with the exact spec rounding; many query vectors then reuse them.
 // * Sliding windows: an item's tiles start at the first one a query vector of the item sees
@@ -36,9 +38,12 @@ namespace HWY_NAMESPACE {
 
 /// Query vectors scored together share each load of the key and value tiles. Blocks of 8 keep
 /// enough independent FMA chains in flight for prefill tiles; decode tiles with a GQA group of 4
-/// use blocks of 4. The block size changes no bit: every dot product and every output element is
-/// its own chain.
-constexpr int kQueryBlock = 8;
+/// use blocks of 4. AVX2 takes blocks of 12: its 16 registers hold passes of 6 query vectors (12
+/// accumulators beside 3 loads) where blocks of 8 ran passes of 4, whose 8 chains only just cover
+/// two FMA pipes of 4 cycles' latency (MLA's 128 heads on one latent head ran at 40% of the FMA
+/// peak so). The block size changes no bit: every dot product and every output element is its
+/// own chain.
+constexpr int kQueryBlock = HWY_TARGET == HWY_AVX2 ? 12 : 8;
 
 /// Keys scored per pass of ScoreBlock: two virtual rows on AVX-512, so that each broadcast query
 /// element feeds two fused multiply-adds (one otherwise: AVX2 already holds two vectors per row).
@@ -158,23 +163,85 @@ HWY_INLINE void AccumulateLanes(const float* probs, const float* values, const u
   }
 }
 
-/// acc_v += sum_j p_v[j] * values[j] over the whole padded row, two vectors per pass, in passes
-/// of query vectors that fit the registers (PassVectors).
-template <int kBlock>
-HWY_INLINE void AccumulateBlock(const float* probs, const float* values, const uint8_t* active,
-                                int num_keys, int padded_dim, float* acc) {
+/// AccumulateLanes for a block whose every vector sees every key of the tile (all kSeenByAll:
+/// decode, and prefill below the causal diagonal): the same chains, without the per-key tests,
+/// whose registers cost a 16-register target its widest pass.
+template <int kPass, int kParts>
+HWY_INLINE void AccumulateLanesSeenByAll(const float* probs, const float* values, int num_keys,
+                                         int padded_dim, int d, float* acc) {
+  const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
-  constexpr int kPass = PassVectors<kBlock>(2, 3);
+  hn::Vec<DF> sums[kPass][kParts];
+  for (int v = 0; v < kPass; ++v) {
+    for (int u = 0; u < kParts; ++u) sums[v][u] = hn::LoadU(df, acc + v * padded_dim + d + u * kN);
+  }
+  const float* row = values + d;
+  for (int j = 0; j < num_keys; ++j, row += padded_dim) {
+    hn::Vec<DF> value[kParts];
+    for (int u = 0; u < kParts; ++u) value[u] = hn::LoadU(df, row + u * kN);
+    for (int v = 0; v < kPass; ++v) {
+      const auto p = hn::Set(df, probs[v * kKeyTile + j]);
+      for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(p, value[u], sums[v][u]);
+    }
+  }
+  for (int v = 0; v < kPass; ++v) {
+    for (int u = 0; u < kParts; ++u) hn::StoreU(sums[v][u], df, acc + v * padded_dim + d + u * kN);
+  }
+}
+
+/// Query vectors per pass of AccumulateBlock when some key is not seen by every vector: as
+/// PassVectors, but at most 4 (a divisor of kBlock) on 16-register targets, where the per-key
+/// tests (the key's flag, the non-finite check) hold registers of their own.
+template <int kBlock>
+constexpr int TestedValuePassVectors() {
+  int vectors = PassVectors<kBlock>(2, 3);
+  if (kVectorRegisters == 16) {
+    vectors = std::min(vectors, 4);
+    while (kBlock % vectors != 0) --vectors;
+  }
+  return vectors;
+}
+
+/// The passes of AccumulateBlock over query vectors [0, kBlock), kPass at a time.
+template <int kBlock, int kPass, bool kSeenByAll>
+HWY_INLINE void AccumulatePasses(const float* probs, const float* values, const uint8_t* active,
+                                 int num_keys, int padded_dim, float* acc) {
+  static_assert(kBlock % kPass == 0, "passes must tile the block");
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
   for (int v = 0; v < kBlock; v += kPass) {
     const float* p = probs + v * kKeyTile;
     float* a = acc + v * padded_dim;
     int d = 0;
     for (; d + 2 * kN <= padded_dim; d += 2 * kN) {
-      AccumulateLanes<kPass, 2>(p, values, active, num_keys, padded_dim, d, a);
+      if constexpr (kSeenByAll) {
+        AccumulateLanesSeenByAll<kPass, 2>(p, values, num_keys, padded_dim, d, a);
+      } else {
+        AccumulateLanes<kPass, 2>(p, values, active, num_keys, padded_dim, d, a);
+      }
     }
     for (; d < padded_dim; d += kN) {
-      AccumulateLanes<kPass, 1>(p, values, active, num_keys, padded_dim, d, a);
+      if constexpr (kSeenByAll) {
+        AccumulateLanesSeenByAll<kPass, 1>(p, values, num_keys, padded_dim, d, a);
+      } else {
+        AccumulateLanes<kPass, 1>(p, values, active, num_keys, padded_dim, d, a);
+      }
     }
+  }
+}
+
+/// acc_v += sum_j p_v[j] * values[j] over the whole padded row, two vectors per pass, in passes
+/// of query vectors that fit the registers. The pass width changes no bit.
+template <int kBlock>
+HWY_INLINE void AccumulateBlock(const float* probs, const float* values, const uint8_t* active,
+                                int num_keys, int padded_dim, float* acc) {
+  const bool seen_by_all =
+      std::all_of(active, active + num_keys, [](uint8_t a) { return a == kSeenByAll; });
+  if (seen_by_all) {
+    AccumulatePasses<kBlock, PassVectors<kBlock>(2, 3), true>(probs, values, active, num_keys,
+                                                              padded_dim, acc);
+  } else {
+    AccumulatePasses<kBlock, TestedValuePassVectors<kBlock>(), false>(probs, values, active,
+                                                                      num_keys, padded_dim, acc);
   }
 }
 
