@@ -12,7 +12,9 @@
 //   registers. A block whose every vector sees every key of the tile (decode, prefill below the
 //   diagonal; MLA's 16-128 heads on one latent head) accumulates values without per-key tests.
 // * Quantized K/V tiles are decoded once per tile into L1/L2-resident fp32 scratch (codec-inl.h)
-//   with the exact spec rounding; many query vectors then reuse them.
+//   with the exact spec rounding; many query vectors then reuse them. The value tile is stored
+//   in panels of 16 elements, key after key (ValuePanelIndex), so that the value loop, which runs
+//   over the keys for a few elements at a time, streams contiguous memory.
 // * Sliding windows: an item's tiles start at the first one a query vector of the item sees
 //   (FirstTileKey); skipped tiles are never decoded. Causal diagonals: a block stops at the last
 //   key one of its vectors sees (BlockVisibleKeys).
@@ -69,6 +71,17 @@ constexpr int PassVectors(int per_vector, int shared) {
 HWY_INLINE int64_t PanelIndex(int head_dim, int d, int j) {
   return static_cast<int64_t>(j / kScoreKeys) * head_dim * kScoreKeys + d * kScoreKeys +
          j % kScoreKeys;
+}
+
+/// Floats of a value panel: each key's elements [16 p, 16 p + 16) lie together, key after key, so
+/// that the value loop, which runs over the keys for a few elements at a time, streams one
+/// contiguous panel (rows of a tile are a row's length apart, 2 KB for MLA's 512).
+constexpr int kValuePanel = internal::kVirtualLanes;
+
+/// Where element e of key j's value row lies in a tile of value panels.
+HWY_INLINE int64_t ValuePanelIndex(int e, int j) {
+  return static_cast<int64_t>(e / kValuePanel) * kKeyTile * kValuePanel + j * kValuePanel +
+         e % kValuePanel;
 }
 
 /// dots[v][j0, j0 + kVectors * lanes) = q_v . k_j for kPass query vectors (rows of `queries`,
@@ -129,7 +142,8 @@ HWY_INLINE void ScoreBlock(const float* queries, int padded_dim, const float* ke
   }
 }
 
-/// acc_v[d, d + kParts * lanes) += sum_j p_v[j] * values[j][...] for kPass query vectors, one
+/// acc_v[d, d + kParts * lanes) += sum_j p_v[j] * values[j][...] (a tile of value panels,
+/// ValuePanelIndex) for kPass query vectors, one
 /// fused multiply-add chain per element in key order. Keys no vector of the block sees are
 /// skipped, and so is a key for each vector that does not see it (MarkActiveKeys): a hidden value
 /// is never multiplied.
@@ -145,7 +159,9 @@ HWY_INLINE void AccumulateLanes(const float* probs, const float* values, const u
   for (int j = 0; j < num_keys; ++j) {
     if (active[j] == kSeenByNone) continue;
     hn::Vec<DF> value[kParts];
-    for (int u = 0; u < kParts; ++u) value[u] = hn::LoadU(df, values + j * padded_dim + d + u * kN);
+    for (int u = 0; u < kParts; ++u) {
+      value[u] = hn::LoadU(df, values + ValuePanelIndex(d + u * kN, j));
+    }
     const auto add = [&](int v, float weight) {
       const auto p = hn::Set(df, weight);
       for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(p, value[u], sums[v][u]);
@@ -175,10 +191,11 @@ HWY_INLINE void AccumulateLanesSeenByAll(const float* probs, const float* values
   for (int v = 0; v < kPass; ++v) {
     for (int u = 0; u < kParts; ++u) sums[v][u] = hn::LoadU(df, acc + v * padded_dim + d + u * kN);
   }
-  const float* row = values + d;
-  for (int j = 0; j < num_keys; ++j, row += padded_dim) {
+  const float* panel[kParts];  // each part's panel, at key 0
+  for (int u = 0; u < kParts; ++u) panel[u] = values + ValuePanelIndex(d + u * kN, 0);
+  for (int j = 0; j < num_keys; ++j) {
     hn::Vec<DF> value[kParts];
-    for (int u = 0; u < kParts; ++u) value[u] = hn::LoadU(df, row + u * kN);
+    for (int u = 0; u < kParts; ++u) value[u] = hn::LoadU(df, panel[u] + j * kValuePanel);
     for (int v = 0; v < kPass; ++v) {
       const auto p = hn::Set(df, probs[v * kKeyTile + j]);
       for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(p, value[u], sums[v][u]);
@@ -382,6 +399,19 @@ HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int pa
   }
 }
 
+/// panels[ValuePanelIndex(e, j)] = rows[j][e] for the `count` decoded value rows of a tile (rows
+/// of padded_dim floats, a multiple of kValuePanel).
+HWY_INLINE void PanelValueTile(const float* rows, int count, int padded_dim, float* panels) {
+  const DF df;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  for (int j = 0; j < count; ++j) {
+    const float* row = rows + static_cast<int64_t>(j) * padded_dim;
+    for (int e = 0; e < padded_dim; e += kN) {
+      hn::StoreU(hn::LoadU(df, row + e), df, panels + ValuePanelIndex(e, j));
+    }
+  }
+}
+
 /// Scratch carve-up for one tiled work item.
 struct ItemScratch {
   VectorStates states;  ///< Running softmax states of the item's query vectors.
@@ -390,13 +420,14 @@ struct ItemScratch {
   float* queries;       ///< padded vectors x padded_dim
   float* keys;          ///< kKeyTile x padded_dim
   float* keys_t;        ///< head_dim x kKeyTile: the key tile transposed, in panels
-  float* values;        ///< kKeyTile x padded_value_dim
+  float* value_rows;    ///< kKeyTile x padded_value_dim: the value tile as decoded
+  float* values;        ///< the same in panels (ValuePanelIndex)
   float* scores;        ///< kQueryBlock x kKeyTile
   float* scales;        ///< longer row + 2 * 16 (group scales of one row, with lane slack)
   uint8_t* active;      ///< kKeyTile flags: some vector of the block gives the key weight
 
   /// The sizes (in floats) of the parts below for `vectors` query vectors.
-  static std::array<size_t, 13> Sizes(int vectors, const AttentionProblem& p) {
+  static std::array<size_t, 14> Sizes(int vectors, const AttentionProblem& p) {
     const size_t dp = p.padded_dim, dpv = p.padded_value_dim, dim = p.head_dim, n = vectors;
     const size_t longer = std::max(p.head_dim, p.value_dim);
     constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
@@ -409,6 +440,7 @@ struct ItemScratch {
             n * dp,
             kKeyTile * dp,
             dim * kKeyTile,
+            kKeyTile * dpv,
             kKeyTile * dpv,
             kQueryBlock * kKeyTile,
             longer + 2 * kVirtualLanes,
@@ -427,7 +459,8 @@ struct ItemScratch {
             parts[9],
             parts[10],
             parts[11],
-            reinterpret_cast<uint8_t*>(parts[12])};
+            parts[12],
+            reinterpret_cast<uint8_t*>(parts[13])};
   }
 };
 
@@ -518,8 +551,9 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
       FetchTileSlots<kElem>(p, k, key0 + kKeyTile, tile_count(key0 + kKeyTile), keys, values,
                             next_slots);
     }
-    DecodeTiles<kElem>(p, keys, values, slots, k.kv_head, count, s.keys, s.values, s.scales);
+    DecodeTiles<kElem>(p, keys, values, slots, k.kv_head, count, s.keys, s.value_rows, s.scales);
     TransposeTile(s.keys, count, p.head_dim, p.padded_dim, s.keys_t);
+    PanelValueTile(s.value_rows, count, p.padded_value_dim, s.values);
     int first = 0;
     for (; first + kQueryBlock <= vectors; first += kQueryBlock) {
       AttendBlock<kQueryBlock>(p, vectors, first, key0, count, s);

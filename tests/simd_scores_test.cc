@@ -40,13 +40,17 @@ std::vector<float> ToPanels(const float* keys_t, int head_dim) {
   return panels;
 }
 
-/// The kernel's block of dot products: kQueryBlock queries against a transposed key tile (in
+/// Query vectors of the tested block: AVX2's kQueryBlock, the largest any target uses.
+constexpr int kTestedBlock = 12;
+
+/// The kernel's block of dot products: kTestedBlock queries against a transposed key tile (in
 /// passes of fewer where the target's registers hold fewer: AVX2, SSE4). `keys_t` is the plain
 /// transposed tile, laid out here in the kernel's panels.
 void ScoreBlockOnTarget(const float* queries, int padded_dim, const float* keys_t, int head_dim,
                         int num_keys, float* dots) {
+  static_assert(kQueryBlock <= kTestedBlock, "the test's buffers hold kTestedBlock rows");
   const std::vector<float> panels = ToPanels(keys_t, head_dim);
-  ScoreBlock<kQueryBlock>(queries, padded_dim, panels.data(), head_dim, num_keys, dots);
+  ScoreBlock<kTestedBlock>(queries, padded_dim, panels.data(), head_dim, num_keys, dots);
 }
 
 float SumOfTileOnTarget(const float* p, int span) { return SumOfTile(p, span); }
@@ -133,7 +137,7 @@ using dynattn_test::ForEachTarget;
 
 using dynattn::internal::kKeyTile;
 using dynattn::internal::kVirtualLanes;
-constexpr int kBlock = 8;  // kQueryBlock
+constexpr int kBlock = 12;  // kTestedBlock
 
 /// One block of queries against one key tile, padded as the kernel reads them.
 struct ScoreInputs {
