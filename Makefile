@@ -46,6 +46,8 @@ bench: build
 # compile time under the sanitizers). It leaves the nvcc build of the CUDA module out (nvcc takes no sanitizer
 # flags, and ASan's shadow memory collides with the CUDA driver's mappings), but the gpu suite runs
 # here too: on the CUDA emulator, the kernels compiled by clang under ASan + UBSan.
+# The benchmark (bench/: oneDNN and Eigen baselines, test scaffolding rather than the library) is
+# left out too; the release build runs its suite.
 # The same build holds the libFuzzer target (-Dfuzz=enabled: the library, but its SIMD kernels, and
 # the harness carry coverage instrumentation), so `make fuzz` compiles no library of its own: a
 # separate fuzz build compiled the kernels under ASan + UBSan a second time in CI.
@@ -55,7 +57,7 @@ sanitize-setup: setup
 	@[ -f $(SANITIZE_BUILD)/build.ninja ] || CC=clang CXX=clang++ meson setup $(SANITIZE_BUILD) \
 	  -Dcuda=disabled --buildtype=plain -Doptimization=1 \
 	  -Dcpp_args='-g1 -march=haswell -maes -mpclmul' \
-	  -Db_sanitize=address,undefined -Db_lundef=false -Dpython=disabled -Dfuzz=enabled \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dpython=disabled -Dbench=disabled -Dfuzz=enabled \
 	  -Dsimd_disabled_targets='$(SANITIZE_TARGETS_OFF)'
 	@grep -q op_fuzzer $(SANITIZE_BUILD)/build.ninja || meson configure $(SANITIZE_BUILD) -Dfuzz=enabled
 
