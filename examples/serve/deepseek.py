@@ -26,7 +26,8 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 import torch_unified
-from llama import AttendFn, RotaryEmbedding, config_kwargs, load_weights, rms_norm
+from llama import (AttendFn, RotaryEmbedding, config_kwargs, embedding_head_norm,
+                   load_weights, rms_norm)
 from paged_kv import CacheSpec
 
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3")
@@ -140,10 +141,8 @@ class DeepseekModel:
 
     def __init__(self, config: DeepseekConfig, weights: Dict[str, torch.Tensor]) -> None:
         self.config = config
-        self.embed = weights["model.embed_tokens.weight"].float()
-        head = weights.get("lm_head.weight")
-        self.lm_head = self.embed if config.tie_word_embeddings or head is None else head.float()
-        self.norm = weights["model.norm.weight"].float()
+        self.embed, self.lm_head, self.norm = embedding_head_norm(weights,
+                                                                  config.tie_word_embeddings)
         self.layers: List[MlaLayerWeights] = [
             _layer_weights(weights, i, config) for i in range(config.num_hidden_layers)]
         self.rope = RotaryEmbedding(config.qk_rope_head_dim, config.rope_theta,

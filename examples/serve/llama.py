@@ -12,7 +12,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, fields
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -145,15 +145,23 @@ class RotaryEmbedding:
         return x * cos + rotated * sin
 
 
+def embedding_head_norm(weights: Dict[str, torch.Tensor], tie_word_embeddings: bool
+                        ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The token embedding, the output head (the embedding when tied or absent) and the final
+    norm of a Hugging Face decoder checkpoint, float32."""
+    embed = weights["model.embed_tokens.weight"].float()
+    head = weights.get("lm_head.weight")
+    lm_head = embed if tie_word_embeddings or head is None else head.float()
+    return embed, lm_head, weights["model.norm.weight"].float()
+
+
 class LlamaModel:
     """Llama decoder for inference (float32 weights and activations)."""
 
     def __init__(self, config: LlamaConfig, weights: Dict[str, torch.Tensor]) -> None:
         self.config = config
-        self.embed = weights["model.embed_tokens.weight"].float()
-        head = weights.get("lm_head.weight")
-        self.lm_head = self.embed if config.tie_word_embeddings or head is None else head.float()
-        self.norm = weights["model.norm.weight"].float()
+        self.embed, self.lm_head, self.norm = embedding_head_norm(weights,
+                                                                  config.tie_word_embeddings)
         self.layers: List[LayerWeights] = [
             _layer_weights(weights, i) for i in range(config.num_hidden_layers)]
         self.rope = RotaryEmbedding(config.head_dim, config.rope_theta,
