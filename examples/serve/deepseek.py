@@ -27,7 +27,7 @@ import torch
 
 import torch_unified
 from llama import (AttendFn, RotaryEmbedding, config_kwargs, embedding_head_norm,
-                   load_weights, rms_norm)
+                   load_weights, mlp_residual, output_logits, rms_norm)
 from paged_kv import CacheSpec
 
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3")
@@ -169,12 +169,8 @@ class DeepseekModel:
         for index, layer in enumerate(self.layers):
             h = rms_norm(x, layer.input_norm, cfg.rms_norm_eps)
             x = x + attention(index, layer, h, positions, attend) @ layer.o_proj.t()
-            h = rms_norm(x, layer.post_norm, cfg.rms_norm_eps)
-            gated = torch.nn.functional.silu(h @ layer.gate_proj.t()) * (h @ layer.up_proj.t())
-            x = x + gated @ layer.down_proj.t()
-        if logit_rows is not None:
-            x = x[logit_rows]
-        return rms_norm(x, self.norm, cfg.rms_norm_eps) @ self.lm_head.t()
+            x = mlp_residual(x, layer, cfg.rms_norm_eps)
+        return output_logits(x, self.norm, self.lm_head, cfg.rms_norm_eps, logit_rows)
 
     def _project(self, layer: MlaLayerWeights, h: torch.Tensor, positions: torch.Tensor):
         """q_nope (T, H, nope), roped q_pe (T, H, rope) and the latent rows (T, latent_dim)."""

@@ -155,6 +155,22 @@ def embedding_head_norm(weights: Dict[str, torch.Tensor], tie_word_embeddings: b
     return embed, lm_head, weights["model.norm.weight"].float()
 
 
+def mlp_residual(x: torch.Tensor, layer, eps: float) -> torch.Tensor:
+    """x plus the layer's SwiGLU MLP of its post-attention RMSNorm (``post_norm``, ``gate_proj``,
+    ``up_proj``, ``down_proj``)."""
+    h = rms_norm(x, layer.post_norm, eps)
+    gated = torch.nn.functional.silu(h @ layer.gate_proj.t()) * (h @ layer.up_proj.t())
+    return x + gated @ layer.down_proj.t()
+
+
+def output_logits(x: torch.Tensor, norm: torch.Tensor, lm_head: torch.Tensor, eps: float,
+                  logit_rows: Optional[List[int]]) -> torch.Tensor:
+    """The logits of rows ``logit_rows`` of x (all rows when None): final RMSNorm, then the head."""
+    if logit_rows is not None:
+        x = x[logit_rows]
+    return rms_norm(x, norm, eps) @ lm_head.t()
+
+
 class LlamaModel:
     """Llama decoder for inference (float32 weights and activations)."""
 
@@ -190,12 +206,8 @@ class LlamaModel:
             k = self.rope.apply(k, positions)
             attn = attend(index, q, k, v)
             x = x + attn.float().reshape(x.shape[0], -1) @ layer.o_proj.t()
-            h = rms_norm(x, layer.post_norm, cfg.rms_norm_eps)
-            gated = torch.nn.functional.silu(h @ layer.gate_proj.t()) * (h @ layer.up_proj.t())
-            x = x + gated @ layer.down_proj.t()
-        if logit_rows is not None:
-            x = x[logit_rows]
-        return rms_norm(x, self.norm, cfg.rms_norm_eps) @ self.lm_head.t()
+            x = mlp_residual(x, layer, cfg.rms_norm_eps)
+        return output_logits(x, self.norm, self.lm_head, cfg.rms_norm_eps, logit_rows)
 
 
 def _layer_weights(weights: Dict[str, torch.Tensor], i: int) -> LayerWeights:
