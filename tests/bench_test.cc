@@ -127,16 +127,22 @@ void CheckBaselines(const std::vector<Fp32Request>& requests) {
 }
 
 /// A small serving step through libdynattn, against the reference MultiHeadCacheAttention.
-void CheckStep(int quant_bit, int cache_mode) {
+/// The small step both step checks run: two decodes, a prompt and a chunk, pages of 16.
+dynattn::bench::StepShape SmallStep() {
   dynattn::bench::StepShape shape;
+  shape.page_size = 16;
+  shape.requests = {{40, 1}, {130, 1}, {0, 21}, {33, 9}};
+  shape.decoding_batches = 2;
+  return shape;
+}
+
+void CheckStep(int quant_bit, int cache_mode) {
+  dynattn::bench::StepShape shape = SmallStep();
   shape.num_heads = 8;
   shape.num_kv_heads = 2;
   shape.head_dim = 64;
   shape.quant_bit = quant_bit;
   shape.cache_mode = cache_mode;
-  shape.page_size = 16;
-  shape.requests = {{40, 1}, {130, 1}, {0, 21}, {33, 9}};
-  shape.decoding_batches = 2;
   const dynattn::bench::Step original = dynattn::bench::BuildStep(shape, 5);
   dynattn::bench::Step step = original;
   Array out;
@@ -181,7 +187,7 @@ dynattn_ref::Tensors LatentTwin(const dynattn::bench::Step& step) {
 /// activations) through libdynattn over a latent cache of `cache`: its output against the float64
 /// reference of its equal-size twin, and the latent rows it writes bit for bit.
 void CheckLatentStep(dynattn::DType cache) {
-  dynattn::bench::StepShape shape;
+  dynattn::bench::StepShape shape = SmallStep();
   shape.num_heads = 16;
   shape.num_kv_heads = 1;
   shape.head_dim = 144;
@@ -190,9 +196,6 @@ void CheckLatentStep(dynattn::DType cache) {
   shape.quant_bit = 0;
   shape.activation = dynattn::DType::kBF16;
   shape.plain_cache = cache;
-  shape.page_size = 16;
-  shape.requests = {{40, 1}, {130, 1}, {0, 21}, {33, 9}};
-  shape.decoding_batches = 2;
   const dynattn::bench::Step original = dynattn::bench::BuildStep(shape, 9);
   dynattn::bench::Step step = original;
   Array out;
