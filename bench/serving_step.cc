@@ -3,6 +3,7 @@
 #include "bench/serving_step.h"
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "dynattn/half.h"
@@ -133,17 +134,62 @@ const int64_t* Starts(const Step& step, const char* name) {
   return step.inputs.at(name).data<int64_t>();
 }
 
+/// Describes the step's PMX cache tensor in `cache_desc`; false (for the call to report) when the
+/// tensor is malformed.
+bool DescribePmxCache(Step* step, const MultiHeadCacheAttentionArgs& args) {
+  const StepShape& s = step->shape;
+  return MakePmxCacheDesc(args.cache, args.scale, step->attrs.cache, s.num_kv_heads, s.head_dim,
+                          &step->cache_desc)
+      .ok();
+}
+
 /// Points `args` at the key half of the step's PMX cache tensor as a latent cache (values read
 /// from the keys); a malformed tensor leaves `args` as it was, for the call to report.
 void UseKeyHalfAsLatent(Step* step, MultiHeadCacheAttentionArgs* args) {
+  if (!DescribePmxCache(step, *args)) return;
+  step->cache_desc.head_dim_v = step->shape.value_dim();
+  args->cache_desc = &step->cache_desc;
+}
+
+/// Byte offset of element d of (slot, head) in a key plane stored [D, page_size] per page and
+/// head, pages of all heads in slot order.
+int64_t DimMajorOffset(const StepShape& s, int64_t slot, int head, int d, int64_t elem_bytes) {
+  const int64_t page = slot / s.page_size, in_page = slot % s.page_size;
+  const int64_t block = (page * s.num_kv_heads + head) * s.head_dim * s.page_size;
+  return (block + d * s.page_size + in_page) * elem_bytes;
+}
+
+/// Copies the key half of the PMX cache tensor (layout 3: [1, 2, Hkv, MaxT, D]) into
+/// `dim_major_keys`, page by page dimension-major.
+void TransposeKeys(Step* step) {
   const StepShape& s = step->shape;
-  if (!MakePmxCacheDesc(args->cache, args->scale, step->attrs.cache, s.num_kv_heads, s.head_dim,
-                        &step->latent_cache)
-           .ok()) {
-    return;
+  const Array& cache = step->inputs.at("cache");
+  const int64_t slots = cache.shape[3], bytes = DTypeSize(s.plain_cache);
+  step->dim_major_keys.assign(cache.bytes.size() / 2, 0);
+  for (int h = 0; h < s.num_kv_heads; ++h) {
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      for (int d = 0; d < s.head_dim; ++d) {
+        const int64_t from = ((h * slots + slot) * s.head_dim + d) * bytes;
+        std::memcpy(&step->dim_major_keys[DimMajorOffset(s, slot, h, d, bytes)], &cache.bytes[from],
+                    bytes);
+      }
+    }
   }
-  step->latent_cache.head_dim_v = s.value_dim();
-  args->cache_desc = &step->latent_cache;
+}
+
+/// Points `args` at a descriptor whose key plane is `dim_major_keys` and whose value plane is the
+/// value half of the PMX cache tensor; a malformed tensor leaves `args` as it was.
+void UseDimMajorKeys(Step* step, MultiHeadCacheAttentionArgs* args) {
+  if (!DescribePmxCache(step, *args)) return;
+  const StepShape& s = step->shape;
+  CachePlane& key = step->cache_desc.key;
+  key.data = step->dim_major_keys.data();
+  key.slot_stride = 1;
+  key.dim_stride = s.page_size;
+  key.head_stride = int64_t{s.head_dim} * s.page_size;
+  key.slots_per_tile = s.page_size;
+  key.tile_stride = key.head_stride * s.num_kv_heads;
+  args->cache_desc = &step->cache_desc;
 }
 
 }  // namespace
@@ -188,6 +234,7 @@ Step BuildStep(const StepShape& shape, uint64_t seed) {
   in["max_kvlen"] = dynattn_ref::ScalarI64(max_kvlen);
   FillCache(shape, max_t, rng, &in);
   FillAttrs(&step);
+  if (shape.dim_major_keys) TransposeKeys(&step);
   return step;
 }
 
@@ -214,6 +261,7 @@ MultiHeadCacheAttentionArgs StepArgs(Step* step, Array* out) {
   }
   if (step->shape.quant_bit == 0) args.cache.dtype = step->shape.plain_cache;
   if (step->shape.latent) UseKeyHalfAsLatent(step, &args);
+  if (step->shape.dim_major_keys) UseDimMajorKeys(step, &args);
   return args;
 }
 

@@ -29,6 +29,9 @@ struct StepShape {
   /// head_dim_v elements of each key row (MLA's absorbed form, one latent KV head).
   int head_dim_v = 0;
   bool latent = false;
+  /// Keys stored dimension-major inside each page ([D, page_size] per page and head, vLLM's CPU
+  /// layout); values stay token-major. Paged, unquantized caches only.
+  bool dim_major_keys = false;
   int quant_bit = 8;                ///< 0 (a plain cache of `plain_cache`), 8 or 4.
   DType activation = DType::kF16;   ///< Query, fresh K/V and output: fp16 or bf16.
   DType plain_cache = DType::kF16;  ///< quant_bit 0: fp16, bf16, or fp8 (e4m3 / e5m2) bytes.
@@ -49,9 +52,12 @@ struct Step {
   dynattn_ref::Tensors inputs;
   MultiHeadCacheAttentionAttrs attrs;
   dynattn_ref::Attrs reference_attrs;
-  /// A latent step's cache: the key half of the PMX cache tensor, read as a latent cache (its
-  /// value half is unused). Set by StepArgs.
-  CacheDesc latent_cache;
+  /// The step's cache when it is not the PMX tensor as such, set by StepArgs: a latent step's (the
+  /// key half read as a latent cache, its value half unused) or one with dimension-major keys.
+  CacheDesc cache_desc;
+  /// dim_major_keys: the key plane, the PMX tensor's key half transposed page by page (the PMX
+  /// key half is then unused).
+  std::vector<uint8_t> dim_major_keys;
 };
 
 /// Builds a step with fp16 (or bf16) activations and a cache whose every slot holds valid random

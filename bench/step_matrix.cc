@@ -98,11 +98,13 @@ BenchRow VariantRow(const std::string& suffix, int requests, int64_t context, in
 }
 
 /// Rows that keep every combination in sight: GQA 1 and 8, head dims 64 and 256, pages of 16
-/// tokens; a tiny step (its latency is the per-call overhead) and one long request (split-KV
-/// must put both cores on a single decode).
+/// tokens, keys dimension-major in their pages (vLLM's CPU layout); a tiny step (its latency is
+/// the per-call overhead) and one long request (split-KV must put both cores on a single decode).
 void AddCoverageRows(std::vector<BenchRow>* rows) {
   rows->push_back(VariantRow("_gqa1", 8, 4096, 0, 32, 32, 128, 128));
   rows->push_back(VariantRow("_gqa8", 8, 4096, 0, 32, 4, 128, 128));
+  rows->push_back(VariantRow("_dmajor", 8, 4096, 0, 32, 8, 128, 128));
+  rows->back().shape.dim_major_keys = true;
   rows->push_back(VariantRow("_d64", 8, 4096, 8, 32, 8, 64, 128));
   rows->push_back(VariantRow("_d256", 8, 4096, 8, 16, 4, 256, 128));
   rows->push_back(VariantRow("_page16", 8, 4096, 8, 32, 8, 128, 16));

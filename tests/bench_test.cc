@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -126,21 +127,22 @@ void CheckBaselines(const std::vector<Fp32Request>& requests) {
   }
 }
 
-/// A small serving step through libdynattn, against the reference MultiHeadCacheAttention.
-/// The small step both step checks run: two decodes, a prompt and a chunk, pages of 16.
-dynattn::bench::StepShape SmallStep() {
+/// The small step the step checks run: two decodes, a prompt and a chunk, pages of 16, 8/2 heads
+/// of 64 unless told.
+dynattn::bench::StepShape SmallStep(int num_heads = 8, int num_kv_heads = 2, int head_dim = 64) {
   dynattn::bench::StepShape shape;
+  shape.num_heads = num_heads;
+  shape.num_kv_heads = num_kv_heads;
+  shape.head_dim = head_dim;
   shape.page_size = 16;
   shape.requests = {{40, 1}, {130, 1}, {0, 21}, {33, 9}};
   shape.decoding_batches = 2;
   return shape;
 }
 
+/// A small serving step through libdynattn, against the reference MultiHeadCacheAttention.
 void CheckStep(int quant_bit, int cache_mode) {
   dynattn::bench::StepShape shape = SmallStep();
-  shape.num_heads = 8;
-  shape.num_kv_heads = 2;
-  shape.head_dim = 64;
   shape.quant_bit = quant_bit;
   shape.cache_mode = cache_mode;
   const dynattn::bench::Step original = dynattn::bench::BuildStep(shape, 5);
@@ -187,10 +189,7 @@ dynattn_ref::Tensors LatentTwin(const dynattn::bench::Step& step) {
 /// activations) through libdynattn over a latent cache of `cache`: its output against the float64
 /// reference of its equal-size twin, and the latent rows it writes bit for bit.
 void CheckLatentStep(dynattn::DType cache) {
-  dynattn::bench::StepShape shape = SmallStep();
-  shape.num_heads = 16;
-  shape.num_kv_heads = 1;
-  shape.head_dim = 144;
+  dynattn::bench::StepShape shape = SmallStep(16, 1, 144);
   shape.head_dim_v = 128;
   shape.latent = true;
   shape.quant_bit = 0;
@@ -215,6 +214,46 @@ void CheckLatentStep(dynattn::DType cache) {
   out.dt = Dt::kBF16;
   const std::string error = dynattn_ref::CheckAttention(want, out);
   CHECK_MESSAGE(error.empty(), error);
+}
+
+/// The small step over a cache whose keys are dimension-major in pages of 16 (vLLM's CPU layout):
+/// the float64 reference's output, the bits of the same step token-major, and its new keys
+/// written into the dimension-major plane as the token-major step writes them.
+void CheckDimMajorStep(dynattn::DType cache) {
+  dynattn::bench::StepShape shape = SmallStep();
+  shape.quant_bit = 0;
+  shape.plain_cache = cache;
+  const dynattn::bench::Step token_major_original = dynattn::bench::BuildStep(shape, 11);
+  shape.dim_major_keys = true;
+  dynattn::bench::Step step = dynattn::bench::BuildStep(shape, 11);
+  dynattn::bench::Step token_major = token_major_original;
+  Array out, token_major_out;
+  const dynattn::Status status = dynattn::bench::RunStep(&step, &out);
+  REQUIRE_MESSAGE(status.ok(), status.message());
+  REQUIRE(dynattn::bench::RunStep(&token_major, &token_major_out).ok());
+  CHECK(out.bytes == token_major_out.bytes);
+  dynattn_ref::Tensors inputs = token_major_original.inputs;
+  inputs.at("cache").dt = ReferenceDt(cache);  // the array holds the raw bytes
+  const dynattn_ref::AttnResult want =
+      dynattn_ref::MultiHeadCacheAttention(token_major_original.reference_attrs, inputs);
+  const std::string error = dynattn_ref::CheckAttention(want, out);
+  CHECK_MESSAGE(error.empty(), error);
+  // Key element d of (slot, head) sits at d * 16 + slot % 16 of its page's [D, 16] block.
+  const Array& written = token_major.inputs.at("cache");  // [1, 2, Hkv, T, D], keys first
+  const int64_t slots = written.shape[3];
+  const int64_t bytes = static_cast<int64_t>(dynattn::DTypeSize(cache));
+  int64_t mismatches = 0;
+  for (int h = 0; h < shape.num_kv_heads; ++h) {
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      for (int d = 0; d < shape.head_dim; ++d) {
+        const int64_t page = slot / 16, block = (page * shape.num_kv_heads + h) * shape.head_dim;
+        const int64_t at = ((block + d) * 16 + slot % 16) * bytes;
+        const int64_t from = ((h * slots + slot) * shape.head_dim + d) * bytes;
+        mismatches += std::memcmp(&step.dim_major_keys[at], &written.bytes[from], bytes) != 0;
+      }
+    }
+  }
+  CHECK(mismatches == 0);
 }
 
 /// The benchmark's shared-prefix step, reduced (6 requests, prefix 64, 32 own tokens, 8/2 heads,
@@ -282,9 +321,10 @@ TEST_SUITE("bench") {
     const std::vector<dynattn::bench::BenchRow> quick = dynattn::bench::StepMatrix(true);
     // 3 decode 8x4096, 18 decode 8x{512,2048,16384}, 3 prefill, mixed; bf16 decode and prefill,
     // fp8 decode, a 4096 window over 32768.
-    // GQA 1 and 8, D 64 and 256, pages of 16, 1 decode at 16 and at 131072 tokens.
+    // GQA 1 and 8, dimension-major keys, D 64 and 256, pages of 16, 1 decode at 16 and at
+    // 131072 tokens.
     // MLA decode 8x4096 and 1x32768 over bf16 and fp8 latent caches, MLA prefill 512 over 4096.
-    CHECK(full.size() == 41);
+    CHECK(full.size() == 42);
     CHECK(quick.size() == 6);
     std::set<std::string> names, shapes;
     for (const dynattn::bench::BenchRow& row : full) {
@@ -300,6 +340,7 @@ TEST_SUITE("bench") {
     CHECK(names.count("decode_8x4096_fp8e4m3_paged") == 1);
     CHECK(names.count("decode_1x131072_f16_paged") == 1);
     CHECK(names.count("decode_8x4096_int8_paged_page16") == 1);
+    CHECK(names.count("decode_8x4096_f16_paged_dmajor") == 1);
     CHECK(names.count("mla_decode_1x32768_fp8e4m3") == 1);
     CHECK(names.count("mla_prefill_512_over_4096_16h_bf16") == 1);
   }
@@ -389,6 +430,13 @@ TEST_SUITE("bench") {
     for (const dynattn::DType cache : {dynattn::DType::kBF16, dynattn::DType::kF8E4M3}) {
       CAPTURE(static_cast<int>(cache));
       CheckLatentStep(cache);
+    }
+  }
+
+  TEST_CASE("a step with dimension-major keys gives the token-major bits and writes in place") {
+    for (const dynattn::DType cache : {dynattn::DType::kF16, dynattn::DType::kF8E4M3}) {
+      CAPTURE(static_cast<int>(cache));
+      CheckDimMajorStep(cache);
     }
   }
 
