@@ -19,6 +19,10 @@
 //   half the accumulators live at a time, so it keeps as many keys in flight as its 16 registers
 //   allow).
 // * Values: each output element is one chain over the keys in order, as in the tiled path.
+// * Dimension-major keys (vLLM's CPU layout, [D, block_size] per block): a run of kLanes keys
+//   adjacent in their block is scored with keys across lanes, one vector per dimension, so
+//   nothing is gathered. Each lane runs the 16 chains of its key's dot product one after another
+//   and folds them by the same fixed tree, vertically (no shuffles): the bits of the row layout.
 // * Quantized rows that round to fp16 (keys; values too under fp32 activations) take the
 //   three-operation split rounding (RoundNormalToF16) instead of two conversions, on tiles whose
 //   group scales keep every code x scale product in fp16's normal range. There the split is
@@ -192,6 +196,13 @@ struct TileRows {
   int row_floats;  ///< Scale buffer stride.
   float* staging;  ///< kKeyTile x row floats: a dimension-major plane's rows, gathered.
   bool normal_products = false;  ///< NormalProducts holds for the tile's rows.
+  /// Dimension-major key planes: bytes between elements d and d + 1 of a row (0 otherwise), and
+  /// which runs of kLanes keys lie side by side in their block: those rows point at the block
+  /// (element 0 of the run's first key), not at gathered copies.
+  int64_t dim_bytes = 0;
+  int dims = 0;        ///< Dimension-major planes: elements of a row.
+  int elem_bytes = 0;  ///< Dimension-major planes: bytes of an element.
+  bool vertical_run[kKeyTile / kLanes] = {};
 };
 
 /// dots[v * kKeyTile + k] = q_v . k_k for kBlock query vectors (rows of `queries`, padded_dim
@@ -225,6 +236,84 @@ HWY_INLINE void FusedDots(const float* queries, int padded_dim, const TileRows& 
   }
 }
 
+/// The dot products' 16 chains (chain l sums dimensions l, l + 16, ...) in the order of the leaves
+/// of FoldVirtualLanes' tree, which pairs l with l + 8, then l + 4, l + 2 and l + 1.
+constexpr int kTreeOrder[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+
+/// dots[v * kKeyTile + r * kLanes + i] = q_v . k for kSub query vectors and kRuns runs of kLanes
+/// dimension-major keys (key i of run r has element d at run + (r * kLanes + i) * elem + d *
+/// dim_bytes), one key per lane. The chains run kChains at a time, consecutive leaves of the tree,
+/// and each finished subtree is added to its pending sibling (a binary counter over the levels),
+/// so the sums are those of FusedDots and FoldVirtualLanes, bit for bit.
+template <CacheElem kElem, bool kRound, int kSub, int kRuns, int kChains>
+HWY_INLINE void VerticalDotsOf(const float* queries, int padded_dim, const char* run,
+                               int64_t dim_bytes, const float* scales, const ScaleLanes& lanes,
+                               int head_dim, float* dots) {
+  static_assert(internal::kVirtualLanes == 16, "kTreeOrder is a tree of four levels");
+  constexpr int64_t kRunBytes = kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
+  const DF df;
+  using V = hn::Vec<DF>;
+  V pending[5][kSub][kRuns];  // pending[level]: a finished subtree of 2^level leaves
+  for (int leaf = 0; leaf < 16; leaf += kChains) {
+    V acc[kChains][kSub][kRuns];
+    for (auto& chain : acc) {
+      for (auto& vector : chain) {
+        for (auto& a : vector) a = hn::Zero(df);
+      }
+    }
+    for (int base = 0; base < head_dim; base += internal::kVirtualLanes) {
+      for (int c = 0; c < kChains; ++c) {
+        const int d = base + kTreeOrder[leaf + c];
+        V key[kRuns];
+        for (int r = 0; r < kRuns; ++r) {
+          key[r] =
+              DecodeLanes<kElem, kRound>(run + r * kRunBytes + d * dim_bytes, scales, lanes, 0);
+        }
+        for (int v = 0; v < kSub; ++v) {
+          const V q = hn::Set(df, queries[v * padded_dim + d]);
+          for (int r = 0; r < kRuns; ++r) acc[c][v][r] = hn::MulAdd(q, key[r], acc[c][v][r]);
+        }
+      }
+    }
+    for (int v = 0; v < kSub; ++v) {
+      for (int r = 0; r < kRuns; ++r) {
+        V sum[kChains];  // fold the group's own leaves, pair by pair
+        for (int c = 0; c < kChains; ++c) sum[c] = acc[c][v][r];
+        int level = 0;
+        for (int width = kChains / 2; width >= 1; width /= 2, ++level) {
+          for (int c = 0; c < width; ++c) sum[c] = hn::Add(sum[2 * c], sum[2 * c + 1]);
+        }
+        V subtree = sum[0];  // then join the pending siblings of the levels above
+        for (int group = leaf / kChains; group % 2 == 1; group /= 2, ++level) {
+          subtree = hn::Add(pending[level][v][r], subtree);
+        }
+        pending[level][v][r] = subtree;
+      }
+    }
+  }
+  for (int v = 0; v < kSub; ++v) {
+    for (int r = 0; r < kRuns; ++r) {
+      hn::StoreU(pending[4][v][r], df, dots + v * kKeyTile + r * kLanes);
+    }
+  }
+}
+
+/// VerticalDotsOf for kBlock query vectors over kRuns runs from key j: blocks of four vectors
+/// one chain at a time, smaller blocks more chains at a time, so that eight accumulators are in
+/// flight and each broadcast query element serves every run.
+template <CacheElem kElem, bool kRound, int kBlock, int kRuns>
+HWY_INLINE void VerticalDots(const float* queries, int padded_dim, const TileRows& keys, int j,
+                             const ScaleLanes& lanes, int head_dim, float* dots) {
+  constexpr int kSub = kBlock < 4 ? kBlock : 4;
+  constexpr int kChains = 8 / (kSub * kRuns) > 0 ? 8 / (kSub * kRuns) : 1;
+  const char* run = static_cast<const char*>(keys.rows[j]);
+  for (int v = 0; v < kBlock; v += kSub) {
+    VerticalDotsOf<kElem, kRound, kSub, kRuns, kChains>(queries + v * padded_dim, padded_dim, run,
+                                                        keys.dim_bytes, keys.scales, lanes,
+                                                        head_dim, dots + v * kKeyTile + j);
+  }
+}
+
 /// Rows [j, min(j + n, count)) of a tile, with their scales, fetched ahead into the caches.
 struct RowsAhead {
   const TileRows* rows = nullptr;  ///< Nothing to fetch when null.
@@ -240,9 +329,38 @@ struct RowsAhead {
 
   template <PrefetchTo kTo>
   HWY_INLINE void FetchInto(int j, int n) const {
+    if (rows->dim_bytes != 0) return FetchDimensions(j, n);
     for (int k = j; k < std::min(j + n, count); ++k) {
       PrefetchBytes<kTo>(rows->rows[k], bytes.row);
       if (bytes.scales != 0) PrefetchBytes<kTo>(rows->scale_rows[k], bytes.scales);
+    }
+  }
+
+  /// A dimension-major tile is fetched a share of its dimensions at a time (keys [j, j + n) of
+  /// `count` stand for the same share of the dimensions), each dimension's stretch of adjacent
+  /// runs as one range, into L2: its dimensions lie a block's row apart (256 bytes for pages of
+  /// 128 fp16 keys), so a tile fills a few L1 sets, and fetched into L1 it would evict the tile
+  /// being scored, which maps to the same sets. Gathered keys are already in the caches.
+  HWY_INLINE void FetchDimensions(int j, int n) const {
+    if (count == 0) return;
+    const int first = rows->dims * j / count;
+    const int last = rows->dims * std::min(j + n, count) / count;
+    for (int k = 0; k < count && first < last;) {
+      if (!rows->vertical_run[k / kLanes]) {
+        k += kLanes;
+        continue;
+      }
+      const char* begin = static_cast<const char*>(rows->rows[k]);
+      int end = k + kLanes;
+      while (end < count && rows->vertical_run[end / kLanes] &&
+             static_cast<const char*>(rows->rows[end]) == begin + (end - k) * rows->elem_bytes) {
+        end += kLanes;
+      }
+      for (int d = first; d < last; ++d) {
+        PrefetchBytes<PrefetchTo::kL2>(begin + d * rows->dim_bytes,
+                                       size_t(end - k) * rows->elem_bytes);
+      }
+      k = end;
     }
   }
 };
@@ -331,11 +449,40 @@ HWY_INLINE void FusedAccumulate(const float* probs, const uint8_t* active, const
                                                               head_dim, padded_dim, ahead, acc);
 }
 
+/// PointTileRows of a dimension-major key plane: runs of kLanes keys whose elements lie side by
+/// side point at their block; other keys are gathered.
+template <CacheElem kElem>
+HWY_INLINE void PointDimMajorRows(const CachePlane& plane, const int64_t* slots, int kv_head,
+                                  int count, int head_dim, TileRows* tile) {
+  constexpr int64_t kSize = UnquantizedElemBytes<kElem>();
+  tile->dim_bytes = internal::DimStride(plane) * kSize;
+  tile->dims = head_dim;
+  tile->elem_bytes = static_cast<int>(kSize);
+  for (int j0 = 0; j0 < count; j0 += kLanes) {
+    const char* first = static_cast<const char*>(RowPointer<kElem>(plane, slots[j0], kv_head));
+    bool side_by_side = j0 + kLanes <= count;
+    for (int i = 1; side_by_side && i < kLanes; ++i) {
+      side_by_side = RowPointer<kElem>(plane, slots[j0 + i], kv_head) == first + i * kSize;
+    }
+    tile->vertical_run[j0 / kLanes] = side_by_side;
+    for (int j = j0; j < std::min(j0 + kLanes, count); ++j) {
+      tile->rows[j] = side_by_side ? RowPointer<kElem>(plane, slots[j], kv_head)
+                                   : ContiguousRow<kElem>(plane, slots[j], kv_head, head_dim,
+                                                          tile->staging + int64_t{j} * head_dim);
+    }
+  }
+}
+
 /// Points `tile` at the rows (and scale rows) of `slots` of one plane; a dimension-major plane's
-/// rows are gathered into the tile's staging rows first (ContiguousRow).
+/// rows are gathered into the tile's staging rows first (ContiguousRow), except, for keys
+/// (`vertical`), the runs of kLanes keys that lie side by side in their block.
 template <CacheElem kElem>
 HWY_INLINE void PointTileRows(const CacheDesc& cache, const CachePlane& plane, const int64_t* slots,
-                              int kv_head, int count, TileRows* tile) {
+                              int kv_head, int count, bool vertical, TileRows* tile) {
+  if constexpr (!IsGroupScaledElem<kElem>()) {
+    if (vertical && internal::DimStride(plane) > 1)
+      return PointDimMajorRows<kElem>(plane, slots, kv_head, count, cache.head_dim, tile);
+  }
   for (int j = 0; j < count; ++j) {
     tile->rows[j] = ContiguousRow<kElem>(plane, slots[j], kv_head, cache.head_dim,
                                          tile->staging + static_cast<int64_t>(j) * cache.head_dim);
@@ -371,6 +518,43 @@ struct FusedTile {
   int count = 0;
 };
 
+/// ScoreFusedTile of dimension-major keys: runs side by side in their block take VerticalDots,
+/// other keys (gathered) FusedDots one at a time.
+template <CacheElem kElem, bool kRound, int kBlock>
+HWY_INLINE void ScoreDimMajorTile(const AttentionProblem& p, const float* queries,
+                                  const FusedTile& tile, const RowsAhead& ahead,
+                                  const RowsAhead& also_ahead, const ScaleLanes& lanes,
+                                  float* scores) {
+  const TileRows& keys = tile.keys;
+  constexpr int64_t kRunBytes = kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
+  for (int j0 = 0; j0 < tile.count;) {
+    const int run = j0 / kLanes;
+    ahead.Fetch(j0, kLanes);
+    also_ahead.Fetch(j0, kLanes);
+    if (!keys.vertical_run[run]) {
+      for (int j = j0; j < std::min(j0 + kLanes, tile.count); ++j) {
+        FusedDots<kElem, kRound, false, ScaleLanes::Mode::kAny, kBlock, 1>(
+            queries, p.padded_dim, keys, j, lanes, p.head_dim, scores);
+      }
+      j0 += kLanes;
+      continue;
+    }
+    const bool pair = j0 + 2 * kLanes <= tile.count && keys.vertical_run[run + 1] &&
+                      static_cast<const char*>(keys.rows[j0 + kLanes]) ==
+                          static_cast<const char*>(keys.rows[j0]) + kRunBytes;
+    if (pair) {
+      ahead.Fetch(j0 + kLanes, kLanes);
+      also_ahead.Fetch(j0 + kLanes, kLanes);
+      VerticalDots<kElem, kRound, kBlock, 2>(queries, p.padded_dim, keys, j0, lanes, p.head_dim,
+                                             scores);
+    } else {
+      VerticalDots<kElem, kRound, kBlock, 1>(queries, p.padded_dim, keys, j0, lanes, p.head_dim,
+                                             scores);
+    }
+    j0 += pair ? 2 * kLanes : kLanes;
+  }
+}
+
 /// scores[v * kKeyTile + j] = q_v . k_j for the keys of `tile`, kKeys at a time, while the rows
 /// of `ahead` and `also_ahead` are fetched in step.
 template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock>
@@ -380,6 +564,12 @@ DYNATTN_TILE_STEP void ScoreFusedTile(const AttentionProblem& p, const float* qu
                                       float* scores) {
   constexpr int kKeys = FusedKeys<kBlock>();
   const int dp = p.padded_dim;
+  if constexpr (!IsGroupScaledElem<kElem>()) {
+    if (tile.keys.dim_bytes != 0) {
+      return ScoreDimMajorTile<kElem, kRound, kBlock>(p, queries, tile, ahead, also_ahead, lanes,
+                                                      scores);
+    }
+  }
   int j = 0;
   for (; j + kKeys <= tile.count; j += kKeys) {
     ahead.Fetch(j, kKeys);
@@ -423,9 +613,9 @@ HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w
   if (tile->count == 0) return;
   const CacheDesc& cache = p.kv.cache;
   p.kv.slots.Slots(w.request, key0, tile->count, slots);
-  PointTileRows<kElem>(cache, cache.key, slots, w.kv_head, tile->count, &tile->keys);
+  PointTileRows<kElem>(cache, cache.key, slots, w.kv_head, tile->count, true, &tile->keys);
   PointTileRows<kElem>(internal::ValueView(cache), cache.value, slots, w.kv_head, tile->count,
-                       &tile->values);
+                       false, &tile->values);
 }
 
 /// The fused kernel's scratch for a block of `block` query vectors: queries, their running states,

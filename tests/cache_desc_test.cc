@@ -189,6 +189,35 @@ Array RunOverDesc(const Case& c, const dynattn::CacheDesc* desc) {
   return out;
 }
 
+/// On every target: MHCA over a copy of `c`'s cache whose planes (keys only with `key_only`) are
+/// dimension-major in tiles of `tile` slots gives the token-major bits, and writes its new tokens
+/// where the layout says, as the same bytes.
+void CheckDimMajorBits(const Case& c, int64_t tile, bool key_only) {
+  Array cache = c.inputs.at("cache");
+  dynattn::CacheDesc pmx;
+  const int kv_heads = c.attrs.num_kv_heads ? c.attrs.num_kv_heads : c.attrs.num_heads;
+  REQUIRE(dynattn::MakePmxCacheDesc(ViewOf(cache), {}, CacheAttrsOf(c.attrs), kv_heads,
+                                    c.attrs.head_dim, &pmx)
+              .ok());
+  const std::string planes = key_only ? "keys only" : "keys and values";
+  ForEachTarget([&](const std::string& target) {
+    INFO("tile " << tile << ", " << planes << ", on " << target);
+    const LibResult token_major = RunLibrary(c);
+    REQUIRE(token_major.status.ok());
+    DimMajorCache dim_major = ToDimMajor(pmx, tile, key_only);
+    std::string why;
+    CHECK_MESSAGE(SameBytes(RunOverDesc(c, &dim_major.desc), token_major.attn_output, &why), why);
+    Array after = token_major.cache;
+    dynattn::CacheDesc pmx_after;
+    REQUIRE(dynattn::MakePmxCacheDesc(ViewOf(after), {}, CacheAttrsOf(c.attrs), kv_heads,
+                                      c.attrs.head_dim, &pmx_after)
+                .ok());
+    const SplitCache expected = Split(pmx_after);
+    CHECK(TokenMajor(dim_major, 0, pmx) == expected.key);
+    CHECK(TokenMajor(dim_major, 1, pmx) == expected.value);
+  });
+}
+
 TEST_SUITE("cache_desc") {
   TEST_CASE("a raw descriptor over separate K/V planes gives the PMX tensor's bits") {
     for (int i = 0; i < 60; ++i) {
@@ -236,34 +265,31 @@ TEST_SUITE("cache_desc") {
       if (c.attrs.quant_bit != 0) continue;  // dimension-major planes are unquantized
       ++ran;
       INFO("seed " << seed << ": " << c.description);
-      Array cache = c.inputs.at("cache");
-      dynattn::CacheDesc pmx;
-      const int kv_heads = c.attrs.num_kv_heads ? c.attrs.num_kv_heads : c.attrs.num_heads;
-      REQUIRE(dynattn::MakePmxCacheDesc(ViewOf(cache), {}, CacheAttrsOf(c.attrs), kv_heads,
-                                        c.attrs.head_dim, &pmx)
-                  .ok());
-      const int64_t tile = 1 + static_cast<int64_t>(seed % 7);
-      const bool key_only = i % 2 == 0;
-      ForEachTarget([&](const std::string& target) {
-        INFO("tile " << tile << (key_only ? " keys only" : " keys and values") << " on " << target);
-        const LibResult token_major = RunLibrary(c);
-        REQUIRE(token_major.status.ok());
-        DimMajorCache dim_major = ToDimMajor(pmx, tile, key_only);
-        std::string why;
-        CHECK_MESSAGE(SameBytes(RunOverDesc(c, &dim_major.desc), token_major.attn_output, &why),
-                      why);
-        // The new tokens landed where the layout says, as the same bytes.
-        Array after = token_major.cache;
-        dynattn::CacheDesc pmx_after;
-        REQUIRE(dynattn::MakePmxCacheDesc(ViewOf(after), {}, CacheAttrsOf(c.attrs), kv_heads,
-                                          c.attrs.head_dim, &pmx_after)
-                    .ok());
-        const SplitCache expected = Split(pmx_after);
-        CHECK(TokenMajor(dim_major, 0, pmx) == expected.key);
-        CHECK(TokenMajor(dim_major, 1, pmx) == expected.value);
-      });
+      CheckDimMajorBits(c, 1 + static_cast<int64_t>(seed % 7), i % 2 == 0);
     }
     CHECK(ran == 24);
+  }
+
+  TEST_CASE("dimension-major keys in blocks of 8 to 128 slots: the decode kernel's vertical runs") {
+    // Blocks of at least a vector of keys put runs of adjacent keys under the decode kernel's
+    // dimension-major path (keys across lanes); blocks that are no multiple of the vector width
+    // mix them with gathered keys. Decodes of every GQA block size, multiples of 16 dimensions.
+    const int64_t tiles[] = {8, 16, 24, 40, 64, 128};
+    const int elems[] = {0, 1, 4, 5, 6};  // fp32, fp16, bf16, fp8 e4m3, fp8 e5m2
+    const int ratios[] = {1, 2, 3, 4, 8};
+    for (int i = 0; i < 20; ++i) {
+      const uint64_t seed = BaseSeed() + 975000 + i;
+      dynattn_ref::GenOptions options;
+      options.lane_head_dims = true;
+      options.max_context = 400;
+      options.pins.cache_elem = elems[i % 5];
+      options.pins.gqa_ratio = ratios[(i / 5 + i) % 5];
+      options.pins.step = i % 4 == 3 ? 0 : 1;  // mostly decodes, sometimes a drawn step
+      options.pins.cache_mode = i % 2;         // offsets: consecutive slots; pages: drawn sizes
+      const Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
+      INFO("seed " << seed << ": " << c.description);
+      CheckDimMajorBits(c, tiles[i % 6], i % 3 == 0);
+    }
   }
 
   TEST_CASE("dimension-major or tiled planes of a quantized cache are refused, by name") {
