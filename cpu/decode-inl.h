@@ -203,6 +203,7 @@ struct TileRows {
   int dims = 0;        ///< Dimension-major planes: elements of a row.
   int elem_bytes = 0;  ///< Dimension-major planes: bytes of an element.
   bool vertical_run[kKeyTile / kLanes] = {};
+  bool joins_next[kKeyTile / kLanes] = {};  ///< Vertical runs r and r + 1 lie side by side.
 };
 
 /// dots[v * kKeyTile + k] = q_v . k_k for kBlock query vectors (rows of `queries`, padded_dim
@@ -352,10 +353,7 @@ struct RowsAhead {
       }
       const char* begin = static_cast<const char*>(rows->rows[k]);
       int end = k + kLanes;
-      while (end < count && rows->vertical_run[end / kLanes] &&
-             static_cast<const char*>(rows->rows[end]) == begin + (end - k) * rows->elem_bytes) {
-        end += kLanes;
-      }
+      while (rows->joins_next[end / kLanes - 1]) end += kLanes;
       for (int d = first; d < last; ++d) {
         PrefetchBytes<PrefetchTo::kL2>(begin + d * rows->dim_bytes,
                                        size_t(end - k) * rows->elem_bytes);
@@ -458,15 +456,23 @@ HWY_INLINE void PointDimMajorRows(const CachePlane& plane, const int64_t* slots,
   tile->dim_bytes = internal::DimStride(plane) * kSize;
   tile->dims = head_dim;
   tile->elem_bytes = static_cast<int>(kSize);
+  const char* previous = nullptr;  // the previous run's first key, when that run is vertical
   for (int j0 = 0; j0 < count; j0 += kLanes) {
+    const int run = j0 / kLanes;
     const char* first = static_cast<const char*>(RowPointer<kElem>(plane, slots[j0], kv_head));
     bool side_by_side = j0 + kLanes <= count;
     for (int i = 1; side_by_side && i < kLanes; ++i) {
       side_by_side = RowPointer<kElem>(plane, slots[j0 + i], kv_head) == first + i * kSize;
     }
-    tile->vertical_run[j0 / kLanes] = side_by_side;
+    tile->vertical_run[run] = side_by_side;
+    tile->joins_next[run] = false;
+    if (run > 0) {
+      tile->joins_next[run - 1] =
+          side_by_side && previous != nullptr && first == previous + kLanes * kSize;
+    }
+    previous = side_by_side ? first : nullptr;
     for (int j = j0; j < std::min(j0 + kLanes, count); ++j) {
-      tile->rows[j] = side_by_side ? RowPointer<kElem>(plane, slots[j], kv_head)
+      tile->rows[j] = side_by_side ? first + (j - j0) * kSize
                                    : ContiguousRow<kElem>(plane, slots[j], kv_head, head_dim,
                                                           tile->staging + int64_t{j} * head_dim);
     }
@@ -526,7 +532,6 @@ HWY_INLINE void ScoreDimMajorTile(const AttentionProblem& p, const float* querie
                                   const RowsAhead& also_ahead, const ScaleLanes& lanes,
                                   float* scores) {
   const TileRows& keys = tile.keys;
-  constexpr int64_t kRunBytes = kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
   for (int j0 = 0; j0 < tile.count;) {
     const int run = j0 / kLanes;
     ahead.Fetch(j0, kLanes);
@@ -539,9 +544,7 @@ HWY_INLINE void ScoreDimMajorTile(const AttentionProblem& p, const float* querie
       j0 += kLanes;
       continue;
     }
-    const bool pair = j0 + 2 * kLanes <= tile.count && keys.vertical_run[run + 1] &&
-                      static_cast<const char*>(keys.rows[j0 + kLanes]) ==
-                          static_cast<const char*>(keys.rows[j0]) + kRunBytes;
+    const bool pair = keys.joins_next[run];
     if (pair) {
       ahead.Fetch(j0 + kLanes, kLanes);
       also_ahead.Fetch(j0 + kLanes, kLanes);
