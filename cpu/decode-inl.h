@@ -243,18 +243,20 @@ constexpr int kTreeOrder[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7
 
 /// dots[v * kKeyTile + r * kLanes + i] = q_v . k for kSub query vectors and kRuns runs of kLanes
 /// dimension-major keys (key i of run r has element d at run + (r * kLanes + i) * elem + d *
-/// dim_bytes), one key per lane. The chains run kChains at a time, consecutive leaves of the tree,
-/// and each finished subtree is added to its pending sibling (a binary counter over the levels),
-/// so the sums are those of FusedDots and FoldVirtualLanes, bit for bit.
+/// dim_bytes), one key per lane. The chains run kChains at a time, leaves of the tree in order;
+/// their sums wait in `leaves` and are folded pair by pair at the end, so the sums are those of
+/// FusedDots and FoldVirtualLanes, bit for bit. The loop over the leaves is kept rolled: one copy
+/// of the inner loop per (format, rounding, shape) keeps the kernels' compile time in bounds.
 template <CacheElem kElem, bool kRound, int kSub, int kRuns, int kChains>
-HWY_INLINE void VerticalDotsOf(const float* queries, int padded_dim, const char* run,
-                               int64_t dim_bytes, const float* scales, const ScaleLanes& lanes,
-                               int head_dim, float* dots) {
+DYNATTN_TILE_STEP void VerticalDotsOf(const float* queries, int padded_dim, const char* run,
+                                      int64_t dim_bytes, const float* scales,
+                                      const ScaleLanes& lanes, int head_dim, float* dots) {
   static_assert(internal::kVirtualLanes == 16, "kTreeOrder is a tree of four levels");
   constexpr int64_t kRunBytes = kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
   const DF df;
   using V = hn::Vec<DF>;
-  V pending[5][kSub][kRuns];  // pending[level]: a finished subtree of 2^level leaves
+  HWY_ALIGN float leaves[16][kSub][kRuns][kLanes];  // leaves[position in the tree]
+#pragma GCC unroll 1
   for (int leaf = 0; leaf < 16; leaf += kChains) {
     V acc[kChains][kSub][kRuns];
     for (auto& chain : acc) {
@@ -276,25 +278,22 @@ HWY_INLINE void VerticalDotsOf(const float* queries, int padded_dim, const char*
         }
       }
     }
-    for (int v = 0; v < kSub; ++v) {
-      for (int r = 0; r < kRuns; ++r) {
-        V sum[kChains];  // fold the group's own leaves, pair by pair
-        for (int c = 0; c < kChains; ++c) sum[c] = acc[c][v][r];
-        int level = 0;
-        for (int width = kChains / 2; width >= 1; width /= 2, ++level) {
-          for (int c = 0; c < width; ++c) sum[c] = hn::Add(sum[2 * c], sum[2 * c + 1]);
-        }
-        V subtree = sum[0];  // then join the pending siblings of the levels above
-        for (int group = leaf / kChains; group % 2 == 1; group /= 2, ++level) {
-          subtree = hn::Add(pending[level][v][r], subtree);
-        }
-        pending[level][v][r] = subtree;
+    for (int c = 0; c < kChains; ++c) {
+      for (int v = 0; v < kSub; ++v) {
+        for (int r = 0; r < kRuns; ++r) hn::Store(acc[c][v][r], df, leaves[leaf + c][v][r]);
       }
     }
   }
   for (int v = 0; v < kSub; ++v) {
     for (int r = 0; r < kRuns; ++r) {
-      hn::StoreU(pending[4][v][r], df, dots + v * kKeyTile + r * kLanes);
+      V sum[8];  // the tree's first level, then pair by pair to its root
+      for (int i = 0; i < 8; ++i) {
+        sum[i] = hn::Add(hn::Load(df, leaves[2 * i][v][r]), hn::Load(df, leaves[2 * i + 1][v][r]));
+      }
+      for (int width = 4; width >= 1; width /= 2) {
+        for (int i = 0; i < width; ++i) sum[i] = hn::Add(sum[2 * i], sum[2 * i + 1]);
+      }
+      hn::StoreU(sum[0], df, dots + v * kKeyTile + r * kLanes);
     }
   }
 }
@@ -342,7 +341,7 @@ struct RowsAhead {
   /// runs as one range, into L2: its dimensions lie a block's row apart (256 bytes for pages of
   /// 128 fp16 keys), so a tile fills a few L1 sets, and fetched into L1 it would evict the tile
   /// being scored, which maps to the same sets. Gathered keys are already in the caches.
-  HWY_INLINE void FetchDimensions(int j, int n) const {
+  HWY_NOINLINE void FetchDimensions(int j, int n) const {
     if (count == 0) return;
     const int first = rows->dims * j / count;
     const int last = rows->dims * std::min(j + n, count) / count;
