@@ -77,6 +77,7 @@ struct Plan {
   int64_t d = 1, hq = 1, hkv = 1;
   int64_t dv = 0;  // head_dim_v: 0 = D
   bool value_from_key = false;
+  bool fast = false;  // precision=fast
   int num_kv_heads_attr = 0;
   // Cache ops.
   int quant_bit = 0, group = 8, cache_mode = 0, layout = 0, num_layer = 1, layer = 0;
@@ -285,6 +286,7 @@ Plan DrawPlan(Rng& rng, Rng& extra, Op op, const GenOptions& options) {
   if (plan.has_cache()) DrawCacheAttrs(rng, options, &plan);
   DrawRequests(rng, options, &plan);
   if (plan.has_query()) DrawAttentionAttrs(rng, options.pins, &plan);
+  plan.fast = plan.has_query() && options.pins.precision == 1;
   plan.v_magnitude = rng.Pick(std::vector<double>{1, 1, 4, 30});
   DrawServingFeatures(extra, options, &plan);
   return plan;
@@ -296,6 +298,7 @@ Attrs MakeAttrs(const Plan& plan) {
   attrs.head_dim = static_cast<int>(plan.d);
   attrs.head_dim_v = static_cast<int>(plan.dv);
   attrs.value_from_key = plan.value_from_key ? 1 : 0;
+  if (plan.fast) attrs.precision = "fast";
   attrs.num_kv_heads = plan.num_kv_heads_attr;
   if (plan.has_query()) {
     attrs.is_causal = plan.causal;
@@ -595,6 +598,7 @@ std::string Describe(const std::string& op, uint64_t seed, const Plan& plan) {
        << " Hkv=" << plan.hkv << " D=" << plan.d;
   if (plan.dv > 0) text << " Dv=" << plan.dv;
   if (plan.value_from_key) text << " value_from_key";
+  if (plan.fast) text << " precision=fast";
   if (plan.op == Op::kKvc) text << " num_repeat=" << plan.hq / plan.hkv;
   if (plan.has_cache()) {
     text << " | start_pos=" << Join(plan.start_pos) << " quant_bit=" << plan.quant_bit;
@@ -818,6 +822,7 @@ Case RandomUnifiedCase(uint64_t seed, const GenOptions& options) {
   const std::vector<UnifiedRequest> requests = DrawUnifiedRequests(rng, o, block, &group_blocks);
   for (const UnifiedRequest& r : requests) plan.kvlen.push_back(r.context + r.queries);
   DrawServingFeatures(extra, o, &plan);
+  plan.fast = o.pins.precision == 1;
   Case result;
   result.op = "unified_attention";
   result.attrs = MakeAttrs(plan);

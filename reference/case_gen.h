@@ -48,6 +48,7 @@ struct Pins {
                             // > 0: Dv
   int value_from_key = -1;  // multi_head_attention: -1 drawn with head_dim_v, 0 off, 1 on (no
                             // value input: the keys' first Dv elements)
+  int precision = 0;        // attention ops: 0 exact, 1 fast (precision=fast)
 };
 
 struct GenOptions {

@@ -219,6 +219,23 @@ GoldenSpec ValueDimCell(int dim, int dim_v, uint64_t seed, bool latent = false) 
   return spec;
 }
 
+// The fast tier (precision=fast) in each attention op: decodes over a bf16 cache with bf16
+// activations (the bf16 dot-product kernels' case), over an int8 cache (the int8 dot-product
+// kernels'), and a prefill. After every other cell.
+GoldenSpec FastCell(const std::string& op, int i, uint64_t seed) {
+  GoldenSpec spec{"", op, seed, SmallStep()};
+  Pins& pins = spec.options.pins;
+  pins.precision = 1;
+  pins.head_dim = 64;
+  pins.gqa_ratio = 4;
+  pins.t1 = i == 1 ? 1 : 2;                                            // fp16 beside the int8 cache
+  pins.step = i == 2 ? 2 : 1;                                          // decodes, then a prefill
+  if (op != "multi_head_attention") pins.cache_elem = i == 1 ? 2 : 4;  // int8, else bf16
+  spec.name = ShortName(op) + "_fast_" + kStepNames[pins.step] + "_t1" + kT1Names[pins.t1] +
+              (op == "multi_head_attention" ? "" : (i == 1 ? "_int8" : "_bf16"));
+  return spec;
+}
+
 }  // namespace
 
 std::vector<GoldenSpec> GoldenMatrix(uint64_t base_seed) {
@@ -248,6 +265,10 @@ std::vector<GoldenSpec> GoldenMatrix(uint64_t base_seed) {
   for (const auto& [dim, dim_v] : kValueDims) specs.push_back(ValueDimCell(dim, dim_v, seed++));
   for (const auto& [dim, dim_v] : kLatentDims) {
     specs.push_back(ValueDimCell(dim, dim_v, seed++, /*latent=*/true));
+  }
+  for (const char* op :
+       {"multi_head_attention", "multi_head_cache_attention", "unified_attention"}) {
+    for (int i = 0; i < 3; ++i) specs.push_back(FastCell(op, i, seed++));
   }
   return specs;
 }

@@ -622,8 +622,11 @@ void ReadQueryPositions(const Tensors& inputs, AttentionCall* call) {
   }
 }
 
-// Sliding window, soft-cap, softmax scale and sinks, with their validation rules.
+// Sliding window, soft-cap, softmax scale and sinks, with their validation rules (and the
+// precision tier's, which changes nothing here: the reference is the answer of both tiers).
 void ReadServingFeatureAttrs(const Attrs& attrs, const Tensors& inputs, AttentionCall* call) {
+  Require(attrs.precision.empty() || attrs.precision == "exact" || attrs.precision == "fast",
+          "precision must be exact or fast");
   Require(attrs.window_left >= -1, "window_left must be >= -1");
   Require(std::isfinite(attrs.logits_soft_cap) && attrs.logits_soft_cap >= 0,
           "logits_soft_cap must be finite and >= 0");

@@ -94,6 +94,9 @@ struct Attrs {
   double softmax_scale = 0;
   // "" (the cache tensor's dtype decides), "fp8_e4m3" or "fp8_e5m2": must match an fp8 cache.
   std::string cache_dtype;
+  // The attention ops' numerics tier: "" (exact, the default) or "fast". The float64 reference
+  // computes the same answer either way; a fast call is held to the fast tolerance.
+  std::string precision;
   // Not an op attribute: accept NaN and infinities in the query, the context (keys and values,
   // cached or given) and the mask, and let them flow through float64 IEEE arithmetic: a NaN score
   // or a max of +inf makes the row NaN (inf - inf), a visible key multiplies its value whatever

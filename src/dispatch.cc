@@ -51,6 +51,12 @@ const BackendKernels* KernelsFor(Device device, CacheElem elem) {
   return nullptr;
 }
 
+const BackendKernels* KernelsFor(Device device, CacheElem elem, Precision precision) {
+  const BackendKernels* row = KernelsFor(device, elem);
+  if (row != nullptr && precision == Precision::kFast && row->fast != nullptr) return row->fast;
+  return row;
+}
+
 void RefillCpuRows() { FillCpuRows(&CpuTable()); }
 
 Status NoBackend(const char* input, Device device) {

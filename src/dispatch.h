@@ -39,6 +39,11 @@ struct BackendKernels {
   const char* name = nullptr;  ///< "<backend>/<element type>", e.g. "cpu/int8".
   Device device = Device::kCpu;
   CacheElem elem = CacheElem::kF32;
+  /// The numerics tier of its attention entries. Every row built today is exact.
+  Precision precision = Precision::kExact;
+  /// The row of the same format in the fast tier, where this CPU has one (a call asking for
+  /// Precision::kFast runs it): none is built yet, so such calls run this row.
+  const BackendKernels* fast = nullptr;
   CpuKernels cpu = {};      ///< CPU rows: the Highway kernels of `elem` (unused by CUDA rows).
   const char* target = "";  ///< CPU rows: the Highway target of `cpu`, e.g. "AVX2".
   /// Step 0 of every Run: allocates all the Context memory the Run's steps use (CPU scratch and
@@ -60,6 +65,10 @@ struct BackendKernels {
 
 /// The row for (device, elem), or null when that backend is not built into this library.
 const BackendKernels* KernelsFor(Device device, CacheElem elem);
+
+/// The row a call asking for `precision` runs: KernelsFor's row, or its fast twin where the call
+/// asks for the fast tier and this machine has one.
+const BackendKernels* KernelsFor(Device device, CacheElem elem, Precision precision);
 
 /// Fills the CPU rows again for the Highway target chosen now. For tests that force a target
 /// (hwy::SetSupportedTargetsForTest); never call it while a call is running.

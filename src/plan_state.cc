@@ -289,6 +289,10 @@ const char* Plan::op() const { return state_ ? internal::OpName(state_->op()) : 
 
 const char* Plan::backend() const { return state_ ? state_->kernels->name : nullptr; }
 
+Precision Plan::precision() const {
+  return state_ ? state_->kernels->precision : Precision::kExact;
+}
+
 size_t Plan::workspace_bytes() const {
   return state_ ? state_->workspace_floats * sizeof(float) : 0;
 }

@@ -95,4 +95,8 @@ bool TensorView::IsRowStrided() const {
 
 const char* DeviceName(Device device) { return device == Device::kCpu ? "CPU" : "CUDA"; }
 
+const char* PrecisionName(Precision precision) {
+  return precision == Precision::kFast ? "fast" : "exact";
+}
+
 }  // namespace dynattn

@@ -378,7 +378,17 @@ Status CheckHeadDims(int head_dim, int head_dim_v) {
   return Status::Ok();
 }
 
+Status CheckPrecision(Precision precision) {
+  if (precision != Precision::kExact && precision != Precision::kFast) {
+    return Status::Invalid("precision",
+                           "must be Precision::kExact (0) or Precision::kFast (1), got " +
+                               to_string(static_cast<int>(precision)));
+  }
+  return Status::Ok();
+}
+
 Status CheckHeads(const AttentionAttrs& a, int* kv_heads) {
+  DYNATTN_RETURN_IF_ERROR(CheckPrecision(a.precision));
   if (a.num_heads < 1)
     return Status::Invalid("num_heads", "must be >= 1, got " + to_string(a.num_heads));
   DYNATTN_RETURN_IF_ERROR(CheckHeadDims(a.head_dim, a.head_dim_v));

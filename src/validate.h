@@ -138,8 +138,10 @@ Status CheckOffsets(const char* name, const TensorView& t);
 Status CheckStarts(const char* name, const TensorView& t, int64_t length);
 /// head_dim >= 1 and head_dim_v >= 0 (0 means head_dim).
 Status CheckHeadDims(int head_dim, int head_dim_v);
-/// num_heads, head_dim, head_dim_v (CheckHeadDims), num_kv_heads (0 means num_heads; must divide
-/// it), and the score options (CheckScoreOptions).
+/// precision is one of the two tiers.
+Status CheckPrecision(Precision precision);
+/// precision (CheckPrecision), num_heads, head_dim, head_dim_v (CheckHeadDims), num_kv_heads (0
+/// means num_heads; must divide it), and the score options (CheckScoreOptions).
 Status CheckHeads(const AttentionAttrs& a, int* kv_heads);
 /// Dv of attention attributes (AttentionAttrs or UnifiedAttentionAttrs): head_dim_v, or head_dim
 /// when it is 0.

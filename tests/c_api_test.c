@@ -471,6 +471,10 @@ static void test_unified_bitwise(void) {
   CHECK_OK(dynattn_unified_attention(&attrs, &args, NULL));
   CHECK(capi_cpp_unified(&ref) == 0);
   CHECK(unified_same(&c, &ref));
+  attrs.precision = (dynattn_precision_t)3; /* neither tier: named, nothing written */
+  CHECK_ERROR(dynattn_unified_attention(&attrs, &args, NULL), DYNATTN_STATUS_INVALID_ARGUMENT,
+              "attrs.precision");
+  CHECK(unified_same(&c, &ref));
   unified_free(&c);
   unified_free(&ref);
 }
@@ -492,6 +496,8 @@ static void test_new_field_defaults(void) {
   CHECK_OK(dynattn_unified_attention_attrs_init(&unified));
   CHECK(unified.window_left == -1 && unified.logits_soft_cap == 0.0f &&
         unified.softmax_scale == 0.0f);
+  CHECK(attention.precision == DYNATTN_PRECISION_EXACT &&
+        unified.precision == DYNATTN_PRECISION_EXACT);
   CHECK_OK(dynattn_multi_head_cache_attention_args_init(&mhca));
   CHECK(mhca.sinks.rank == -1 && mhca.k_scale.rank == -1 && mhca.v_scale.rank == -1);
   CHECK(mhca.key_offsets.rank == -1 && mhca.alibi_slopes.rank == -1 && mhca.lse.rank == -1);
@@ -631,6 +637,9 @@ static void test_mhca_plan_two_layers(dynattn_context_t* context) {
   CHECK_OK(dynattn_plan_backend(plan, &backend));
   CHECK(op != NULL && strcmp(op, "MultiHeadCacheAttention") == 0);
   CHECK(backend != NULL && strcmp(backend, "cpu/int8") == 0);
+  dynattn_precision_t precision = DYNATTN_PRECISION_FAST;
+  CHECK_OK(dynattn_plan_precision(plan, &precision));
+  CHECK(precision == DYNATTN_PRECISION_EXACT);
   for (int l = 0; l < 2; ++l) {
     CHECK_OK(dynattn_run_multi_head_cache_attention(plan, &args[l], context));
     CHECK(capi_cpp_mhca(&ref[l]) == 0);
@@ -818,6 +827,35 @@ static void test_unified_plan_two_layers(dynattn_context_t* context) {
   }
 }
 
+/* precision: FAST is accepted, and where no fast kernel serves the call (every call of this
+ * build) the exact tier runs: the plan says EXACT and the outputs are the C++ exact call's bits.
+ * A value that is neither tier is named. */
+static void test_mhca_precision(dynattn_context_t* context) {
+  capi_mhca_case c;
+  mhca_make(&c);
+  capi_mhca_case ref = mhca_clone(&c);
+  dynattn_multi_head_cache_attention_attrs_t attrs;
+  dynattn_multi_head_cache_attention_args_t args;
+  mhca_attrs(&c, &attrs);
+  mhca_args(&c, &args);
+  attrs.attention.precision = DYNATTN_PRECISION_FAST;
+  dynattn_plan_t* plan = NULL;
+  CHECK_OK(dynattn_plan_create(&plan));
+  CHECK_OK(dynattn_plan_multi_head_cache_attention(&attrs, &args, plan));
+  dynattn_precision_t precision = DYNATTN_PRECISION_FAST;
+  CHECK_OK(dynattn_plan_precision(plan, &precision));
+  CHECK(precision == DYNATTN_PRECISION_EXACT);
+  CHECK_OK(dynattn_run_multi_head_cache_attention(plan, &args, context));
+  CHECK(capi_cpp_mhca(&ref) == 0);
+  CHECK(mhca_same(&c, &ref));
+  attrs.attention.precision = (dynattn_precision_t)2;
+  CHECK_ERROR(dynattn_plan_multi_head_cache_attention(&attrs, &args, plan),
+              DYNATTN_STATUS_INVALID_ARGUMENT, "attrs.attention.precision");
+  dynattn_plan_destroy(plan);
+  mhca_free(&c);
+  mhca_free(&ref);
+}
+
 static void test_plans(void) {
   dynattn_context_options_t options;
   dynattn_context_t* context = NULL;
@@ -832,6 +870,7 @@ static void test_plans(void) {
   test_mhca_plan_layer_attrs(context);
   test_unified_plan_two_layers(context);
   test_kvc_then_mha(context);
+  test_mhca_precision(context);
   dynattn_context_destroy(context);
 }
 

@@ -426,6 +426,36 @@ TEST_SUITE("plan") {
     }
   }
 
+  // No fast kernel is built yet (the dispatch table has no fast rows): a call asking for the fast
+  // tier runs the exact one, its plan says so, and its outputs are the exact call's bits. A fast
+  // row replaces the bits check with the fast tolerance.
+  TEST_CASE("precision=fast: the plan names the tier that runs; the exact tier's bits here") {
+    for (int i = 0; i < 4; ++i) {
+      for (const Case& exact : CasesOfEveryOp(BaseSeed() + 700 + 10 * static_cast<uint64_t>(i))) {
+        if (exact.op == "key_value_cache") continue;
+        Case fast = exact;
+        fast.attrs.precision = "fast";
+        INFO(fast.op << ": " << fast.description);
+        Layer exact_layer(exact), layer(fast);
+        Plan exact_plan, plan;
+        REQUIRE(PlanLayer(exact, &exact_layer, &exact_plan).ok());
+        REQUIRE(PlanLayer(fast, &layer, &plan).ok());
+        CHECK(exact_plan.precision() == dynattn::Precision::kExact);
+        CHECK(plan.precision() == dynattn::Precision::kExact);
+        CHECK(std::string(plan.backend()) == exact_plan.backend());
+        Context context;
+        REQUIRE(RunLayer(fast, &layer, plan, &context).ok());
+        CheckSameAsOneShot(exact, &layer);
+        const LibResult a = RunLibrary(exact), b = RunLibrary(fast);
+        REQUIRE(a.status.ok());
+        REQUIRE(b.status.ok());
+        std::string why;
+        CHECK_MESSAGE(SameBytes(a.attn_output, b.attn_output, &why), why);
+        CHECK_MESSAGE(SameBytes(a.lse, b.lse, &why), why);
+      }
+    }
+  }
+
   TEST_CASE("int32 index tensors (as engines pass them) give the bits of int64 ones") {
     for (int i = 0; i < 6; ++i) {
       for (const Case& c : CasesOfEveryOp(BaseSeed() + 500 + 10 * static_cast<uint64_t>(i))) {

@@ -367,6 +367,7 @@ TEST_SUITE("reference") {
       if (c.attrs.logits_soft_cap > 0) features.insert("soft_cap " + c.op);
       if (c.attrs.softmax_scale > 0) features.insert("softmax_scale " + c.op);
       if (c.inputs.count("sinks")) features.insert("sinks " + c.op);
+      if (c.attrs.precision == "fast") features.insert("precision=fast " + c.op);
       if (c.inputs.count("k_scale")) features.insert("k_scale " + c.op);
       if (c.inputs.count("cache"))
         features.insert(std::string("cache ") + DtName(c.inputs.at("cache").dt) + " " + c.op);
@@ -375,7 +376,8 @@ TEST_SUITE("reference") {
     }
     for (const char* op :
          {"multi_head_attention", "multi_head_cache_attention", "unified_attention"}) {
-      for (const char* f : {"window ", "soft_cap ", "softmax_scale ", "sinks ", "T1 bf16 "}) {
+      for (const char* f :
+           {"window ", "soft_cap ", "softmax_scale ", "sinks ", "T1 bf16 ", "precision=fast "}) {
         CHECK(features.count(f + std::string(op)) == 1);
       }
     }

@@ -134,6 +134,15 @@ TEST_SUITE("validation") {
     });
   }
 
+  TEST_CASE(
+      "a precision that is neither exact nor fast is refused by name, in every attention op") {
+    for (const char* raw : {"2", "7", "255"}) {
+      for (const char* op : {"multi_head_attention", kMhca}) {
+        ExpectRejected(op, 0, "precision", [raw](Case* c) { c->attrs.precision = raw; });
+      }
+    }
+  }
+
   TEST_CASE("malformed caches and quantization attributes are rejected") {
     ExpectRejected(kMhca, 0, "quant_bit", [](Case* c) { c->attrs.quant_bit = 3; });
     ExpectRejected(kMhca, 0, "quant_group", [](Case* c) { c->attrs.quant_group = 3; });

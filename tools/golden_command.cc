@@ -61,6 +61,7 @@ std::string AttributeValue(const Case& c, const std::string& name) {
   if (name == "return_lse") return c.op == "unified_attention" ? "1" : "";
   if (name == "head_dim_v") return a.head_dim_v > 0 ? std::to_string(a.head_dim_v) : "";
   if (name == "value_from_key") return a.value_from_key != 0 ? "1" : "";
+  if (name == "precision") return a.precision;
   return "";
 }
 

@@ -86,8 +86,8 @@ struct AttributeDef {
 
 // Attributes with the PPLNN parser's defaults, in the spec's order, then unified attention's own
 // (block_size has no default: 0 is rejected, so it must be given), then the score attributes
-// (sliding window, soft-cap, softmax scale) and the fp8 cache format. An empty cache_dtype
-// means "the cache file's own dtype".
+// (sliding window, soft-cap, softmax scale), the fp8 cache format and the numerics tier. An empty
+// cache_dtype means "the cache file's own dtype".
 const std::vector<AttributeDef>& AttributeDefaults() {
   static const std::vector<AttributeDef> defaults = {
       {"num_heads", AttrKind::kInt, "0"},        {"head_dim", AttrKind::kInt, "0"},
@@ -100,7 +100,7 @@ const std::vector<AttributeDef>& AttributeDefaults() {
       {"return_lse", AttrKind::kBool, "0"},      {"window_left", AttrKind::kInt, "-1"},
       {"logits_soft_cap", AttrKind::kReal, "0"}, {"softmax_scale", AttrKind::kReal, "0"},
       {"cache_dtype", AttrKind::kName, ""},      {"head_dim_v", AttrKind::kInt, "0"},
-      {"value_from_key", AttrKind::kBool, "0"},
+      {"value_from_key", AttrKind::kBool, "0"},  {"precision", AttrKind::kName, "exact"},
   };
   return defaults;
 }
@@ -133,19 +133,20 @@ const std::vector<OpSpec>& OpSpecs() {
        OpKind::kMultiHeadAttention,
        MhaInputs(),
        {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "return_lse",
-        "window_left", "logits_soft_cap", "softmax_scale", "head_dim_v", "value_from_key"}},
+        "window_left", "logits_soft_cap", "softmax_scale", "head_dim_v", "value_from_key",
+        "precision"}},
       {"multi_head_cache_attention",
        OpKind::kMultiHeadCacheAttention,
        DYNATTN_CLI_INPUTS(DYNATTN_MULTI_HEAD_CACHE_ATTENTION_TENSORS),
        {"num_heads", "head_dim", "is_causal", "is_alibi", "num_kv_heads", "num_layer", "layer_idx",
         "quant_bit", "quant_group", "cache_mode", "cache_layout", "page_size", "return_lse",
-        "window_left", "logits_soft_cap", "softmax_scale", "cache_dtype"}},
+        "window_left", "logits_soft_cap", "softmax_scale", "cache_dtype", "precision"}},
       {"unified_attention",
        OpKind::kUnifiedAttention,
        UnifiedInputs(),
        {"num_heads", "head_dim", "num_kv_heads", "num_layer", "layer_idx", "quant_bit",
         "quant_group", "cache_layout", "block_size", "is_alibi", "return_lse", "window_left",
-        "logits_soft_cap", "softmax_scale", "cache_dtype"}},
+        "logits_soft_cap", "softmax_scale", "cache_dtype", "precision"}},
   };
   return specs;
 }
@@ -238,6 +239,13 @@ Status ParseAttribute(const AttributeDef& def, const std::string& text, Attribut
       return Status::Ok();
     }
     case AttrKind::kName: {
+      if (def.name == std::string("precision")) {
+        if (text != "exact" && text != "fast") {
+          return Status::Invalid(flag, "'" + text + "' is not exact or fast");
+        }
+        attributes->names[def.name] = text;
+        return Status::Ok();
+      }
       DType ignored = DType::kF32;
       DYNATTN_RETURN_IF_ERROR(ParseCacheDType(text, &ignored));
       attributes->names[def.name] = text;
@@ -536,6 +544,9 @@ std::string AttributeHelp(const AttributeDef& def) {
     if (Contains(spec.attributes, def.name)) ops.push_back(spec.name);
   }
   std::string help = "Attribute of " + JoinNames(ops, "");
+  if (def.name == std::string("precision")) {
+    return help + ": exact or fast, the numerics tier (default exact)";
+  }
   if (def.kind == AttrKind::kName) {
     return help + ": fp8_e4m3 or fp8_e5m2, the format of a uint8 cache.npy (no default)";
   }

@@ -25,7 +25,7 @@ namespace dynattn::cli::run_support {
 /// Tensors by spec name.
 using Arrays = std::map<std::string, NpyArray>;
 /// Attribute values by name, defaults filled in: integers and flags (`at`), reals (`Real`:
-/// logits_soft_cap, softmax_scale) and names (`Name`: cache_dtype, "" when not given).
+/// logits_soft_cap, softmax_scale) and names (`Name`: cache_dtype, "" when not given; precision).
 struct Attributes {
   std::map<std::string, int> ints;
   std::map<std::string, float> reals;
@@ -89,13 +89,15 @@ void AddLseIfAsked(const Attributes& attributes, const NpyArray& query, PendingO
 /// The PMX cache attributes among `attributes`.
 CacheAttrs MakeCacheAttrs(const Attributes& attributes);
 
-/// Copies the score attributes (window_left, logits_soft_cap, softmax_scale) into `attrs` (an
-/// AttentionAttrs or a UnifiedAttentionAttrs).
+/// Copies the score attributes (window_left, logits_soft_cap, softmax_scale) and the numerics tier
+/// (precision: "exact" or "fast", checked when parsed) into `attrs` (an AttentionAttrs or a
+/// UnifiedAttentionAttrs).
 template <typename AttentionLikeAttrs>
 void SetScoreAttrs(const Attributes& attributes, AttentionLikeAttrs* attrs) {
   attrs->window_left = attributes.at("window_left");
   attrs->logits_soft_cap = attributes.Real("logits_soft_cap");
   attrs->softmax_scale = attributes.Real("softmax_scale");
+  attrs->precision = attributes.Name("precision") == "fast" ? Precision::kFast : Precision::kExact;
 }
 
 }  // namespace dynattn::cli::run_support

@@ -98,6 +98,8 @@ DYNATTN_CACHE_FORMATS(DYNATTN_C_CACHE_ELEM)
 static_assert(DYNATTN_SCALE_TYPE_F16 == static_cast<int>(ScaleType::kF16));
 static_assert(DYNATTN_SCALE_TYPE_F32 == static_cast<int>(ScaleType::kF32));
 static_assert(DYNATTN_PAGE_LAYOUT_NHD == static_cast<int>(PageLayout::kNHD));
+static_assert(DYNATTN_PRECISION_EXACT == static_cast<int>(Precision::kExact));
+static_assert(DYNATTN_PRECISION_FAST == static_cast<int>(Precision::kFast));
 static_assert(DYNATTN_PAGE_LAYOUT_HND == static_cast<int>(PageLayout::kHND));
 
 template <typename CEnum>
@@ -275,10 +277,15 @@ Status ToPmxCacheInputs(const dynattn_tensor_t* cache, const dynattn_tensor_t* s
 // ---------------------------------------------------------------------------------------------
 // Attributes and options.
 
+// The tier a C attribute struct asks for (`name` names the field in errors).
+Status ToPrecision(dynattn_precision_t in, const char* name, Precision* out) {
+  return ToEnum(in, 2, name, "dynattn_precision_t", out);
+}
+
 Status ToAttrs(const dynattn_attention_attrs_t* in, AttentionAttrs* out) {
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "attrs"));
   *out = ToAttentionAttrs(*in);
-  return Status::Ok();
+  return ToPrecision(in->precision, "attrs.precision", &out->precision);
 }
 
 Status ToAttrs(const dynattn_key_value_cache_attrs_t* in, KeyValueCacheAttrs* out) {
@@ -293,7 +300,8 @@ Status ToAttrs(const dynattn_multi_head_cache_attention_attrs_t* in,
   DYNATTN_RETURN_IF_ERROR(NotNull(in, "attrs"));
   out->attention = ToAttentionAttrs(in->attention);
   out->cache = ToCacheAttrs(in->cache);
-  return Status::Ok();
+  return ToPrecision(in->attention.precision, "attrs.attention.precision",
+                     &out->attention.precision);
 }
 
 Status ToAttrs(const dynattn_unified_attention_attrs_t* c_attrs, UnifiedAttentionAttrs* out) {
@@ -301,7 +309,7 @@ Status ToAttrs(const dynattn_unified_attention_attrs_t* c_attrs, UnifiedAttentio
   const dynattn_unified_attention_attrs_t& in = *c_attrs;
   UnifiedAttentionAttrs& to = *out;
   DYNATTN_UNIFIED_ATTENTION_ATTRS(DYNATTN_COPY_ATTR)
-  return Status::Ok();
+  return ToPrecision(in.precision, "attrs.precision", &to.precision);
 }
 
 // Null options: the defaults.
@@ -475,6 +483,13 @@ dynattn_status_t RunOp(const dynattn_plan_t* plan, const CArgs* args, dynattn_co
   });
 }
 
+// The C defaults of dynattn_attention_attrs_t: AttentionAttrs' (its enum field converted).
+dynattn_attention_attrs_t DefaultAttentionAttrs() {
+  dynattn_attention_attrs_t to = FromAttentionAttrs(AttentionAttrs());
+  to.precision = FromEnum<dynattn_precision_t>(AttentionAttrs().precision);
+  return to;
+}
+
 }  // namespace
 }  // namespace dynattn
 
@@ -630,7 +645,7 @@ dynattn_status_t dynattn_run_options_init(dynattn_run_options_t* options) {
 }
 
 dynattn_status_t dynattn_attention_attrs_init(dynattn_attention_attrs_t* attrs) {
-  return Init(attrs, "attrs", FromAttentionAttrs(AttentionAttrs()));
+  return Init(attrs, "attrs", DefaultAttentionAttrs());
 }
 
 dynattn_status_t dynattn_key_value_cache_attrs_init(dynattn_key_value_cache_attrs_t* attrs) {
@@ -645,7 +660,7 @@ dynattn_status_t dynattn_multi_head_cache_attention_attrs_init(
     dynattn_multi_head_cache_attention_attrs_t* attrs) {
   const MultiHeadCacheAttentionAttrs defaults;
   dynattn_multi_head_cache_attention_attrs_t value;
-  value.attention = FromAttentionAttrs(defaults.attention);
+  value.attention = DefaultAttentionAttrs();
   value.cache = FromCacheAttrs(defaults.cache);
   return Init(attrs, "attrs", value);
 }
@@ -654,6 +669,7 @@ dynattn_status_t dynattn_unified_attention_attrs_init(dynattn_unified_attention_
   const UnifiedAttentionAttrs in;
   dynattn_unified_attention_attrs_t to;
   DYNATTN_UNIFIED_ATTENTION_ATTRS(DYNATTN_COPY_ATTR)
+  to.precision = FromEnum<dynattn_precision_t>(in.precision);
   return Init(attrs, "attrs", to);
 }
 
@@ -798,6 +814,12 @@ dynattn_status_t dynattn_plan_op(const dynattn_plan_t* plan, const char** out) {
 
 dynattn_status_t dynattn_plan_backend(const dynattn_plan_t* plan, const char** out) {
   return Getter(plan, "plan", out, [](const dynattn_plan_t& p) { return p.plan.backend(); });
+}
+
+dynattn_status_t dynattn_plan_precision(const dynattn_plan_t* plan, dynattn_precision_t* out) {
+  return Getter(plan, "plan", out, [](const dynattn_plan_t& p) {
+    return FromEnum<dynattn_precision_t>(p.plan.precision());
+  });
 }
 
 dynattn_status_t dynattn_plan_workspace_bytes(const dynattn_plan_t* plan, size_t* out) {

@@ -134,6 +134,12 @@ typedef enum dynattn_page_layout_t {
   DYNATTN_PAGE_LAYOUT_HND = 1  /**< [Hkv, page_size, D]: head-major. */
 } dynattn_page_layout_t;
 
+/** The numerics tier of an attention call (dynattn::Precision). */
+typedef enum dynattn_precision_t {
+  DYNATTN_PRECISION_EXACT = 0, /**< fp32 products and sums, the exact contract (default). */
+  DYNATTN_PRECISION_FAST = 1   /**< Opt-in bf16 / int8 dot products where a fast kernel runs. */
+} dynattn_precision_t;
+
 /** PMX cache attributes (dynattn::CacheAttrs); dynattn_cache_attrs_init sets PPLNN's defaults. */
 typedef struct dynattn_cache_attrs_t {
   int num_layer;    /**< Layers sharing the cache tensor (default 1). */
@@ -247,6 +253,7 @@ typedef struct dynattn_attention_attrs_t {
   float softmax_scale;   /**< 0: 1 / sqrt(head_dim) (default); else finite > 0. */
   int head_dim_v;        /**< Dv: values and outputs; 0 (default) = head_dim. */
   bool value_from_key;   /**< Values are the keys' first Dv elements (default false). */
+  dynattn_precision_t precision; /**< Numerics tier (default DYNATTN_PRECISION_EXACT). */
 } dynattn_attention_attrs_t;
 
 /** KeyValueCache attributes (dynattn::KeyValueCacheAttrs). */
@@ -272,6 +279,7 @@ typedef struct dynattn_unified_attention_attrs_t {
   float softmax_scale;   /**< Score scale (default 0: 1 / sqrt(head_dim)). */
   int head_dim_v;        /**< Dv: values and outputs; 0 (default) = head_dim. */
   bool value_from_key;   /**< Values are the keys' first Dv elements (default false). */
+  dynattn_precision_t precision; /**< Numerics tier (default DYNATTN_PRECISION_EXACT). */
 } dynattn_unified_attention_attrs_t;
 
 /** KeyValueCache tensors (dynattn::KeyValueCacheArgs; shapes documented there). */
@@ -472,6 +480,10 @@ DYNATTN_EXPORT void dynattn_plan_destroy(dynattn_plan_t* plan);
 DYNATTN_EXPORT dynattn_status_t dynattn_plan_op(const dynattn_plan_t* plan, const char** out);
 /** The dispatch-table row that runs it ("cpu/int8", ...), or null when empty. Static string. */
 DYNATTN_EXPORT dynattn_status_t dynattn_plan_backend(const dynattn_plan_t* plan, const char** out);
+/** The numerics tier its kernels run (dynattn::Plan::precision): FAST only where the call asked
+ *  for it and a fast kernel serves it on this machine; EXACT for an empty plan. */
+DYNATTN_EXPORT dynattn_status_t dynattn_plan_precision(const dynattn_plan_t* plan,
+                                                       dynattn_precision_t* out);
 /** Partial-state bytes a context needs to run it. */
 DYNATTN_EXPORT dynattn_status_t dynattn_plan_workspace_bytes(const dynattn_plan_t* plan,
                                                              size_t* out);

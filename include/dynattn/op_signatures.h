@@ -89,7 +89,8 @@
   X(alibi_slopes, Host)                      \
   X(attn_output, Written)                    \
   X(lse, Written)
-// Each attribute struct's fields, listed once (the C API's structs name them alike).
+// Each attribute struct's fields, listed once (the C API's structs name them alike), but
+// `precision`, an enum the C API converts and checks on its own (dynattn_precision_t).
 #define DYNATTN_ATTENTION_ATTRS(X)                                                              \
   X(num_heads) X(num_kv_heads) X(head_dim) X(is_causal) X(is_alibi) X(window_left)             \
   X(logits_soft_cap) X(softmax_scale) X(head_dim_v) X(value_from_key)

@@ -56,6 +56,8 @@ struct AttentionAttrs {
   /// cache ops no `current_value`, and a cache's value plane is its key plane: only keys are
   /// written. Needs head_dim_v <= head_dim and a cache_desc (a PMX cache tensor has a value half).
   bool value_from_key = false;
+  /// The numerics tier the call may use: kExact (default) or the opt-in kFast (Precision).
+  Precision precision = Precision::kExact;
 };
 
 /// `KeyValueCache` attributes (spec §4).

@@ -122,6 +122,9 @@ class DYNATTN_EXPORT Plan {
   const char* op() const;
   /// The dispatch-table row that runs it, e.g. "cpu/int8" or "cuda/f16" (null when empty).
   const char* backend() const;
+  /// The numerics tier its kernels run: kFast only where the call asked for it and this CPU has
+  /// a fast kernel for it, else kExact (always kExact for KeyValueCache and empty plans).
+  Precision precision() const;
   /// Partial-state bytes a Context needs to run it (0 when no context is split).
   size_t workspace_bytes() const;
   /// Unified plans: what the planner made of the step. Null for the other ops.

@@ -32,6 +32,20 @@ DYNATTN_EXPORT size_t DTypeSize(DType dtype);
 /// "float32", "float16", "int8", "int64", "int32", "bfloat16", "float8_e4m3fn" or "float8_e5m2".
 DYNATTN_EXPORT const char* DTypeName(DType dtype);
 
+/// The numerics an attention call may use (docs/numerics.md, "Precision tiers").
+enum class Precision : uint8_t {
+  /// fp32 products and sums: the library's numerics contract and its bits (the default).
+  kExact,
+  /// Opt-in: Q.K and P.V may take bf16 products with fp32 sums, and int8/int4 keys int8 dot
+  /// products against a query quantized per (token, head), where the CPU has the instructions
+  /// (AVX512_BF16, AVX512_VNNI or AVX_VNNI) and a fast kernel serves the call; every other call
+  /// runs the exact kernels (`Plan::precision()` says which). Within the fast tolerance of the
+  /// float64 reference, and as deterministic as the exact tier.
+  kFast,
+};
+/// "exact" or "fast".
+DYNATTN_EXPORT const char* PrecisionName(Precision precision);
+
 /// Where a tensor's memory lives; the backend of a call follows its tensors.
 enum class Device : uint8_t { kCpu, kCuda };
 /// "CPU" or "CUDA".

@@ -66,6 +66,7 @@ struct UnifiedAttentionAttrs {
   float softmax_scale = 0.0f;    ///< Score scale, as AttentionAttrs::softmax_scale.
   int head_dim_v = 0;            ///< Dv, as AttentionAttrs::head_dim_v.
   bool value_from_key = false;   ///< Values are the keys' first Dv elements, as in AttentionAttrs.
+  Precision precision = Precision::kExact;  ///< Numerics tier, as AttentionAttrs::precision.
 };
 
 /// Unified attention tensors. Index tensors are int64 or int32 (widened once, at plan time).

@@ -18,10 +18,11 @@
 
 namespace dynattn::internal {
 
-/// A new plan run by the dispatch row of `cache`'s device and element type (the op's plan then
-/// fills its work); fails when this library has no backend for that device (`input` names the
-/// tensor that lives there).
-Status StartPlan(const CacheDesc& cache, const char* input, std::unique_ptr<PlanState>* state);
+/// A new plan run by the dispatch row of `cache`'s device and element type in the tier the call
+/// asks for (KernelsFor; the op's plan then fills its work); fails when this library has no
+/// backend for that device (`input` names the tensor that lives there).
+Status StartPlan(const CacheDesc& cache, Precision precision, const char* input,
+                 std::unique_ptr<PlanState>* state);
 
 /// A call's data tensors by name (at most five besides the cache): what a plan records and each
 /// Run checks its own against.

@@ -57,6 +57,14 @@ bool PmxCacheOf(const Args& args) {
   }
 }
 
+/// The numerics tier an op's attributes ask for (KeyValueCache computes no attention).
+inline Precision RequestedPrecision(const KeyValueCacheAttrs&) { return Precision::kExact; }
+inline Precision RequestedPrecision(const AttentionAttrs& a) { return a.precision; }
+inline Precision RequestedPrecision(const MultiHeadCacheAttentionAttrs& a) {
+  return a.attention.precision;
+}
+inline Precision RequestedPrecision(const UnifiedAttentionAttrs& a) { return a.precision; }
+
 /// Plan* of every op: validate, check aliasing, start the plan on its dispatch row, let the op
 /// plan its work, record the tensors a Run is checked against.
 template <class Args>
@@ -71,7 +79,8 @@ Status PlanOp(const typename OpTraits<Args>::Attrs& attrs, const Args& caller_ar
   DYNATTN_RETURN_IF_ERROR(CheckOpAliasing(caller_args, PmxCacheOf(caller_args),
                                           Op::Quantized(attrs), CallPhase::kPlan));
   std::unique_ptr<PlanState> state;
-  DYNATTN_RETURN_IF_ERROR(StartPlan(Op::CacheOf(call, args), Op::kPlacedBy, &state));
+  DYNATTN_RETURN_IF_ERROR(
+      StartPlan(Op::CacheOf(call, args), RequestedPrecision(attrs), Op::kPlacedBy, &state));
   static_assert(std::is_same_v<std::variant_alternative_t<static_cast<size_t>(Op::kKind), OpWork>,
                                typename Op::Work>,
                 "an op's Work is OpWork's alternative of its OpKind");

@@ -191,7 +191,8 @@ Status CheckInputs(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& a
                              .logits_soft_cap = a.logits_soft_cap,
                              .softmax_scale = a.softmax_scale,
                              .head_dim_v = a.head_dim_v,
-                             .value_from_key = a.value_from_key};
+                             .value_from_key = a.value_from_key,
+                             .precision = a.precision};
   QueryShape q;
   DYNATTN_RETURN_IF_ERROR(
       CheckQueryAndNewTokens(heads, args.query, &args.current_key, &args.current_value, "T", &q));
@@ -272,7 +273,8 @@ void FillProblems(const UnifiedAttentionAttrs& a, const UnifiedAttentionArgs& ar
                                .logits_soft_cap = a.logits_soft_cap,
                                .softmax_scale = a.softmax_scale,
                                .head_dim_v = a.head_dim_v,
-                               .value_from_key = a.value_from_key},
+                               .value_from_key = a.value_from_key,
+                               .precision = a.precision},
                 kv_heads, io, &p);
   p.batch = batch;
   SetActivations(args.query, args.attn_output, &p);

@@ -193,6 +193,39 @@ def test_values_from_the_keys_match_reference_and_cli(rng, tmp_path):
     np.testing.assert_array_equal(want["attn_output"], out)
 
 
+def test_precision_fast_is_accepted_and_names_the_tier_that_runs(rng, tmp_path):
+    """precision="fast" in the call, its plan and `dynattn run --precision fast`: no fast kernel
+    is built, so the exact tier runs (the plan says "exact") with the exact call's bits; a name
+    that is neither tier is refused by name."""
+    s = PmxStep(rng, "float16", 8)
+    args = (s.query, s.current_key, s.current_value, s.seqstarts, s.kvstarts, s.cachestarts,
+            s.start_pos, 0, s.max_seqlen, s.max_kvlen)
+    exact = dynattn.multi_head_cache_attention(*args, s.cache.copy(), s.scale, quant_bit=8)
+    fast = dynattn.multi_head_cache_attention(*args, s.cache.copy(), s.scale, quant_bit=8,
+                                              precision="fast")
+    np.testing.assert_array_equal(np.asarray(fast).view(np.uint8),
+                                  np.asarray(exact).view(np.uint8))
+    plan = dynattn.plan_multi_head_cache_attention(*args, s.cache.copy(), s.scale, quant_bit=8,
+                                                   precision="fast")
+    assert plan.precision == "exact"
+    assert dynattn.plan_multi_head_cache_attention(*args, s.cache.copy(), s.scale,
+                                                   quant_bit=8).precision == "exact"
+    inputs = s.cli_inputs("multi_head_cache_attention")
+    want = run_cli("multi_head_cache_attention", inputs,
+                   dict(num_heads=s.hq, num_kv_heads=s.hkv, head_dim=s.d, quant_bit=8,
+                        precision="fast"), tmp_path)
+    np.testing.assert_array_equal(want["attn_output"].view(np.uint8),
+                                  np.asarray(exact).view(np.uint8))
+    with pytest.raises(ValueError, match="precision"):
+        dynattn.multi_head_cache_attention(*args, s.cache.copy(), s.scale, quant_bit=8,
+                                           precision="fastest")
+    key = rng.standard_normal((int(s.kvstarts[-1]), s.hkv, s.d)).astype(np.float16)
+    mha = (s.query, key, key, s.seqstarts, s.kvstarts, 0, s.max_seqlen, s.max_kvlen)
+    np.testing.assert_array_equal(dynattn.multi_head_attention(*mha, precision="fast"),
+                                  dynattn.multi_head_attention(*mha))
+    assert dynattn.plan_multi_head_attention(*mha, precision="fast").precision == "exact"
+
+
 def test_merge_states_matches_its_formula(rng):
     k, t, h, d = 3, 5, 2, 8
     out = rng.standard_normal((k, t, h, d)).astype(np.float32)

@@ -25,6 +25,12 @@ dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& a) {
   return c;
 }
 
+dynattn::Precision PrecisionOf(const dynattn_ref::Attrs& a) {
+  if (a.precision.empty() || a.precision == "exact") return dynattn::Precision::kExact;
+  if (a.precision == "fast") return dynattn::Precision::kFast;
+  return static_cast<dynattn::Precision>(std::stoi(a.precision));  // a raw value, to be refused
+}
+
 dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
   dynattn::AttentionAttrs attn;
   attn.num_heads = a.num_heads;
@@ -37,6 +43,7 @@ dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& a) {
   attn.window_left = a.window_left;
   attn.logits_soft_cap = static_cast<float>(a.logits_soft_cap);
   attn.softmax_scale = static_cast<float>(a.softmax_scale);
+  attn.precision = PrecisionOf(a);
   return attn;
 }
 
@@ -51,6 +58,7 @@ dynattn::UnifiedAttentionAttrs UnifiedAttentionAttrsOf(const dynattn_ref::Attrs&
   attrs.window_left = a.window_left;
   attrs.logits_soft_cap = static_cast<float>(a.logits_soft_cap);
   attrs.softmax_scale = static_cast<float>(a.softmax_scale);
+  attrs.precision = PrecisionOf(a);
   return attrs;
 }
 

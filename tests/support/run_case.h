@@ -36,6 +36,9 @@ dynattn::TensorView ViewOf(Array& array);
 
 /// The library's attribute structs for a reference case's attributes.
 dynattn::CacheAttrs CacheAttrsOf(const dynattn_ref::Attrs& attrs);
+/// The tier a case asks for: its "precision" attribute ("" or "exact", "fast", or a raw value
+/// such as "7" that the library must refuse).
+dynattn::Precision PrecisionOf(const dynattn_ref::Attrs& attrs);
 dynattn::AttentionAttrs AttentionAttrsOf(const dynattn_ref::Attrs& attrs);
 dynattn::UnifiedAttentionAttrs UnifiedAttentionAttrsOf(const dynattn_ref::Attrs& attrs);
 

@@ -158,11 +158,12 @@ def _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache
                 page_size=page_size, cache_dtype=cache_dtype)
 
 
-def _score_attrs(window_left, logits_soft_cap, softmax_scale):
-    """The score attributes of every attention op (sliding window, soft-cap, softmax scale), as
-    given: the extension checks that each fits its C type (a ValueError naming it if not)."""
+def _score_attrs(window_left, logits_soft_cap, softmax_scale, precision="exact"):
+    """The score attributes of every attention op (sliding window, soft-cap, softmax scale) and
+    its numerics tier (``"exact"`` or ``"fast"``), as given: the extension checks that each fits
+    its C type (a ValueError naming it if not)."""
     return dict(window_left=window_left, logits_soft_cap=logits_soft_cap,
-                softmax_scale=softmax_scale)
+                softmax_scale=softmax_scale, precision=precision)
 
 
 def _f32(x):
@@ -261,6 +262,12 @@ class Plan:
     def backend(self):
         """The dispatch-table row that runs it, e.g. ``"cpu/int8"``."""
         return self._impl.backend
+
+    @property
+    def precision(self):
+        """The numerics tier its kernels run: ``"fast"`` only where the call asked for it and a
+        fast kernel serves it on this machine, else ``"exact"``."""
+        return self._impl.precision
 
     @property
     def workspace_bytes(self):
@@ -459,7 +466,7 @@ def multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batche
                          max_kvlen, attn_mask=None, *, is_causal=True, is_alibi=False,
                          window_left=-1, logits_soft_cap=0.0, softmax_scale=0.0, sinks=None,
                          alibi_slopes=None, out=None, lse=None, return_lse=False, context=None,
-                         num_threads=0, head_dim_v=0):
+                         num_threads=0, head_dim_v=0, precision="exact"):
     """PMX ``MultiHeadAttention`` of packed queries (Tq, Hq, D) over packed keys and values
     (kvstarts[B], Hkv, D), with an optional additive `attn_mask`, sliding window, logit soft-cap,
     softmax scale, attention sinks and ALiBi slopes (float32 (Hq,), e.g. a tensor-parallel
@@ -469,11 +476,13 @@ def multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_batche
     values from the keys: their first ``head_dim_v`` elements (0: all; MLA's absorbed form, a
     latent head of 576 whose first 512 are the values). Returns `out` (Tq, Hq, Dv), or
     ``(out, lse)`` with ``return_lse=True`` (`lse`: (Tq, Hq) float32 natural-log log-sum-exp,
-    for merge_states)."""
+    for merge_states). ``precision`` (``"exact"``, the default, or ``"fast"``) picks the numerics
+    tier (docs/numerics.md, "Precision tiers")."""
     lse = _lse_out(query, lse, return_lse)
     attrs, tensors = _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches,
                                max_seqlen, max_kvlen, attn_mask, out, lse, is_causal, is_alibi,
-                               _score_attrs(window_left, logits_soft_cap, softmax_scale),
+                               _score_attrs(window_left, logits_soft_cap, softmax_scale,
+                                            precision),
                                dict(sinks=_f32(sinks), alibi_slopes=_f32(alibi_slopes)),
                                head_dim_v)
     _C._run("multi_head_attention", attrs, tensors, None, context, num_threads)
@@ -484,7 +493,7 @@ def plan_multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_b
                               max_seqlen, max_kvlen, attn_mask=None, *, is_causal=True,
                               is_alibi=False, window_left=-1, logits_soft_cap=0.0,
                               softmax_scale=0.0, sinks=None, alibi_slopes=None, with_lse=True,
-                              head_dim_v=0):
+                              head_dim_v=0, precision="exact"):
     """Plans a :func:`multi_head_attention` step; ``run(query, key, value, attn_mask=None, *,
     out=None, lse=None, return_lse=False, context=None)`` runs it (with the log-sum-exp only
     from a plan made ``with_lse=True``, the default)."""
@@ -492,7 +501,8 @@ def plan_multi_head_attention(query, key, value, seqstarts, kvstarts, decoding_b
     attrs, tensors = _mha_call(query, key, value, seqstarts, kvstarts, decoding_batches,
                                max_seqlen, max_kvlen, attn_mask, None,
                                _lse_out(query, None, with_lse), is_causal, is_alibi,
-                               _score_attrs(window_left, logits_soft_cap, softmax_scale),
+                               _score_attrs(window_left, logits_soft_cap, softmax_scale,
+                                            precision),
                                planned, head_dim_v)
     plan = MultiHeadAttentionPlan(_C._plan("multi_head_attention", attrs, tensors, None))
     plan._value_dim = attrs["head_dim_v"]
@@ -506,14 +516,14 @@ def _mhca_call(query, current_key, current_value, seqstarts, kvstarts, cachestar
                decoding_batches, max_seqlen, max_kvlen, cache, scale, attn_mask, *, is_causal,
                is_alibi, num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
                page_size, window_left, logits_soft_cap, softmax_scale, sinks, cache_dtype,
-               k_scale, v_scale, key_offsets, alibi_slopes, out=None, lse=None, return_lse=False,
-               with_lse=False, **_run_only):
+               k_scale, v_scale, key_offsets, alibi_slopes, precision="exact", out=None,
+               lse=None, return_lse=False, with_lse=False, **_run_only):
     """The attrs and tensors of a multi_head_cache_attention call, or of its plan (no `out`):
     both public functions pass their arguments as they are (`**locals()`)."""
     attrs = _cache_attrs(num_layer, layer_idx, quant_bit, quant_group, cache_mode, cache_layout,
                          page_size, cache_dtype)
     attrs.update(is_causal=is_causal, is_alibi=is_alibi,
-                 **_score_attrs(window_left, logits_soft_cap, softmax_scale))
+                 **_score_attrs(window_left, logits_soft_cap, softmax_scale, precision))
     _, hq, d = _shape(query, "query", 3, "(Tq, Hq, D)")
     hkv = _shape(current_key, "current_key", 3, "(Tq, Hkv, D)")[1]
     dv = _shape(current_value, "current_value", 3, "(Tq, Hkv, Dv)")[2]
@@ -539,13 +549,14 @@ def multi_head_cache_attention(query, current_key, current_value, seqstarts, kvs
                                window_left=-1, logits_soft_cap=0.0, softmax_scale=0.0,
                                sinks=None, cache_dtype=None, k_scale=None, v_scale=None,
                                key_offsets=None, alibi_slopes=None, out=None, lse=None,
-                               return_lse=False, context=None, num_threads=0):
+                               return_lse=False, context=None, num_threads=0, precision="exact"):
     """PMX ``MultiHeadCacheAttention``: writes the new K/V into the PMX `cache` (and `scale`)
     in place, then attends over each request's dequantized context. Returns `out` (Tq, Hq, D),
     or ``(out, lse)`` with ``return_lse=True``. On a context shard, `key_offsets` (B) gives the
     position of each request's first context key in the whole request (`start_pos` is then the
     new tokens' position in the whole request; only new tokens inside the shard are written);
-    `alibi_slopes` (float32 (Hq,)) turns ALiBi on with a rank's own slopes."""
+    `alibi_slopes` (float32 (Hq,)) turns ALiBi on with a rank's own slopes; ``precision``
+    (``"exact"`` or ``"fast"``) picks the numerics tier."""
     attrs, tensors = _mhca_call(**locals())
     _C._run("multi_head_cache_attention", attrs, tensors, None, context, num_threads)
     if return_lse:
@@ -561,7 +572,7 @@ def plan_multi_head_cache_attention(query, current_key, current_value, seqstarts
                                     page_size=128, window_left=-1, logits_soft_cap=0.0,
                                     softmax_scale=0.0, sinks=None, cache_dtype=None,
                                     k_scale=None, v_scale=None, key_offsets=None,
-                                    alibi_slopes=None, with_lse=True):
+                                    alibi_slopes=None, with_lse=True, precision="exact"):
     """Plans a :func:`multi_head_cache_attention` step (writes nothing); ``run(query,
     current_key, current_value, cache, scale=None, attn_mask=None, *, out=None, lse=None,
     return_lse=False, context=None)`` runs it (with the log-sum-exp only from a plan made
@@ -601,7 +612,7 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
                       logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
                       v_scale=None, alibi_slopes=None, key_offsets=None, key_counts=None,
                       out=None, lse=None, return_lse=False, context=None, num_threads=0,
-                      head_dim_v=0):
+                      head_dim_v=0, precision="exact"):
     """One serving step of unified attention (``dynattn::UnifiedAttention``).
 
     Writes `current_key` and `current_value` (T, Hkv, D) into `cache` (a :class:`BlockCache`,
@@ -623,14 +634,17 @@ def unified_attention(query, current_key, current_value, query_start_loc, contex
     ``k_scale``/``v_scale`` replace an fp8 cache's per-tensor scales for the call. On a
     context shard, ``key_offsets`` and ``key_counts`` (B) say which positions of each request
     its blocks hold (``context_lens`` stays the first query token's position in the whole
-    request); merge the shards' ``(out, lse)`` with :func:`merge_states`.
+    request); merge the shards' ``(out, lse)`` with :func:`merge_states`. ``precision``
+    (``"exact"``, the default, or ``"fast"``) picks the numerics tier: the plan's ``precision``
+    says which one runs.
     """
     if lse is None and return_lse:
         lse = _empty(query, (_shape(query, "query", 3, "(T, Hq, D)")[0], query.shape[1]),
                      "float32")
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
                                    context_lens, block_table, _alibi(alibi, is_alibi), out, lse,
-                                   _score_attrs(window_left, logits_soft_cap, softmax_scale),
+                                   _score_attrs(window_left, logits_soft_cap, softmax_scale,
+                                                precision),
                                    _unified_planned(sinks, k_scale, v_scale, alibi_slopes,
                                                     key_offsets, key_counts), head_dim_v)
     _C._run("unified_attention", attrs, tensors, cache, context, num_threads)
@@ -641,7 +655,7 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
                            block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
                            logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
                            v_scale=None, alibi_slopes=None, key_offsets=None, key_counts=None,
-                           with_lse=True, head_dim_v=0):
+                           with_lse=True, head_dim_v=0, precision="exact"):
     """Validates and plans a unified-attention step (writes nothing) and copies its index
     tensors. Returns a :class:`Plan` whose ``run(query, current_key, current_value, cache, *,
     out=None, lse=None, return_lse=False, context=None)`` runs it per layer on tensors of the same
@@ -655,7 +669,8 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
                                                     key_counts)
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
                                    context_lens, block_table, _alibi(alibi, is_alibi), None, lse,
-                                   _score_attrs(window_left, logits_soft_cap, softmax_scale),
+                                   _score_attrs(window_left, logits_soft_cap, softmax_scale,
+                                                precision),
                                    planned, head_dim_v)
     plan = UnifiedAttentionPlan(_C._plan("unified_attention", attrs, tensors, cache))
     plan._value_dim = attrs["head_dim_v"]
@@ -665,13 +680,15 @@ def plan_unified_attention(query, current_key, current_value, query_start_loc, c
 def describe_unified_step(query, current_key, current_value, query_start_loc, context_lens,
                           block_table, cache, *, alibi=False, is_alibi=None, window_left=-1,
                           logits_soft_cap=0.0, softmax_scale=0.0, sinks=None, k_scale=None,
-                          v_scale=None, alibi_slopes=None, key_offsets=None, key_counts=None):
+                          v_scale=None, alibi_slopes=None, key_offsets=None, key_counts=None,
+                          precision="exact"):
     """Validates a unified step and returns its :class:`UnifiedStepSummary` (phase such as
     ``"csu"``, query_len, num_shared_blocks, num_unique_blocks, num_logits, num_work_items,
     cache_bytes_read) without writing anything."""
     attrs, tensors = _unified_call(query, current_key, current_value, query_start_loc,
                                    context_lens, block_table, _alibi(alibi, is_alibi), None, None,
-                                   _score_attrs(window_left, logits_soft_cap, softmax_scale),
+                                   _score_attrs(window_left, logits_soft_cap, softmax_scale,
+                                                precision),
                                    _unified_planned(sinks, k_scale, v_scale, alibi_slopes,
                                                     key_offsets, key_counts))
     return _C._describe_unified_step(attrs, tensors, cache)

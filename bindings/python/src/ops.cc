@@ -57,6 +57,15 @@ std::optional<DType> CacheFp8(const py::dict& d) {
   return d.contains("cache_dtype") ? ParseCacheDType(d["cache_dtype"]) : std::nullopt;
 }
 
+// The numerics tier of the attrs' "precision": "exact" (also absent or None) or "fast".
+Precision ReadPrecision(const py::dict& d) {
+  if (!d.contains("precision") || py::object(d["precision"]).is_none()) return Precision::kExact;
+  const std::string text = py::str(d["precision"]);
+  if (text == "exact") return Precision::kExact;
+  if (text == "fast") return Precision::kFast;
+  throw py::value_error("precision: must be \"exact\" or \"fast\", got \"" + text + "\"");
+}
+
 // window_left, logits_soft_cap and softmax_scale, shared by AttentionAttrs and
 // UnifiedAttentionAttrs.
 template <typename AttentionLikeAttrs>
@@ -85,6 +94,7 @@ AttentionAttrs ReadAttentionAttrs(const py::dict& d) {
   a.head_dim = Int(d, "head_dim", 0);
   a.head_dim_v = Int(d, "head_dim_v", 0);
   a.value_from_key = Flag(d, "value_from_key", false);
+  a.precision = ReadPrecision(d);
   a.is_causal = Flag(d, "is_causal", true);
   a.is_alibi = Flag(d, "is_alibi", false);
   ReadScoreAttrs(d, &a);
@@ -199,6 +209,7 @@ Call MakeCall(Op op, const py::dict& attrs, const TensorMap& map, const PyBlockC
   unified.head_dim = attention.head_dim;
   unified.head_dim_v = attention.head_dim_v;
   unified.value_from_key = attention.value_from_key;
+  unified.precision = attention.precision;
   unified.is_alibi = attention.is_alibi;
   ReadScoreAttrs(attrs, &unified);
   // Each op's attributes, by type (the four types differ).
@@ -435,6 +446,9 @@ void BindPlan(py::module_& m) {
       .def_property_readonly("op_name", [](const PyPlan& p) { return p.op_name; })
       .def_property_readonly("backend",
                              [](const PyPlan& p) { return std::string(p.plan.backend()); })
+      .def_property_readonly(
+          "precision",
+          [](const PyPlan& p) { return std::string(PrecisionName(p.plan.precision())); })
       .def_property_readonly("workspace_bytes",
                              [](const PyPlan& p) { return p.plan.workspace_bytes(); })
       .def_property_readonly("unified_summary",
