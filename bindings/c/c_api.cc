@@ -277,8 +277,9 @@ Status ToPmxCacheInputs(const dynattn_tensor_t* cache, const dynattn_tensor_t* s
 // ---------------------------------------------------------------------------------------------
 // Attributes and options.
 
-// The tier a C attribute struct asks for (`name` names the field in errors).
-Status ToPrecision(dynattn_precision_t in, const char* name, Precision* out) {
+// The tier a C attribute struct asks for (`name` names the field in errors). By reference: a
+// value outside the C enum may not be loaded as one (ToEnum reads its bytes).
+Status ToPrecision(const dynattn_precision_t& in, const char* name, Precision* out) {
   return ToEnum(in, 2, name, "dynattn_precision_t", out);
 }
 
