@@ -354,7 +354,7 @@ SharedPrefixResult SummarizeSharedPrefix(const Plan& plan, const SharedPrefixBen
 }
 
 MachineLimits MeasureMachine(int threads) {
-  std::fprintf(stderr, "measuring the machine (read bandwidth, FMA peak) ...\n");
+  std::fprintf(stderr, "measuring the machine (read bandwidth, FMA and dot-product peaks) ...\n");
   MachineLimits machine;
   machine.target = CpuTargetName();
   machine.threads = threads;
@@ -365,6 +365,11 @@ MachineLimits MeasureMachine(int threads) {
                                                  : "default";
   machine.bandwidth_gbps = MeasureReadBandwidth(threads);
   machine.fma_gflops = MeasureFmaPeak(threads);
+  const DotPeak bf16 = MeasureBf16DotPeak(threads), int8 = MeasureInt8DotPeak(threads);
+  machine.bf16_dot_gflops = bf16.gops;
+  machine.bf16_dot_isa = bf16.isa;
+  machine.int8_dot_gops = int8.gops;
+  machine.int8_dot_isa = int8.isa;
   return machine;
 }
 

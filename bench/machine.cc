@@ -4,6 +4,11 @@
 
 #include <unistd.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define DYNATTN_BENCH_X86_DOTS 1
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -133,18 +138,111 @@ void FlushCaches() {
   flush_sink = HWY_DYNAMIC_DISPATCH(SumFloats)(buffer.data(), buffer.size());
 }
 
-double MeasureFmaPeak(int threads) {
-  std::vector<float> sinks(threads);
+/// Median G operations per second of `chains(iterations)` (which returns the operations it did)
+/// on `threads` threads at once, over 7 runs.
+template <typename Chains>
+double MeasurePeak(int threads, const Chains& chains) {
   std::vector<double> rates;
   for (int run = 0; run < 7; ++run) {
-    std::vector<double> flops(threads);
-    const double seconds = TimeOnThreads(
-        threads, [&](int t) { flops[t] = HWY_DYNAMIC_DISPATCH(FmaChains)(20'000'000, &sinks[t]); });
+    std::vector<double> operations(threads);
+    const double seconds = TimeOnThreads(threads, [&](int t) { operations[t] = chains(t); });
     double total = 0;
-    for (double f : flops) total += f;
+    for (double f : operations) total += f;
     rates.push_back(total / seconds / 1e9);
   }
   return Median(rates);
+}
+
+double MeasureFmaPeak(int threads) {
+  std::vector<float> sinks(threads);
+  return MeasurePeak(threads,
+                     [&](int t) { return HWY_DYNAMIC_DISPATCH(FmaChains)(20'000'000, &sinks[t]); });
+}
+
+namespace {
+
+#ifdef DYNATTN_BENCH_X86_DOTS
+// The dot-product instructions, with 12 independent accumulators as FmaChains (their latency is
+// that of an FMA or longer); each function is compiled for its own instruction set and called
+// only where the CPU reports it. Each returns the operations it did (a product and its sum: 2).
+constexpr int kDotChains = 12;
+
+__attribute__((target("avx512f,avx512bf16"))) double Bf16DotChains(int64_t iterations,
+                                                                   float* sink) {
+  __m512 acc[kDotChains];
+  for (int k = 0; k < kDotChains; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
+  const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3F80));  // bf16 1.0
+  const __m512bh y = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3380));  // bf16 2^-24
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (int k = 0; k < kDotChains; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], x, y);
+  }
+  __m512 total = acc[0];
+  for (int k = 1; k < kDotChains; ++k) total = _mm512_add_ps(total, acc[k]);
+  alignas(64) float lanes[16];  // (GCC 12's _mm512_reduce_* warn about their own temporaries)
+  _mm512_store_ps(lanes, total);
+  *sink = lanes[0] + lanes[15];
+  return 2.0 * 32 * kDotChains * static_cast<double>(iterations);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) double Int8DotChains512(int64_t iterations,
+                                                                      int* sink) {
+  __m512i acc[kDotChains];
+  for (int k = 0; k < kDotChains; ++k) acc[k] = _mm512_set1_epi32(k);
+  const __m512i u = _mm512_set1_epi8(1), s = _mm512_set1_epi8(-1);
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (int k = 0; k < kDotChains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], u, s);
+  }
+  __m512i total = acc[0];
+  for (int k = 1; k < kDotChains; ++k) total = _mm512_add_epi32(total, acc[k]);
+  alignas(64) int lanes[16];
+  _mm512_store_si512(lanes, total);
+  *sink = lanes[0] + lanes[15];
+  return 2.0 * 64 * kDotChains * static_cast<double>(iterations);
+}
+
+__attribute__((target("avxvnni"))) double Int8DotChains256(int64_t iterations, int* sink) {
+  __m256i acc[kDotChains];
+  for (int k = 0; k < kDotChains; ++k) acc[k] = _mm256_set1_epi32(k);
+  const __m256i u = _mm256_set1_epi8(1), s = _mm256_set1_epi8(-1);
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (int k = 0; k < kDotChains; ++k) acc[k] = _mm256_dpbusd_avx_epi32(acc[k], u, s);
+  }
+  __m256i total = acc[0];
+  for (int k = 1; k < kDotChains; ++k) total = _mm256_add_epi32(total, acc[k]);
+  *sink = _mm256_extract_epi32(total, 0);
+  return 2.0 * 32 * kDotChains * static_cast<double>(iterations);
+}
+#endif
+
+}  // namespace
+
+DotPeak MeasureBf16DotPeak(int threads) {
+  DotPeak peak;
+#ifdef DYNATTN_BENCH_X86_DOTS
+  if (__builtin_cpu_supports("avx512bf16")) {
+    std::vector<float> sinks(threads);
+    peak.isa = "AVX512_BF16";
+    peak.gops = MeasurePeak(threads, [&](int t) { return Bf16DotChains(20'000'000, &sinks[t]); });
+  }
+#endif
+  return peak;
+}
+
+DotPeak MeasureInt8DotPeak(int threads) {
+  DotPeak peak;
+#ifdef DYNATTN_BENCH_X86_DOTS
+  std::vector<int> sinks(threads);
+  if (__builtin_cpu_supports("avx512vnni")) {
+    peak.isa = "AVX512_VNNI";
+    peak.gops =
+        MeasurePeak(threads, [&](int t) { return Int8DotChains512(20'000'000, &sinks[t]); });
+  } else if (__builtin_cpu_supports("avxvnni")) {
+    peak.isa = "AVX_VNNI";
+    peak.gops =
+        MeasurePeak(threads, [&](int t) { return Int8DotChains256(20'000'000, &sinks[t]); });
+  }
+#endif
+  return peak;
 }
 
 }  // namespace dynattn::bench

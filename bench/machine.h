@@ -1,11 +1,15 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
 // The machine's limits, measured in the same run as the benchmarks they scale: streaming read
-// bandwidth and fp32 FMA throughput, both with every thread busy; and how much of the machine
-// other processes took meanwhile, since on a shared machine that decides what the figures mean.
+// bandwidth, fp32 FMA throughput and the dot-product instructions' throughput (bf16 and int8,
+// where the CPU has them: the fast tier's instructions), all with every thread busy; and how much
+// of the machine other processes took meanwhile, since on a shared machine that decides what the
+// figures mean.
 
 #ifndef DYNATTN_BENCH_MACHINE_H_
 #define DYNATTN_BENCH_MACHINE_H_
+
+#include <string>
 
 namespace dynattn::bench {
 
@@ -15,6 +19,22 @@ double MeasureReadBandwidth(int threads);
 /// Median GFLOP/s of independent fp32 fused multiply-add chains on `threads` threads, on the
 /// best SIMD target of this machine.
 double MeasureFmaPeak(int threads);
+
+/// A dot-product instruction's peak: GFLOP/s (bf16) or G int8 multiply-adds x 2 per second,
+/// all threads, and the instruction set it used; `isa` is empty (and `gops` 0) where this CPU
+/// has none of them.
+struct DotPeak {
+  double gops = 0;
+  std::string isa;
+};
+
+/// Peak of `vdpbf16ps` (AVX512_BF16: bf16 pairs multiplied exactly, summed into fp32), 2 FLOPs
+/// per product, on `threads` threads.
+DotPeak MeasureBf16DotPeak(int threads);
+
+/// Peak of `vpdpbusd` (AVX512_VNNI, else the 256-bit AVX_VNNI: four u8 x s8 products summed into
+/// int32 per lane), 2 operations per product, on `threads` threads.
+DotPeak MeasureInt8DotPeak(int threads);
 
 /// Reads a buffer larger than the last-level cache, so the next call starts with cold caches.
 void FlushCaches();

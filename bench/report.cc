@@ -138,11 +138,34 @@ void PrintSharedPrefix(const std::vector<SharedPrefixResult>& shared_prefix,
 
 }  // namespace
 
+namespace {
+
+/// ", bf16 dot 1234 GFLOP/s (AVX512_BF16), int8 dot 2345 GOP/s (AVX512_VNNI)", with "none"
+/// for an instruction set the CPU lacks.
+std::string DotPeaksText(const MachineLimits& machine) {
+  const auto peak = [](const char* name, double value, const std::string& isa, const char* unit,
+                       const char* lacking) {
+    char text[96];
+    if (isa.empty()) {
+      std::snprintf(text, sizeof(text), ", %s dot none (no %s)", name, lacking);
+    } else {
+      std::snprintf(text, sizeof(text), ", %s dot %.0f %s (%s)", name, value, unit, isa.c_str());
+    }
+    return std::string(text);
+  };
+  return peak("bf16", machine.bf16_dot_gflops, machine.bf16_dot_isa, "GFLOP/s", "AVX512_BF16") +
+         peak("int8", machine.int8_dot_gops, machine.int8_dot_isa, "GOP/s",
+              "AVX512_VNNI or AVX_VNNI");
+}
+
+}  // namespace
+
 void PrintReport(const MachineLimits& machine, const std::vector<RowResult>& rows,
                  const std::vector<BaselineResult>& baselines,
                  const std::vector<SharedPrefixResult>& shared_prefix, std::FILE* out) {
-  std::fprintf(out, "machine: %s, %d threads: read %.1f GB/s, fp32 FMA %.0f GFLOP/s\n",
-               machine.target.c_str(), machine.threads, machine.bandwidth_gbps, machine.fma_gflops);
+  std::fprintf(out, "machine: %s, %d threads: read %.1f GB/s, fp32 FMA %.0f GFLOP/s%s\n",
+               machine.target.c_str(), machine.threads, machine.bandwidth_gbps, machine.fma_gflops,
+               DotPeaksText(machine).c_str());
   std::fprintf(out, "baselines: OpenMP wait policy %s\n", machine.openmp_wait_policy.c_str());
   std::fprintf(out, "other processes used %.0f%% of the machine's CPU time while timing%s\n",
                100.0 * machine.foreign_load,
@@ -157,6 +180,12 @@ bool WriteJson(const std::string& path, const MachineLimits& machine, int repeti
                const std::vector<SharedPrefixResult>& shared_prefix) {
   Json json = {{"bandwidth_gbps", Number(machine.bandwidth_gbps)},
                {"fma_gflops", Number(machine.fma_gflops)},
+               {"bf16_dot_gflops",
+                machine.bf16_dot_isa.empty() ? Json(nullptr) : Number(machine.bf16_dot_gflops)},
+               {"bf16_dot_isa", machine.bf16_dot_isa},
+               {"int8_dot_gops",
+                machine.int8_dot_isa.empty() ? Json(nullptr) : Number(machine.int8_dot_gops)},
+               {"int8_dot_isa", machine.int8_dot_isa},
                {"threads", machine.threads},
                {"target", machine.target},
                {"foreign_load_pct", Number(100.0 * machine.foreign_load)},
@@ -240,9 +269,9 @@ bool WriteMarkdown(const std::string& path, const MachineLimits& machine, int re
   std::ofstream file(path);
   file << "Machine: " << machine.target << ", " << machine.threads << " threads: read "
        << Format("%.1f", machine.bandwidth_gbps) << " GB/s, fp32 FMA "
-       << Format("%.0f", machine.fma_gflops) << " GFLOP/s; medians of " << repetitions
-       << " calls; other processes took " << Format("%.0f%%", 100.0 * machine.foreign_load)
-       << " of the CPU time while timing.\n";
+       << Format("%.0f", machine.fma_gflops) << " GFLOP/s" << DotPeaksText(machine)
+       << "; medians of " << repetitions << " calls; other processes took "
+       << Format("%.0f%%", 100.0 * machine.foreign_load) << " of the CPU time while timing.\n";
   MarkdownRows(rows, file);
   MarkdownBaselines(baselines, file);
   MarkdownSharedPrefix(shared_prefix, machine, file);

@@ -19,8 +19,13 @@ struct MachineLimits {
   std::string target;  ///< The kernels' target, e.g. "AVX3" or "AVX2 (forced)"; the limits are
                        ///< always measured with the machine's best one.
   int threads = 0;     ///< Threads of every measurement and of every timed call.
-  double bandwidth_gbps = 0;       ///< Streaming read, all threads.
-  double fma_gflops = 0;           ///< fp32 FMA peak, all threads.
+  double bandwidth_gbps = 0;  ///< Streaming read, all threads.
+  double fma_gflops = 0;      ///< fp32 FMA peak, all threads.
+  /// bf16 dot-product peak (GFLOP/s) and int8 dot-product peak (G operations/s), all threads,
+  /// with the instruction set each used: 0 and "" where the CPU has none (the fast tier then
+  /// runs the exact kernels).
+  double bf16_dot_gflops = 0, int8_dot_gops = 0;
+  std::string bf16_dot_isa, int8_dot_isa;
   double foreign_load = 0;         ///< Share of all CPUs' time other processes took while timing.
   std::string openmp_wait_policy;  ///< OMP_WAIT_POLICY of the baselines, or "default".
 };
