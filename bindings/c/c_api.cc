@@ -98,9 +98,9 @@ DYNATTN_CACHE_FORMATS(DYNATTN_C_CACHE_ELEM)
 static_assert(DYNATTN_SCALE_TYPE_F16 == static_cast<int>(ScaleType::kF16));
 static_assert(DYNATTN_SCALE_TYPE_F32 == static_cast<int>(ScaleType::kF32));
 static_assert(DYNATTN_PAGE_LAYOUT_NHD == static_cast<int>(PageLayout::kNHD));
+static_assert(DYNATTN_PAGE_LAYOUT_HND == static_cast<int>(PageLayout::kHND));
 static_assert(DYNATTN_PRECISION_EXACT == static_cast<int>(Precision::kExact));
 static_assert(DYNATTN_PRECISION_FAST == static_cast<int>(Precision::kFast));
-static_assert(DYNATTN_PAGE_LAYOUT_HND == static_cast<int>(PageLayout::kHND));
 
 template <typename CEnum>
 int RawValue(const CEnum& value) {
