@@ -753,9 +753,11 @@ void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* 
   using Mode = ScaleLanes::Mode;
   if constexpr (IsGroupScaledElem<kElem>()) {
     const Mode mode = ScaleLanes::For(p.kv.cache).mode;
-    if (mode == Mode::kLookup) {
-      return AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kLookup>(p, w, states,
-                                                                               scratch);
+    if constexpr (kLanes >= 16) {  // on narrower vectors only groups of 4 or less look up
+      if (mode == Mode::kLookup) {
+        return AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kLookup>(p, w, states,
+                                                                                 scratch);
+      }
     }
     if (mode == Mode::kBroadcast) {
       return AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kBroadcast>(p, w, states,
