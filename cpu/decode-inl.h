@@ -744,9 +744,10 @@ void AttendFusedBlocks(const AttentionProblem& p, const internal::WorkItem& w, f
 /// A work item through the fused decode kernel (UseFusedDecode holds), with keys and values
 /// rounded to fp16 or not (KeysRound, ValuesRound). Quantized caches in the two power-of-two
 /// scale modes get their own inner loops (no mode test per vector of codes, fewer live
-/// registers): lookup (groups shorter than a vector, e.g. 8 on AVX-512) and broadcast (groups of
-/// a vector or more, e.g. 8 on AVX2). Other group sizes, and tiles whose scales keep the
-/// conversions (ScoreTile, FusedAccumulate), read the mode at run time.
+/// registers): lookup (groups shorter than a vector, e.g. 8 on AVX-512; on narrower vectors only
+/// groups of 4 or less, which share the run-time loops there) and broadcast (groups of a vector
+/// or more, e.g. 8 on AVX2). Other group sizes, and tiles whose scales keep the conversions
+/// (ScoreTile, FusedAccumulate), read the mode at run time.
 template <CacheElem kElem, bool kRoundKeys, bool kRoundValues>
 void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                  internal::Scratch* scratch) {
