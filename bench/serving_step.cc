@@ -100,7 +100,9 @@ void FillAttrs(Step* step) {
   a.attention.window_left = s.window_left;
   a.attention.head_dim_v = s.head_dim_v;
   a.attention.value_from_key = s.latent;
+  a.attention.precision = s.precision;
   dynattn_ref::Attrs& r = step->reference_attrs;
+  r.precision = s.precision == Precision::kFast ? "fast" : "";
   r.num_heads = s.num_heads;
   r.head_dim = s.head_dim;
   r.num_kv_heads = s.num_kv_heads;

@@ -37,6 +37,7 @@ struct StepShape {
   DType plain_cache = DType::kF16;  ///< quant_bit 0: fp16, bf16, or fp8 (e4m3 / e5m2) bytes.
   int window_left = -1;             ///< Sliding window (-1 = off).
   int quant_group = 8;
+  Precision precision = Precision::kExact;  ///< The numerics tier the step's calls ask for.
   int cache_mode = 1;  ///< 1: paged (pages of `page_size`), 0: one contiguous region per request.
   int page_size = 128;
   int cache_layout = 3;

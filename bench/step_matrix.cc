@@ -112,6 +112,22 @@ void AddCoverageRows(std::vector<BenchRow>* rows) {
   rows->push_back(VariantRow("", 1, 131072, 0, 32, 8, 128, 128));
 }
 
+/// The fast tier beside the exact one: decode 8 x 4096 over int8 and int4 caches with one scale
+/// per (token, head) (groups of 128, the fast kernel's case) and int8 in groups of 32, each in
+/// both tiers, and the exact f16 row it should beat.
+void AddTierRows(std::vector<BenchRow>* rows) {
+  for (const auto& [bits, group] : {std::pair{8, 128}, std::pair{4, 128}, std::pair{8, 32}}) {
+    for (const Precision precision : {Precision::kExact, Precision::kFast}) {
+      BenchRow row = DecodeRow(4096, bits, 1);
+      row.step = std::string("decode_8x4096_") + CacheName(bits) + "_g" + std::to_string(group) +
+                 "_paged_" + PrecisionName(precision);
+      row.shape.quant_group = group;
+      row.shape.precision = precision;
+      rows->push_back(row);
+    }
+  }
+}
+
 /// MLA's absorbed form as DeepSeek V3 serves it: one latent KV head of 576 (kv_lora_rank 512 +
 /// rope 64) whose first 512 elements are the values, pages of 64, bf16 activations over a bf16 or
 /// fp8 e4m3 latent cache. Decode has all 128 query heads on the latent head: a (128 x 576) by
@@ -190,6 +206,7 @@ std::vector<BenchRow> StepMatrix(bool quick) {
   rows.push_back(MixedRow());
   if (!quick) AddModernRows(&rows);
   if (!quick) AddCoverageRows(&rows);
+  if (!quick) AddTierRows(&rows);
   if (!quick) AddMlaRows(&rows);
   return rows;
 }

@@ -45,6 +45,7 @@
 #include <cstdint>
 
 #include "cpu/codec-inl.h"
+#include "cpu/fast_keys-inl.h"
 #include "cpu/softmax-inl.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
@@ -605,6 +606,23 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const float* queries, const
                                                       scores);
 }
 
+/// ScoreFusedTile in the fast tier (internal::FastKeysCover holds): each key's integer dot products
+/// with every query vector of the block.
+template <CacheElem kElem, int kBlock>
+DYNATTN_TILE_STEP void ScoreFastTile(const AttentionProblem& p, const FastQueries& queries,
+                                     const FusedTile& tile, const RowsAhead& ahead,
+                                     const RowsAhead& also_ahead, float* scores) {
+  const int group = p.kv.cache.quant_group;
+  for (int j = 0; j < tile.count; ++j) {
+    if (j % 2 == 0) {
+      ahead.Fetch(j, 2);
+      also_ahead.Fetch(j, 2);
+    }
+    FastDots<kElem, kBlock>(queries, tile.keys.rows[j], tile.keys.scales + j * tile.keys.row_floats,
+                            group, p.head_dim, scores + j);
+  }
+}
+
 /// Computes the slots of keys [key0, key0 + count) and points `tile` at their rows.
 template <CacheElem kElem>
 HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w, int64_t key0,
@@ -621,9 +639,10 @@ HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w
 }
 
 /// The fused kernel's scratch for a block of `block` query vectors: queries, their running states,
-/// a tile's scores, slots and flags, two tiles' key and value scales, the query rows, and two
-/// tiles' staging rows for the planes that are dimension-major.
-HWY_INLINE std::array<size_t, 17> FusedBlockScratch(const AttentionProblem& p, int block) {
+/// a tile's scores, slots and flags, two tiles' key and value scales, the query rows, two tiles'
+/// staging rows for the planes that are dimension-major, and the fast tier's query codes and
+/// scales.
+HWY_INLINE std::array<size_t, 19> FusedBlockScratch(const AttentionProblem& p, int block) {
   const ScaleLanes key_lanes = ScaleLanes::For(p.kv.cache);
   const ScaleLanes value_lanes = ScaleLanes::For(internal::ValueView(p.kv.cache));
   const size_t n = static_cast<size_t>(block), dp = static_cast<size_t>(p.padded_dim);
@@ -648,13 +667,17 @@ HWY_INLINE std::array<size_t, 17> FusedBlockScratch(const AttentionProblem& p, i
           StagingFloats(p.kv.cache.key, p.head_dim),
           StagingFloats(p.kv.cache.value, p.value_dim),
           StagingFloats(p.kv.cache.key, p.head_dim),
-          StagingFloats(p.kv.cache.value, p.value_dim)};
+          StagingFloats(p.kv.cache.value, p.value_dim),
+          (n * dp + 1) / 2,
+          n};
 }
 
 /// One fused work item with kBlock >= its query vectors. Rows are prefetched ahead of their use
 /// (the schedule is below): rows of a KV head are strided (often a page apart) in the common
-/// layouts, where the hardware prefetchers do not follow.
-template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode kMode, int kBlock>
+/// layouts, where the hardware prefetchers do not follow. kFastKeys: the fast tier's key scores
+/// (internal::FastKeysCover holds; kRoundKeys is then unused).
+template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode kMode, int kBlock,
+          bool kFastKeys = false>
 void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                       internal::Scratch* scratch) {
   const int rows = w.row_end - w.row_begin;
@@ -687,6 +710,8 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   MakeQueryRows(p, w, query_rows);
   const int vectors = p.group_size * rows;
   LoadQueries(p, query_rows, vectors, kBlock, queries);
+  const FastQueries fast{reinterpret_cast<int16_t*>(parts[17]), parts[18], p.padded_dim};
+  if constexpr (kFastKeys) QuantizeQueries<kElem>(queries, kBlock, p.head_dim, fast);
   s.Reset(kBlock, dpv);
   PointTile<kElem>(p, w, FirstTileKey(query_rows, vectors, w.key_begin), slots, &tiles[0]);
   // Prefetch schedule. Quantized caches: each phase fetches the rows the next phase reads (the
@@ -712,8 +737,12 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
         kPhased ? RowsAhead{&tile.values, tile.count, value_bytes, kTo} : next_keys;
     const RowsAhead key_phase_too =
         kPhased ? none : RowsAhead{&next.values, next.count, value_bytes, kTo};
-    ScoreTile<kElem, kRoundKeys, kMode, kBlock>(p, queries, tile, key_phase, key_phase_too, lanes,
-                                                scores);
+    if constexpr (kFastKeys) {
+      ScoreFastTile<kElem, kBlock>(p, fast, tile, key_phase, key_phase_too, scores);
+    } else {
+      ScoreTile<kElem, kRoundKeys, kMode, kBlock>(p, queries, tile, key_phase, key_phase_too, lanes,
+                                                  scores);
+    }
     SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
     MarkActiveKeys<kBlock>(scores, vectors, tile.count, active);
     if (kPhased) WidenTileScales<kElem>(value_view, value_lanes, tile.count, &tile.values);
@@ -725,20 +754,24 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
 }
 
 /// AttendFusedBlock with the smallest block that holds the item's query vectors.
-template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode kMode>
+template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode kMode,
+          bool kFastKeys = false>
 void AttendFusedBlocks(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                        internal::Scratch* scratch) {
   const int vectors = p.group_size * (w.row_end - w.row_begin);
   if (vectors <= 1) {
-    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 1>(p, w, states, scratch);
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 1, kFastKeys>(p, w, states,
+                                                                                  scratch);
   }
   if (vectors <= 2) {
-    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 2>(p, w, states, scratch);
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 2, kFastKeys>(p, w, states,
+                                                                                  scratch);
   }
   if (vectors <= 4) {
-    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 4>(p, w, states, scratch);
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 4, kFastKeys>(p, w, states,
+                                                                                  scratch);
   }
-  AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 8>(p, w, states, scratch);
+  AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 8, kFastKeys>(p, w, states, scratch);
 }
 
 /// A work item through the fused decode kernel (UseFusedDecode holds), with keys and values
@@ -766,6 +799,26 @@ void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* 
     }
   }
   AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kAny>(p, w, states, scratch);
+}
+
+/// Runs a work item in the fast tier and returns true where a fast kernel covers it: a fused
+/// decode item (UseFusedDecode) over an int8 or int4 cache that internal::FastKeysCover takes, with
+/// its keys' scores from integer dot products and the rest as AttendFused runs it. Returns false,
+/// having written nothing, for every other item (the exact kernels run those).
+template <CacheElem kElem>
+bool AttendFastDecode(const AttentionProblem& p, const internal::WorkItem& w, float* states,
+                      internal::Scratch* scratch) {
+  const int vectors = p.group_size * (w.row_end - w.row_begin);
+  if (!UseFusedDecode(p, vectors) || !internal::FastKeysCover(p.kv.cache)) return false;
+  // FastKeysCover's groups are powers of two of at least 32 codes: broadcast mode everywhere.
+  static_assert(kLanes <= kFastGroupMultiple, "groups of 32 are whole vectors");
+  constexpr auto kBroadcast = ScaleLanes::Mode::kBroadcast;
+  if (ValuesRound<kElem>(p)) {
+    AttendFusedBlocks<kElem, false, true, kBroadcast, true>(p, w, states, scratch);
+  } else {
+    AttendFusedBlocks<kElem, false, false, kBroadcast, true>(p, w, states, scratch);
+  }
+  return true;
 }
 
 }  // namespace HWY_NAMESPACE

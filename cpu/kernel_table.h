@@ -52,6 +52,18 @@ struct Scratch {
   static size_t PaddedSize(size_t n) { return (n + 15) / 16 * 16; }
 };
 
+/// True when the fast tier has a kernel for caches like `cache`: int8 or int4 keys in groups
+/// that are powers of two and multiples of 32, scored by integer dot products
+/// (cpu/fast_keys-inl.h) in decode-shaped work items.
+inline bool FastKeysCover(const CacheDesc& cache) {
+  const int group = cache.quant_group;
+  const bool quantized = cache.elem == CacheElem::kInt8 || cache.elem == CacheElem::kInt4;
+  return quantized && group % 32 == 0 && (group & (group - 1)) == 0;
+}
+
+/// A fast-tier attention entry (CpuKernels::attend_fast).
+using AttendFastFn = bool (*)(const AttentionProblem&, const WorkItem&, float* states, Scratch*);
+
 /// The per-target kernels for one cache element type.
 struct CpuKernels {
   /// Quantizes and stores new tokens [token_begin, token_end) (packed query-row indices).
@@ -61,6 +73,10 @@ struct CpuKernels {
                       Scratch*);
   /// Runs one work item; writes output rows or partial states.
   void (*attend)(const AttentionProblem&, const WorkItem&, float* states, Scratch*);
+  /// Fast-tier rows (null elsewhere): runs one work item and returns true where a fast kernel
+  /// covers its shape and cache; returns false, having written nothing, where `attend` must run
+  /// it.
+  AttendFastFn attend_fast = nullptr;
   /// Merges the partial states of one split tile and writes its output rows.
   void (*merge)(const AttentionProblem&, const MergeTask&, const float* states, Scratch*);
   /// Runs one shared-path work item of unified attention; writes partial states.

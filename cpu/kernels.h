@@ -17,6 +17,10 @@ namespace dynattn::internal {
 DYNATTN_CACHE_FORMATS(DYNATTN_CPU_KERNELS_GETTER)
 #undef DYNATTN_CPU_KERNELS_GETTER
 
+// The fast tier's attention entries (cpu/fast_kernels_<tag>.cc), for the formats that have one.
+AttendFastFn CpuFastAttendInt8();
+AttendFastFn CpuFastAttendInt4();
+
 }  // namespace dynattn::internal
 
 #endif  // DYNATTN_CPU_KERNELS_H_

@@ -221,7 +221,7 @@ std::vector<TensorSpec> AllTensors(Op op) {
 
 uint8_t Flags::Encode() const {
   return static_cast<uint8_t>(f16 | int32_index << 1 | f32_scale << 2 | two_threads << 3 |
-                              plan_run << 4);
+                              plan_run << 4 | fast << 7);
 }
 
 Flags Flags::Decode(uint8_t byte) {
@@ -231,6 +231,7 @@ Flags Flags::Decode(uint8_t byte) {
   f.f32_scale = byte & 4;
   f.two_threads = byte & 8;
   f.plan_run = byte & 16;
+  f.fast = byte & 128;
   return f;
 }
 

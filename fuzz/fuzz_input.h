@@ -80,6 +80,9 @@ struct Flags {
   bool f32_scale = false;    ///< Scales fp32 (else fp16).
   bool two_threads = false;  ///< RunOptions / ContextOptions num_threads 2 (else 1).
   bool plan_run = false;     ///< Plan once, Run twice (bits compared), instead of the one-shot.
+  /// precision kFast in the attention ops (bit 7: bits 5 and 6 are read by no field, and a
+  /// committed corpus file sets bit 5).
+  bool fast = false;
   uint8_t Encode() const;
   static Flags Decode(uint8_t byte);
 };

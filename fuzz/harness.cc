@@ -305,9 +305,11 @@ dynattn::CacheAttrs CacheAttrsOf(const Attrs& a) {
   return c;
 }
 
-// The extension's score attributes (window, soft-cap, softmax scale) into `attrs`.
+// The extension's score attributes (window, soft-cap, softmax scale) and the flags' precision
+// into `attrs`.
 template <typename AttentionLikeAttrs>
-void SetScoreAttrs(const Ext& ext, AttentionLikeAttrs* attrs) {
+void SetScoreAttrs(const Flags& flags, const Ext& ext, AttentionLikeAttrs* attrs) {
+  attrs->precision = flags.fast ? dynattn::Precision::kFast : dynattn::Precision::kExact;
   attrs->window_left = static_cast<int>(ext.window_left);
   attrs->logits_soft_cap = ext.logits_soft_cap;
   attrs->softmax_scale = ext.softmax_scale;
@@ -323,7 +325,7 @@ dynattn::AttentionAttrs AttentionAttrsOf(const Call& call) {
   t.head_dim = static_cast<int>(a.head_dim);
   t.is_causal = a.is_causal != 0;
   t.is_alibi = a.is_alibi != 0;
-  SetScoreAttrs(call.ext, &t);
+  SetScoreAttrs(call.flags, call.ext, &t);
   return t;
 }
 
@@ -408,7 +410,7 @@ Status CallOp(const Call& call, bool plan_only, std::vector<Buffer>* buffers) {
       attrs.num_kv_heads = static_cast<int>(a.num_kv_heads);
       attrs.head_dim = static_cast<int>(a.head_dim);
       attrs.is_alibi = a.is_alibi != 0;
-      SetScoreAttrs(call.ext, &attrs);
+      SetScoreAttrs(call.flags, call.ext, &attrs);
       const int kv_heads = attrs.num_kv_heads > 0 ? attrs.num_kv_heads : attrs.num_heads;
       dynattn::BlockCache cache;
       DYNATTN_RETURN_IF_ERROR(dynattn::MakePmxBlockCache(tensors("cache"), tensors("scale"),

@@ -154,6 +154,7 @@ void DrawCacheAttrs(Rng& rng, const GenOptions& options, Plan* plan) {
     plan->cache_dt = Dt::kI8;
     plan->scale_dt = rng.Chance(0.6) ? Dt::kF16 : Dt::kF32;
     plan->group = static_cast<int>(DrawGroup(rng, plan->d, plan->quant_bit == 4));
+    if (options.pins.quant_group > 0) plan->group = options.pins.quant_group;
   }
   plan->cache_mode = static_cast<int>(rng.Int(0, 1));
   if (options.pins.cache_mode >= 0) plan->cache_mode = options.pins.cache_mode;

@@ -49,6 +49,7 @@ struct Pins {
   int value_from_key = -1;  // multi_head_attention: -1 drawn with head_dim_v, 0 off, 1 on (no
                             // value input: the keys' first Dv elements)
   int precision = 0;        // attention ops: 0 exact, 1 fast (precision=fast)
+  int quant_group = 0;      // > 0: G of an int8/int4 cache (a divisor of D, even for int4)
 };
 
 struct GenOptions {

@@ -373,6 +373,14 @@ double LoadDequantized(const CacheGeometry& geo, const Array& cache, const Array
   return detail::Dequantize(q, stored_scale, geo.tc, product_dt);
 }
 
+// The fast tier's key element of an int8/int4 cache: code x stored scale, exact (no rounding).
+double LoadRawQuantized(const CacheGeometry& geo, const Array& cache, const Array& scale,
+                        int64_t slot, int kv, int64_t h, int64_t i) {
+  const uint8_t byte = cache.bytes[geo.ElementOffset(slot, kv, h, i)];
+  const int q = geo.quant_bit == 8 ? static_cast<int8_t>(byte) : detail::DecodeNibble(byte, i % 2);
+  return q * LoadAsDouble(scale, geo.ScaleOffset(slot, kv, h, i));
+}
+
 // ----------------------------------------------------------------------------------------------
 // §4 KeyValueCache.
 
@@ -503,6 +511,7 @@ void WriteNewTokens(const KvcCall& call, Array* cache, Array* scale) {
 struct Gathered {
   Array out;
   std::vector<double> values;
+  std::vector<double> raw;  // int8/int4 caches: LoadRawQuantized of the same elements, else empty
 };
 
 // §3.1 reads + §4.2/§4.3: context row kvstarts[b] + p, output head o reads kv head o / num_repeat.
@@ -515,6 +524,8 @@ Gathered GatherContext(const KvcCall& call, const Array& cache, const Array* sca
   Array& out = gathered.out;
   out = MakeArray(geo.t1, {call.batches.context_rows(), out_heads, geo.d});
   gathered.values.assign(out.numel(), 0.0);
+  const bool quantized = geo.quant_bit != 0 && scale != nullptr;
+  if (quantized) gathered.raw.assign(out.numel(), kNaN);
   for (int64_t b = 0; b < call.batches.count(); ++b) {
     for (int64_t p = 0; p < call.batches.kvlen(b); ++p) {
       const int64_t slot = call.slots.Slot(b, p);
@@ -531,6 +542,10 @@ Gathered GatherContext(const KvcCall& call, const Array& cache, const Array* sca
                   "the context reads a non-finite cache value");
           StoreRounded(&out, (row * out_heads + o) * geo.d + i, x);
           gathered.values[(row * out_heads + o) * geo.d + i] = x;
+          if (quantized) {
+            gathered.raw[(row * out_heads + o) * geo.d + i] =
+                LoadRawQuantized(geo, cache, *scale, slot, kv, o / num_repeat, i);
+          }
         }
       }
     }
@@ -543,7 +558,8 @@ Gathered GatherContext(const KvcCall& call, const Array& cache, const Array* sca
 KvcResult RunKeyValueCache(const KvcCall& call, int64_t num_repeat,
                            std::vector<double>* context_k = nullptr,
                            std::vector<double>* context_v = nullptr,
-                           const std::vector<int64_t>* unread = nullptr) {
+                           const std::vector<int64_t>* unread = nullptr,
+                           std::vector<double>* context_k_raw = nullptr) {
   Require(num_repeat >= 1, "num_repeat must be >= 1");
   KvcResult result;
   result.cache = *call.cache;
@@ -555,6 +571,7 @@ KvcResult RunKeyValueCache(const KvcCall& call, int64_t num_repeat,
   result.key = std::move(key.out);
   result.value = std::move(value.out);
   if (context_k != nullptr) *context_k = std::move(key.values);
+  if (context_k_raw != nullptr) *context_k_raw = std::move(key.raw);
   if (context_v != nullptr) *context_v = std::move(value.values);
   return result;
 }
@@ -581,12 +598,20 @@ struct AttentionCall {
   // key_offsets the new tokens are the context's last: kvlen_b - seqlen_b and 0.
   std::vector<int64_t> query_base, key_base;
   bool non_finite = false;  // Attrs::non_finite
+  bool fast = false;        // precision=fast
 };
 
 // Context K and V as T1 values in float64, (kvstarts[B], Hkv, D) and (kvstarts[B], Hkv, Dv).
+// k_fast: the keys as the fast tier's integer scores read them (code x stored scale), where a
+// fast call's cache is int8 or int4 in groups FastKeyGroups takes; empty otherwise.
 struct Context {
   std::vector<double> k, v;
+  std::vector<double> k_fast;
 };
+
+// Groups whose keys the fast tier scores with integer dot products: powers of two, multiples
+// of 32.
+bool FastKeyGroups(int64_t group) { return group % 32 == 0 && (group & (group - 1)) == 0; }
 
 void RequireMask(const AttentionCall& call) {
   const Array& mask = *call.mask;
@@ -623,7 +648,7 @@ void ReadQueryPositions(const Tensors& inputs, AttentionCall* call) {
 }
 
 // Sliding window, soft-cap, softmax scale and sinks, with their validation rules (and the
-// precision tier's, which changes nothing here: the reference is the answer of both tiers).
+// precision tier's: Attend computes the fast tier's own answer too where it differs).
 void ReadServingFeatureAttrs(const Attrs& attrs, const Tensors& inputs, AttentionCall* call) {
   Require(attrs.precision.empty() || attrs.precision == "exact" || attrs.precision == "fast",
           "precision must be exact or fast");
@@ -632,6 +657,7 @@ void ReadServingFeatureAttrs(const Attrs& attrs, const Tensors& inputs, Attentio
           "logits_soft_cap must be finite and >= 0");
   Require(std::isfinite(attrs.softmax_scale) && attrs.softmax_scale >= 0,
           "softmax_scale must be finite and >= 0");
+  call->fast = attrs.precision == "fast";
   call->window_left = attrs.window_left;
   call->soft_cap = attrs.logits_soft_cap;
   call->score_scale =
@@ -740,21 +766,50 @@ double Logit(const AttentionCall& call, double dot) {
   return call.soft_cap > 0 ? call.soft_cap * std::tanh(s0 / call.soft_cap) : s0;
 }
 
+// The fast tier's query: s_q = fl32(max|q| / 127) and codes rne(fl32(q / s_q)) in [-127, 127]
+// (all 0 when s_q is 0; s_q NaN when q holds a NaN or an infinity).
+struct FastQuery {
+  double scale = 0;
+  std::vector<double> codes;
+};
+
+FastQuery QuantizeFastQuery(const double* q, int64_t d) {
+  double max_abs = 0;
+  bool finite = true;
+  for (int64_t i = 0; i < d; ++i) {
+    finite = finite && std::isfinite(q[i]);
+    max_abs = std::max(max_abs, std::fabs(q[i]));
+  }
+  FastQuery fast;
+  fast.scale = finite ? static_cast<float>(max_abs / 127) : kNaN;
+  fast.codes.assign(d, 0.0);
+  for (int64_t i = 0; i < d && fast.scale > 0; ++i) {
+    const double code = std::nearbyint(static_cast<float>(q[i] / fast.scale));
+    fast.codes[i] = std::min(127.0, std::max(-127.0, code));
+  }
+  return fast;
+}
+
 // Softmax over keys (and the head's sink, which adds exp(sink) to the denominator only) and the
 // weighted sum of values for query row i of request b, head h. Returns false (and leaves `out`
 // untouched) when every key is hidden or there is none; `lse` then holds the sink (or -inf).
+// `fast`: the scores of the fast tier's integer dot products, fl32(s_q * sum_i q'_i k_fast_i).
 bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int64_t h, int64_t i,
-               double* out, double* lse) {
+               bool fast, double* out, double* lse) {
   const int64_t kvlen = call.batches.kvlen(b), d = call.d, dv = call.dv;
   const int64_t kvh = h / (call.hq / call.hkv);  // §5.2 GQA
   const double* q = &call.query[((call.batches.seqstarts[b] + i) * call.hq + h) * d];
+  const FastQuery fast_query = fast ? QuantizeFastQuery(q, d) : FastQuery{};
   std::vector<double> scores(kvlen, -kInf);
   double best = -kInf;
   for (int64_t j = 0; j < kvlen; ++j) {
     const double bias = ScoreBias(call, b, h, i, j);
     if (bias == -kInf) continue;  // hidden key: its score stays -inf, its weight 0
-    const double* k = &context.k[((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d];
-    scores[j] = Logit(call, Dot(q, k, d)) + bias;  // cap before ALiBi and the mask
+    const int64_t key = ((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d;
+    const double dot = fast ? static_cast<float>(fast_query.scale * Dot(fast_query.codes.data(),
+                                                                        &context.k_fast[key], d))
+                            : Dot(q, &context.k[key], d);
+    scores[j] = Logit(call, dot) + bias;  // cap before ALiBi and the mask
     best = MaxOrNaN(best, scores[j]);
   }
   const double sink = call.sinks.empty() ? -kInf : call.sinks[h];
@@ -775,6 +830,31 @@ bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int
   for (int64_t e = 0; e < dv; ++e) out[e] = acc[e] / sum;
   *lse = best + std::log(sum);
   return true;
+}
+
+// The fast tier's bound on how far its scores move from the exact ones for query row i of request
+// b, head h: delta = max over visible keys j of scale * (2u * A_j + B_j), u = 2^-8, A_j =
+// sum_i |q_i k_ji| (a rounding of q or k to bf16, or a key's skipped fp16 rounding) and B_j =
+// max|q| / 254 * sum_i |k_fast_ji| (the query's int8 grid). The soft-cap only shrinks a change.
+double FastScoreDelta(const AttentionCall& call, const Context& context, int64_t b, int64_t h,
+                      int64_t i) {
+  const int64_t kvlen = call.batches.kvlen(b), d = call.d;
+  const int64_t kvh = h / (call.hq / call.hkv);
+  const double* q = &call.query[((call.batches.seqstarts[b] + i) * call.hq + h) * d];
+  double max_q = 0;
+  for (int64_t e = 0; e < d; ++e) max_q = std::max(max_q, std::fabs(q[e]));
+  double delta = 0;
+  for (int64_t j = 0; j < kvlen; ++j) {
+    if (ScoreBias(call, b, h, i, j) == -kInf) continue;
+    const int64_t key = ((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d;
+    double a = 0, k_sum = 0;
+    for (int64_t e = 0; e < d; ++e) {
+      a += std::fabs(q[e] * context.k[key + e]);
+      if (!context.k_fast.empty()) k_sum += std::fabs(context.k_fast[key + e]);
+    }
+    delta = std::max(delta, call.score_scale * (std::ldexp(a, -7) + max_q / 254 * k_sum));
+  }
+  return delta;
 }
 
 // Largest |V element| over the context rows of request b (all kv heads) that are read.
@@ -809,6 +889,12 @@ AttnResult Attend(const AttentionCall& call, const Context& context,
   result.must_be_zero.assign(rows * hq, 0);
   result.lse.assign(rows * hq, kNaN);
   result.computed.assign(rows * hq, 0);
+  const bool fast = call.fast && !context.k_fast.empty();
+  if (fast) {
+    result.fast_out.assign(rows * hq * d, kNaN);
+    result.fast_lse.assign(rows * hq, kNaN);
+    result.fast_bound.assign(rows * hq, 0.0);
+  }
   const std::vector<int64_t> heads = HeadsToCompute(call, only_heads);
   for (int64_t b = 0; b < call.batches.count(); ++b) {
     const double vmax = ContextValueMax(call, context, b);
@@ -818,7 +904,15 @@ AttnResult Attend(const AttentionCall& call, const Context& context,
       for (int64_t h : heads) {
         double* out = &result.out[(row * hq + h) * d];
         result.computed[row * hq + h] = 1;
-        if (AttendRow(call, context, b, h, i, out, &result.lse[row * hq + h])) continue;
+        if (fast) {
+          double* fast_out = &result.fast_out[(row * hq + h) * d];
+          if (!AttendRow(call, context, b, h, i, true, fast_out, &result.fast_lse[row * hq + h])) {
+            std::fill(fast_out, fast_out + d, 0.0);
+          }
+          const double delta = FastScoreDelta(call, context, b, h, i);
+          result.fast_bound[row * hq + h] = (std::expm1(2 * delta) + std::ldexp(2.0, -8)) * vmax;
+        }
+        if (AttendRow(call, context, b, h, i, false, out, &result.lse[row * hq + h])) continue;
         std::fill(out, out + d, 0.0);           // §5.6 [REC]: fully masked / empty context -> 0
         result.must_be_zero[row * hq + h] = 1;  // lse: the sink, or -inf
       }
@@ -1105,7 +1199,7 @@ AttnResult MultiHeadAttention(const Attrs& attrs, const Tensors& inputs,
   for (int64_t b = 0; b < call.batches.count(); ++b) {
     Require(call.batches.kvlen(b) >= call.batches.seqlen(b), "MHA needs kvlen_b >= seqlen_b");
   }
-  Context context{ReadContextTensor(inputs, "key", call), {}};
+  Context context{ReadContextTensor(inputs, "key", call), {}, {}};
   if (attrs.value_from_key) {
     Require(Optional(inputs, "value") == nullptr, "value must be absent with value_from_key");
     Require(call.dv <= call.d, "value_from_key needs head_dim_v <= head_dim");
@@ -1124,7 +1218,9 @@ AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
   const KvcCall kvc_call = ReadKvcCall(attrs, inputs, call.hkv, call.d);
   Require(kvc_call.geo.t1 == call.t1, "current_key/value must have the query's dtype");
   Context context;
-  KvcResult kvc = RunKeyValueCache(kvc_call, 1, &context.k, &context.v, &call.unread);
+  const bool fast_keys = call.fast && FastKeyGroups(kvc_call.geo.group);
+  KvcResult kvc = RunKeyValueCache(kvc_call, 1, &context.k, &context.v, &call.unread,
+                                   fast_keys ? &context.k_fast : nullptr);
   AttnResult result = Attend(call, context, only_heads);
   result.cache = std::move(kvc.cache);
   result.scale = std::move(kvc.scale);
@@ -1191,48 +1287,22 @@ bool IsComputed(const AttnResult& ref, int64_t i) {
   return ref.computed.empty() || ref.computed[i] != 0;
 }
 
-}  // namespace
-
-std::string CheckLse(const AttnResult& ref, const Array& got) {
-  if (got.dt != Dt::kF32) return "lse must be f32";
-  if (got.numel() != static_cast<int64_t>(ref.lse.size())) return "lse has the wrong element count";
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const double want = ref.lse[i], value = LoadAsDouble(got, i);
-    if (!IsComputed(ref, i)) continue;
-    const bool ok = std::isnan(want) ? std::isnan(value)
-                    : std::isinf(want)
-                        ? value == want
-                        : std::fabs(value - want) <= 1e-4 * std::max(1.0, std::fabs(want));
-    if (!ok) {
-      std::ostringstream text;
-      text.precision(9);
-      text << "lse at (row, head) index " << i << ": got " << value << " want " << want;
-      return text.str();
-    }
-  }
-  return "";
+// Whether a library LSE value meets the reference's `want`.
+bool LseMatches(double want, double value) {
+  if (std::isnan(want)) return std::isnan(value);
+  if (std::isinf(want)) return value == want;
+  return std::fabs(value - want) <= 1e-4 * std::max(1.0, std::fabs(want));
 }
 
-std::string CheckAttention(const AttnResult& ref, const Array& got, double* worst_ratio) {
-  const int64_t rows = static_cast<int64_t>(ref.vmax.size());
-  const int64_t hq = rows == 0 ? 0 : static_cast<int64_t>(ref.must_be_zero.size()) / rows;
-  const int64_t d = hq == 0 ? 0 : static_cast<int64_t>(ref.out.size()) / (rows * hq);
-  if (worst_ratio != nullptr) *worst_ratio = 0;
-  if (!IsFloat(got.dt)) {
-    return std::string("output dtype ") + DtName(got.dt) + " is not f32/f16/bf16";
-  }
-  const bool shape_ok = rows == 0 ? (!got.shape.empty() && got.shape[0] == 0 && got.numel() == 0)
-                                  : got.shape == std::vector<int64_t>{rows, hq, d};
-  if (!shape_ok) return "output shape " + ShapeString(got.shape) + " does not match the reference";
-  if (static_cast<int64_t>(got.bytes.size()) != got.numel() * DtSize(got.dt)) {
-    return "output byte count does not match its shape";
-  }
+// The worst violation of one (row, head) of `got` against `want` (the reference's out or
+// fast_out at the same index).
+Violation CheckRow(const AttnResult& ref, const std::vector<double>& want_all, const Array& got,
+                   int64_t t, int64_t h, int64_t hq, int64_t d) {
   Violation worst;
-  for (int64_t index = 0; index < static_cast<int64_t>(ref.out.size()); ++index) {
-    const double want = ref.out[index];
-    const int64_t t = index / (hq * d), h = index / d % hq, x = index % d;
-    if (!IsComputed(ref, t * hq + h)) continue;
-    const bool zero = ref.must_be_zero[t * hq + h] != 0;
+  const bool zero = ref.must_be_zero[t * hq + h] != 0;
+  for (int64_t x = 0; x < d; ++x) {
+    const int64_t index = (t * hq + h) * d + x;
+    const double want = want_all[index];
     const double value = LoadAsDouble(got, index);
     if (!std::isfinite(want)) {  // NaN for NaN, the same infinity for an infinity
       const bool same_class = std::isnan(want) ? std::isnan(value) : value == want;
@@ -1254,6 +1324,61 @@ std::string CheckAttention(const AttnResult& ref, const Array& got, double* wors
                                                : "out of tolerance";
       worst.ratio = ratio;
       worst.text = DescribeElement(t, h, x, value, want, bound, what);
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+std::string CheckLse(const AttnResult& ref, const Array& got) {
+  if (got.dt != Dt::kF32) return "lse must be f32";
+  if (got.numel() != static_cast<int64_t>(ref.lse.size())) return "lse has the wrong element count";
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double value = LoadAsDouble(got, i);
+    if (!IsComputed(ref, i)) continue;
+    const bool ok = LseMatches(ref.lse[i], value) ||
+                    (!ref.fast_lse.empty() && LseMatches(ref.fast_lse[i], value));
+    if (!ok) {
+      std::ostringstream text;
+      text.precision(9);
+      text << "lse at (row, head) index " << i << ": got " << value << " want " << ref.lse[i];
+      if (!ref.fast_lse.empty()) text << " (fast tier: " << ref.fast_lse[i] << ")";
+      return text.str();
+    }
+  }
+  return "";
+}
+
+std::string CheckAttention(const AttnResult& ref, const Array& got, double* worst_ratio) {
+  const int64_t rows = static_cast<int64_t>(ref.vmax.size());
+  const int64_t hq = rows == 0 ? 0 : static_cast<int64_t>(ref.must_be_zero.size()) / rows;
+  const int64_t d = hq == 0 ? 0 : static_cast<int64_t>(ref.out.size()) / (rows * hq);
+  if (worst_ratio != nullptr) *worst_ratio = 0;
+  if (!IsFloat(got.dt)) {
+    return std::string("output dtype ") + DtName(got.dt) + " is not f32/f16/bf16";
+  }
+  const bool shape_ok = rows == 0 ? (!got.shape.empty() && got.shape[0] == 0 && got.numel() == 0)
+                                  : got.shape == std::vector<int64_t>{rows, hq, d};
+  if (!shape_ok) return "output shape " + ShapeString(got.shape) + " does not match the reference";
+  if (static_cast<int64_t>(got.bytes.size()) != got.numel() * DtSize(got.dt)) {
+    return "output byte count does not match its shape";
+  }
+  Violation worst;
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t h = 0; h < hq; ++h) {
+      if (!IsComputed(ref, t * hq + h)) continue;
+      Violation row = CheckRow(ref, ref.out, got, t, h, hq, d);
+      if (row.ratio > 1 && !ref.fast_out.empty()) {  // a fast call's row may be either tier's
+        Violation fast = CheckRow(ref, ref.fast_out, got, t, h, hq, d);
+        if (fast.ratio < row.ratio) row = fast;
+        if (row.ratio > 1) row.text += " (neither tier's answer)";
+      }
+      worst.count += row.count;
+      if (row.ratio > worst.ratio) {
+        worst.ratio = row.ratio;
+        worst.text = row.text;
+      }
     }
   }
   if (worst_ratio != nullptr) *worst_ratio = worst.ratio;

@@ -94,8 +94,8 @@ struct Attrs {
   double softmax_scale = 0;
   // "" (the cache tensor's dtype decides), "fp8_e4m3" or "fp8_e5m2": must match an fp8 cache.
   std::string cache_dtype;
-  // The attention ops' numerics tier: "" (exact, the default) or "fast". The float64 reference
-  // computes the same answer either way; a fast call is held to the fast tolerance.
+  // The attention ops' numerics tier: "" (exact, the default) or "fast". A fast call's result
+  // carries the fast tier's own answer where it differs (AttnResult::fast_out).
   std::string precision;
   // Not an op attribute: accept NaN and infinities in the query, the context (keys and values,
   // cached or given) and the mask, and let them flow through float64 IEEE arithmetic: a NaN score
@@ -122,6 +122,13 @@ struct AttnResult {
   std::vector<double> lse;  // per (row, head): natural-log log-sum-exp of the scores and the
                             // sink (no visible key: the sink, or -inf without sinks)
   Array cache, scale;       // MHCA only: expected cache/scale after the call
+  // precision=fast over an int8/int4 cache whose groups are powers of two and multiples of 32
+  // (empty otherwise): the answer with the fast tier's integer key scores, fl32(s_q * sum_i q'_i
+  // c_i s_k), s_q = fl32(max|q| / 127), q'_i = rne(fl32(q_i / s_q)). Each (row, head) of a fast
+  // call's output is held to out or to fast_out (lse to lse or fast_lse): the fast kernel runs
+  // decode-shaped work items, the exact one the others. fast_bound per (row, head): the
+  // documented bound on |fast_out - out|, (e^{2 delta} - 1 + 2^-7) * vmax.
+  std::vector<double> fast_out, fast_lse, fast_bound;
 };
 
 // The ops. All three throw std::invalid_argument for inputs the spec rejects (§7.3, §12 and the

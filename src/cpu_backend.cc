@@ -115,13 +115,23 @@ float* PartialStates(const AttentionProblem& problem, int64_t num_states, Contex
   return context->States(static_cast<size_t>(num_states * StateFloats(problem.padded_value_dim)));
 }
 
+/// Runs one work item: through the row's fast kernel where it has one that covers the item, else
+/// through its exact kernel.
+void AttendItem(const CpuKernels& kernels, const AttentionProblem& problem, const WorkItem& item,
+                float* states, Scratch* scratch) {
+  if (kernels.attend_fast != nullptr && kernels.attend_fast(problem, item, states, scratch)) return;
+  kernels.attend(problem, item, states, scratch);
+}
+
 Status RunAttention(const BackendKernels& row, const AttentionProblem& problem,
                     const AttentionPlan& plan, ContextState* context) {
   float* states = PartialStates(problem, plan.num_states, context);
   const int64_t work = CappedWork(problem, plan.items);
   context->ParallelFor(
       static_cast<int64_t>(plan.items.size()),
-      [&](int64_t i, Scratch* scratch) { row.cpu.attend(problem, plan.items[i], states, scratch); },
+      [&](int64_t i, Scratch* scratch) {
+        AttendItem(row.cpu, problem, plan.items[i], states, scratch);
+      },
       work);
   context->ParallelFor(
       static_cast<int64_t>(plan.merges.size()),
@@ -144,7 +154,7 @@ Status RunUnified(const BackendKernels& row, const AttentionProblem& problem,
         if (i < shared) {
           row.cpu.attend_shared(problem, plan.shared_items[i], states, scratch);
         } else {
-          row.cpu.attend(problem, plan.request_items[i - shared], states, scratch);
+          AttendItem(row.cpu, problem, plan.request_items[i - shared], states, scratch);
         }
       },
       work);

@@ -23,21 +23,45 @@ constexpr CpuFormat kCpuFormats[] = {
 #undef DYNATTN_CPU_FORMAT
 };
 
-using CpuRows = std::array<BackendKernels, kNumCacheElems>;
+/// The formats with a fast-tier kernel, and its getter (resolved like the exact ones).
+struct FastFormat {
+  CacheElem elem;
+  AttendFastFn (*attend)();
+};
+constexpr FastFormat kFastFormats[] = {
+    {CacheElem::kInt8, &CpuFastAttendInt8},
+    {CacheElem::kInt4, &CpuFastAttendInt4},
+};
+
+/// The exact rows, one per format, and the fast rows of the formats in kFastFormats: each a copy
+/// of its exact row whose work items go to the fast kernel first (it runs the items it covers,
+/// the exact kernels the rest).
+struct CpuRows {
+  std::array<BackendKernels, kNumCacheElems> exact;
+  std::array<BackendKernels, std::size(kFastFormats)> fast;
+};
 
 void FillCpuRows(CpuRows* rows) {
   for (size_t i = 0; i < std::size(kCpuFormats); ++i) {
-    (*rows)[i] = CpuRow(kCpuFormats[i].elem, kCpuFormats[i].kernels());
-    (*rows)[i].target = CpuTargetName();
+    rows->exact[i] = CpuRow(kCpuFormats[i].elem, kCpuFormats[i].kernels());
+    rows->exact[i].target = CpuTargetName();
+  }
+  for (size_t f = 0; f < std::size(kFastFormats); ++f) {
+    for (BackendKernels& row : rows->exact) {
+      if (row.elem != kFastFormats[f].elem) continue;
+      BackendKernels& fast = rows->fast[f];
+      fast = row;
+      fast.precision = Precision::kFast;
+      fast.cpu.attend_fast = kFastFormats[f].attend();
+      row.fast = &fast;
+    }
   }
 }
 
 CpuRows& CpuTable() {
-  static CpuRows rows = [] {
-    CpuRows filled;
-    FillCpuRows(&filled);
-    return filled;
-  }();
+  static CpuRows rows;  // filled in place: exact rows point at their fast twins
+  static const bool filled = (FillCpuRows(&rows), true);
+  (void)filled;
   return rows;
 }
 
@@ -45,15 +69,16 @@ CpuRows& CpuTable() {
 
 const BackendKernels* KernelsFor(Device device, CacheElem elem) {
   if (device == Device::kCuda) return CudaKernelsFor(elem);
-  for (const BackendKernels& row : CpuTable()) {
+  for (const BackendKernels& row : CpuTable().exact) {
     if (row.elem == elem) return &row;
   }
   return nullptr;
 }
 
-const BackendKernels* KernelsFor(Device device, CacheElem elem, Precision precision) {
-  const BackendKernels* row = KernelsFor(device, elem);
-  if (row != nullptr && precision == Precision::kFast && row->fast != nullptr) return row->fast;
+const BackendKernels* KernelsFor(Device device, const CacheDesc& cache, Precision precision) {
+  const BackendKernels* row = KernelsFor(device, cache.elem);
+  const bool fast = precision == Precision::kFast && FastKeysCover(cache);
+  if (row != nullptr && fast && row->fast != nullptr) return row->fast;
   return row;
 }
 

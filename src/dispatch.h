@@ -39,10 +39,10 @@ struct BackendKernels {
   const char* name = nullptr;  ///< "<backend>/<element type>", e.g. "cpu/int8".
   Device device = Device::kCpu;
   CacheElem elem = CacheElem::kF32;
-  /// The numerics tier of its attention entries. Every row built today is exact.
+  /// The numerics tier of its attention entries.
   Precision precision = Precision::kExact;
-  /// The row of the same format in the fast tier, where this CPU has one (a call asking for
-  /// Precision::kFast runs it): none is built yet, so such calls run this row.
+  /// The row of the same format in the fast tier, where one is built (a call asking for
+  /// Precision::kFast runs it; other such calls run this row): the CPU's int8 and int4 rows.
   const BackendKernels* fast = nullptr;
   CpuKernels cpu = {};      ///< CPU rows: the Highway kernels of `elem` (unused by CUDA rows).
   const char* target = "";  ///< CPU rows: the Highway target of `cpu`, e.g. "AVX2".
@@ -66,9 +66,10 @@ struct BackendKernels {
 /// The row for (device, elem), or null when that backend is not built into this library.
 const BackendKernels* KernelsFor(Device device, CacheElem elem);
 
-/// The row a call asking for `precision` runs: KernelsFor's row, or its fast twin where the call
-/// asks for the fast tier and this machine has one.
-const BackendKernels* KernelsFor(Device device, CacheElem elem, Precision precision);
+/// The row a call over `cache` asking for `precision` runs: KernelsFor's row, or its fast twin
+/// where the call asks for the fast tier, one is built and its kernel covers the cache
+/// (FastKeysCover).
+const BackendKernels* KernelsFor(Device device, const CacheDesc& cache, Precision precision);
 
 /// Fills the CPU rows again for the Highway target chosen now. For tests that force a target
 /// (hwy::SetSupportedTargetsForTest); never call it while a call is running.

@@ -827,9 +827,9 @@ static void test_unified_plan_two_layers(dynattn_context_t* context) {
   }
 }
 
-/* precision: FAST is accepted, and where no fast kernel serves the call (every call of this
- * build) the exact tier runs: the plan says EXACT and the outputs are the C++ exact call's bits.
- * A value that is neither tier is named. */
+/* precision: FAST is accepted, and where no fast kernel serves the call (int8 groups of 8) the
+ * exact tier runs: the plan says EXACT and the outputs are the C++ exact call's bits. Groups of 32
+ * take the fast kernel: the plan says FAST. A value that is neither tier is named. */
 static void test_mhca_precision(dynattn_context_t* context) {
   capi_mhca_case c;
   mhca_make(&c);
@@ -848,6 +848,13 @@ static void test_mhca_precision(dynattn_context_t* context) {
   CHECK_OK(dynattn_run_multi_head_cache_attention(plan, &args, context));
   CHECK(capi_cpp_mhca(&ref) == 0);
   CHECK(mhca_same(&c, &ref));
+  c.quant_group = 32; /* the scale tensor holds fewer groups: its shape follows */
+  mhca_attrs(&c, &attrs);
+  mhca_args(&c, &args);
+  attrs.attention.precision = DYNATTN_PRECISION_FAST;
+  CHECK_OK(dynattn_plan_multi_head_cache_attention(&attrs, &args, plan));
+  CHECK_OK(dynattn_plan_precision(plan, &precision));
+  CHECK(precision == DYNATTN_PRECISION_FAST);
   attrs.attention.precision = (dynattn_precision_t)2;
   CHECK_ERROR(dynattn_plan_multi_head_cache_attention(&attrs, &args, plan),
               DYNATTN_STATUS_INVALID_ARGUMENT, "attrs.attention.precision");

@@ -109,6 +109,8 @@ bool CaseToCall(const fs::path& case_dir, int ordinal, dynattn_fuzz::Call* call)
   SetExt(values, &call->ext);
   call->flags.two_threads = ordinal % 2;
   call->flags.plan_run = (ordinal / 2) % 2;
+  const auto precision = values.find("precision");  // golden fast cells, and a third of the rest
+  call->flags.fast = (precision != values.end() && precision->second == "fast") || ordinal % 3 == 0;
   for (const dynattn_fuzz::TensorSpec& spec : dynattn_fuzz::AllTensors(call->op)) {
     dynattn_fuzz::TensorInput t;
     dynattn::cli::NpyArray a;

@@ -9,7 +9,7 @@ namespace dynattn::internal {
 
 Status StartPlan(const CacheDesc& cache, Precision precision, const char* input,
                  std::unique_ptr<PlanState>* state) {
-  const BackendKernels* kernels = KernelsFor(cache.device, cache.elem, precision);
+  const BackendKernels* kernels = KernelsFor(cache.device, cache, precision);
   if (kernels == nullptr) return NoBackend(input, cache.device);
   *state = std::make_unique<PlanState>();
   (*state)->kernels = kernels;

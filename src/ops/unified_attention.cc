@@ -90,6 +90,11 @@ struct OpTraits<UnifiedAttentionArgs>
     if (attrs.value_from_key) s->cache.values_from_keys = ValueDimOf(attrs);
     if (call.sharded) return PlanShard(work, s, args.cache->cache);
     work->plan = PlanUnified(work->step);
+    // Shared prefixes run through the exact kernels (shared items are many query vectors), and a
+    // token must not merge parts of both tiers: a step that has them runs the exact tier.
+    if (!work->plan.shared_items.empty() && s->kernels->precision == Precision::kFast) {
+      s->kernels = KernelsFor(s->kernels->device, s->kernels->elem);
+    }
 #ifndef NDEBUG
     // Debug builds prove on every plan that each (query, key) pair has exactly one path.
     const std::string coverage = CheckCoverage(work->step, work->plan);

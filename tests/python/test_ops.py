@@ -15,7 +15,7 @@ class PmxStep:
     """A random PMX step: B requests with start_pos (cached) and seqlen (new) tokens, a layout-0
     cache (MaxT, 1, 2, Hkv, Dc) with offset addressing (cachestarts)."""
 
-    def __init__(self, rng, dtype, quant_bit, hq=4, hkv=2, d=32, requests=4):
+    def __init__(self, rng, dtype, quant_bit, hq=4, hkv=2, d=32, requests=4, group=8):
         self.dtype, self.quant_bit, self.hq, self.hkv, self.d = dtype, quant_bit, hq, hkv, d
         self.seqlen = rng.integers(1, 7, requests)
         self.start_pos = rng.integers(0, 40, requests)
@@ -36,7 +36,7 @@ class PmxStep:
             self.scale = None
         else:
             self.cache = rng.integers(-127, 128, (slots, 1, 2, hkv, d)).astype(np.int8)
-            self.scale = rng.uniform(0.01, 0.03, (slots, 1, 2, hkv, d // 8)).astype(np.float16)
+            self.scale = rng.uniform(0.01, 0.03, (slots, 1, 2, hkv, d // group)).astype(np.float16)
 
     def index(self):
         return dict(seqstarts=self.seqstarts, kvstarts=self.kvstarts,
@@ -195,8 +195,9 @@ def test_values_from_the_keys_match_reference_and_cli(rng, tmp_path):
 
 def test_precision_fast_is_accepted_and_names_the_tier_that_runs(rng, tmp_path):
     """precision="fast" in the call, its plan and `dynattn run --precision fast`: no fast kernel
-    is built, so the exact tier runs (the plan says "exact") with the exact call's bits; a name
-    that is neither tier is refused by name."""
+    covers groups of 8, so the exact tier runs (the plan says "exact") with the exact call's bits;
+    groups of 32 take the fast kernel (the plan says "fast"), the same bits from Python and the
+    CLI; a name that is neither tier is refused by name."""
     s = PmxStep(rng, "float16", 8)
     args = (s.query, s.current_key, s.current_value, s.seqstarts, s.kvstarts, s.cachestarts,
             s.start_pos, 0, s.max_seqlen, s.max_kvlen)
@@ -224,6 +225,18 @@ def test_precision_fast_is_accepted_and_names_the_tier_that_runs(rng, tmp_path):
     np.testing.assert_array_equal(dynattn.multi_head_attention(*mha, precision="fast"),
                                   dynattn.multi_head_attention(*mha))
     assert dynattn.plan_multi_head_attention(*mha, precision="fast").precision == "exact"
+    s = PmxStep(rng, "float32", 8, group=32)
+    args = (s.query, s.current_key, s.current_value, s.seqstarts, s.kvstarts, s.cachestarts,
+            s.start_pos, 0, s.max_seqlen, s.max_kvlen)
+    kw = dict(quant_bit=8, quant_group=32, precision="fast")
+    fast = dynattn.multi_head_cache_attention(*args, s.cache.copy(), s.scale, **kw)
+    assert dynattn.plan_multi_head_cache_attention(*args, s.cache.copy(), s.scale,
+                                                   **kw).precision == "fast"
+    want = run_cli("multi_head_cache_attention", s.cli_inputs("multi_head_cache_attention"),
+                   dict(num_heads=s.hq, num_kv_heads=s.hkv, head_dim=s.d, **kw),
+                   tmp_path / "groups_of_32")
+    np.testing.assert_array_equal(want["attn_output"].view(np.uint8),
+                                  np.asarray(fast).view(np.uint8))
 
 
 def test_merge_states_matches_its_formula(rng):

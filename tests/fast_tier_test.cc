@@ -1,0 +1,224 @@
+// Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
+//
+// The fast tier (precision=fast) against the float64 reference's two answers, on random cases
+// over int8 and int4 caches, on every compiled SIMD target: decode steps must give the fast
+// tier's own answer (integer key scores from the quantized query) within the exact tolerances,
+// that answer must lie within the documented fast bound of the exact one, and mixed steps must
+// give one tier's answer per (row, head). Plans name the tier; the bits do not depend on threads.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dynattn/dynattn.h"
+#include "reference/case_gen.h"
+#include "reference/reference.h"
+#include "tests/support/harness.h"
+#include "tests/support/plan_layers.h"
+#include "tests/support/run_case.h"
+
+namespace dynattn_test {
+namespace {
+
+using dynattn_ref::AttnResult;
+using dynattn_ref::Case;
+
+/// The reference of an attention case (MHCA or unified attention).
+AttnResult ReferenceOf(const Case& c) {
+  if (c.op == "unified_attention") return dynattn_ref::UnifiedAttention(c.attrs, c.inputs);
+  return dynattn_ref::MultiHeadCacheAttention(c.attrs, c.inputs);
+}
+
+/// `ref` with the fast tier's answer in place of the exact one (and no alternative).
+AttnResult FastAnswer(AttnResult ref) {
+  ref.out = ref.fast_out;
+  ref.lse = ref.fast_lse;
+  ref.fast_out.clear();
+  ref.fast_lse.clear();
+  return ref;
+}
+
+/// `ref` with only the exact answer.
+AttnResult ExactAnswer(AttnResult ref) {
+  ref.fast_out.clear();
+  ref.fast_lse.clear();
+  return ref;
+}
+
+/// Decode steps (one new token per request, GQA <= 8: the fused decode kernel) asking for the
+/// fast tier over an int8 (elem 2) or int4 (elem 3) cache in groups of `group` of a D of `dim`.
+dynattn_ref::GenOptions FastDecodes(int elem, int dim, int group) {
+  dynattn_ref::GenOptions options;
+  options.max_context = 400;
+  options.lane_head_dims = true;
+  options.pins.step = 1;
+  options.pins.cache_elem = elem;
+  options.pins.head_dim = dim;
+  options.pins.quant_group = group;
+  options.pins.precision = 1;
+  return options;
+}
+
+/// The (D, G) pairs the fast kernel takes: groups of 32 up to a whole row.
+const std::vector<std::pair<int, int>>& FastShapes() {
+  static const std::vector<std::pair<int, int>> shapes = {
+      {32, 32}, {64, 32}, {64, 64}, {128, 32}, {128, 64}, {128, 128}, {256, 128}, {96, 32}};
+  return shapes;
+}
+
+/// Scales every query element of `c` by `factor`: large factors make the softmax sharp.
+void ScaleQueries(Case* c, double factor) {
+  Array& query = c->inputs.at("query");
+  for (int64_t i = 0; i < query.numel(); ++i) {
+    dynattn_ref::StoreRounded(&query, i, dynattn_ref::LoadAsDouble(query, i) * factor);
+  }
+}
+
+/// How far the reference's fast answer lies from its exact one, as a share of the documented
+/// bound (<= 1 when the bound holds), over the computed (row, head) pairs.
+double FastBoundRatio(const AttnResult& ref) {
+  const size_t rows = ref.fast_bound.size();
+  const size_t d = rows == 0 ? 0 : ref.out.size() / rows;
+  double worst = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    if (!ref.computed.empty() && ref.computed[r] == 0) continue;
+    for (size_t x = 0; x < d; ++x) {
+      const double gap = std::fabs(ref.fast_out[r * d + x] - ref.out[r * d + x]);
+      if (gap == 0) continue;
+      worst = std::max(worst, ref.fast_bound[r] > 0 ? gap / ref.fast_bound[r] : INFINITY);
+    }
+  }
+  return worst;
+}
+
+/// Runs `c` and checks it gives the fast tier's answer; returns whether it is also outside the
+/// exact tier's tolerance (so that the fast kernel, not the exact one, must have run).
+bool CheckFastDecode(const Case& c) {
+  const LibResult lib = RunLibrary(c);
+  REQUIRE_MESSAGE(lib.status.ok(), lib.status.message());
+  const AttnResult ref = ReferenceOf(c);
+  REQUIRE(!ref.fast_out.empty());
+  const AttnResult fast = FastAnswer(ref);
+  const std::string error = dynattn_ref::CheckAttention(fast, lib.attn_output);
+  CHECK_MESSAGE(error.empty(), error);
+  const std::string lse = dynattn_ref::CheckLse(fast, lib.lse);
+  CHECK_MESSAGE(lse.empty(), "lse: " << lse);
+  CHECK_MESSAGE(FastBoundRatio(ref) <= 1, "the fast answer leaves the documented bound");
+  return !dynattn_ref::CheckAttention(ExactAnswer(ref), lib.attn_output).empty();
+}
+
+TEST_SUITE("fast") {
+  TEST_CASE("fast decodes over int8 and int4 caches give the fast tier's answer on every target") {
+    ForEachTarget([](const std::string& target) {
+      int outside_exact = 0, cases = 0;
+      for (const int elem : {2, 3}) {
+        for (const auto& [dim, group] : FastShapes()) {
+          for (int i = 0; i < 3; ++i) {
+            const uint64_t seed = BaseSeed() + 3000000 + 1000 * elem + 10 * dim + group + i;
+            Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed,
+                                             FastDecodes(elem, dim, group));
+            INFO("target " << target << ", seed " << seed << ": " << c.description);
+            outside_exact += CheckFastDecode(c);
+            ++cases;
+          }
+        }
+      }
+      // fp32 and bf16 activations put the query's int8 grid far outside the exact tolerance.
+      CHECK(outside_exact * 4 >= cases);
+    });
+  }
+
+  TEST_CASE("sharp softmaxes and long contexts keep the fast answer and its bound") {
+    ForEachTarget([](const std::string& target) {
+      for (const int elem : {2, 3}) {
+        for (int i = 0; i < 6; ++i) {
+          const auto& [dim, group] = FastShapes()[(3 * i + elem) % FastShapes().size()];
+          dynattn_ref::GenOptions options = FastDecodes(elem, dim, group);
+          options.max_batch = 3;
+          options.max_context = i % 2 == 0 ? 3000 : 400;  // several context splits, merged
+          const uint64_t seed = BaseSeed() + 3100000 + 100 * elem + i;
+          Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
+          ScaleQueries(&c, i % 2 == 0 ? 4.0 : 16.0);
+          INFO("target " << target << ", seed " << seed << ": " << c.description);
+          CheckFastDecode(c);
+        }
+      }
+    });
+  }
+
+  TEST_CASE("mixed steps give one tier's answer per row and head on every target") {
+    ForEachTarget([](const std::string& target) {
+      for (const int elem : {2, 3}) {
+        for (int i = 0; i < 8; ++i) {
+          const auto& [dim, group] = FastShapes()[(i + elem) % FastShapes().size()];
+          dynattn_ref::GenOptions options = FastDecodes(elem, dim, group);
+          options.pins.step = 0;  // prompts, chunks and decodes drawn
+          const uint64_t seed = BaseSeed() + 3200000 + 100 * elem + i;
+          const Case c = i % 2 == 0
+                             ? dynattn_ref::RandomCase("multi_head_cache_attention", seed, options)
+                             : dynattn_ref::RandomUnifiedCase(seed, options);
+          INFO("target " << target << ", seed " << seed << ": " << c.description);
+          const LibResult lib = RunLibrary(c);
+          REQUIRE_MESSAGE(lib.status.ok(), lib.status.message());
+          const AttnResult ref = ReferenceOf(c);
+          const std::string error = dynattn_ref::CheckAttention(ref, lib.attn_output);
+          CHECK_MESSAGE(error.empty(), error);
+          const std::string lse = dynattn_ref::CheckLse(ref, lib.lse);
+          CHECK_MESSAGE(lse.empty(), "lse: " << lse);
+        }
+      }
+    });
+  }
+
+  TEST_CASE("a fast plan says which tier runs, and its bits do not depend on threads") {
+    for (const int elem : {2, 3}) {
+      for (const int group : {8, 16, 32, 64}) {
+        dynattn_ref::GenOptions options = FastDecodes(elem, 64, group);
+        const uint64_t seed = BaseSeed() + 3300000 + 100 * elem + group;
+        const Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
+        INFO("seed " << seed << ": " << c.description);
+        Layer layer(c);
+        dynattn::Plan plan;
+        REQUIRE(PlanLayer(c, &layer, &plan).ok());
+        const bool covered = group >= 32;  // groups of 32 and 64 here: powers of two
+        CHECK(plan.precision() ==
+              (covered ? dynattn::Precision::kFast : dynattn::Precision::kExact));
+        dynattn::RunOptions one, two;
+        one.num_threads = 1;
+        two.num_threads = 2;
+        const LibResult a = RunLibrary(c, one), b = RunLibrary(c, two);
+        REQUIRE(a.status.ok());
+        REQUIRE(b.status.ok());
+        std::string why;
+        CHECK_MESSAGE(SameBytes(a.attn_output, b.attn_output, &why), why);
+        CHECK_MESSAGE(SameBytes(a.lse, b.lse, &why), why);
+      }
+    }
+  }
+
+  TEST_CASE("a unified step runs the fast tier unless its requests share prefix blocks") {
+    int with_shared = 0, without = 0;
+    for (int i = 0; i < 40 && (with_shared < 2 || without < 2); ++i) {
+      dynattn_ref::GenOptions options = FastDecodes(2, 64, 32);
+      options.pins.step = 0;
+      const uint64_t seed = BaseSeed() + 3400000 + i;
+      const Case c = dynattn_ref::RandomUnifiedCase(seed, options);
+      INFO("seed " << seed << ": " << c.description);
+      Layer layer(c);
+      dynattn::Plan plan;
+      REQUIRE(PlanLayer(c, &layer, &plan).ok());
+      REQUIRE(plan.unified_summary() != nullptr);
+      const bool shared = plan.unified_summary()->phase.find('s') != std::string::npos;
+      (shared ? with_shared : without) += 1;
+      CHECK(plan.precision() == (shared ? dynattn::Precision::kExact : dynattn::Precision::kFast));
+    }
+    CHECK(with_shared >= 1);
+    CHECK(without >= 1);
+  }
+}
+
+}  // namespace
+}  // namespace dynattn_test
