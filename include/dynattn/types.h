@@ -36,11 +36,11 @@ DYNATTN_EXPORT const char* DTypeName(DType dtype);
 enum class Precision : uint8_t {
   /// fp32 products and sums: the library's numerics contract and its bits (the default).
   kExact,
-  /// Opt-in: Q.K and P.V may take bf16 products with fp32 sums, and int8/int4 keys int8 dot
-  /// products against a query quantized per (token, head), where the CPU has the instructions
-  /// (AVX512_BF16, AVX512_VNNI or AVX_VNNI) and a fast kernel serves the call; every other call
-  /// runs the exact kernels (`Plan::precision()` says which). Within the fast tolerance of the
-  /// float64 reference, and as deterministic as the exact tier.
+  /// Opt-in: Q.K and P.V may take bf16 products with fp32 sums, and int8/int4 keys integer dot
+  /// products against a query quantized per (token, head), where a fast kernel serves the call
+  /// (today: decode over int8 and int4 caches in groups of 32, 64, ..., on every CPU target);
+  /// every other call runs the exact kernels (`Plan::precision()` says which). Within the fast
+  /// tolerance of the float64 reference, and as deterministic as the exact tier.
   kFast,
 };
 /// "exact" or "fast".
