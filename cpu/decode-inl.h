@@ -811,7 +811,7 @@ bool AttendFastDecode(const AttentionProblem& p, const internal::WorkItem& w, fl
   const int vectors = p.group_size * (w.row_end - w.row_begin);
   if (!UseFusedDecode(p, vectors) || !internal::FastKeysCover(p.kv.cache)) return false;
   // FastKeysCover's groups are powers of two of at least 32 codes: broadcast mode everywhere.
-  static_assert(kLanes <= kFastGroupMultiple, "groups of 32 are whole vectors");
+  static_assert(kLanes <= internal::kFastGroupMultiple, "a group is whole vectors");
   constexpr auto kBroadcast = ScaleLanes::Mode::kBroadcast;
   if (ValuesRound<kElem>(p)) {
     AttendFusedBlocks<kElem, false, true, kBroadcast, true>(p, w, states, scratch);

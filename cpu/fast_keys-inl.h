@@ -36,10 +36,6 @@ HWY_BEFORE_NAMESPACE();
 namespace dynattn {
 namespace HWY_NAMESPACE {
 
-/// Groups of the fast key scores are powers of two and multiples of this many codes
-/// (internal::FastKeysCover).
-constexpr int kFastGroupMultiple = 32;
-
 /// The int16 lanes of one step: 32 codes at most on every target, half of that for int4 (whose
 /// steps read twice as many codes as lanes).
 template <CacheElem kElem>

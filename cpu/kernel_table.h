@@ -52,13 +52,17 @@ struct Scratch {
   static size_t PaddedSize(size_t n) { return (n + 15) / 16 * 16; }
 };
 
+/// Groups of the fast tier's integer key scores are powers of two and multiples of this many
+/// codes, so that a group is whole steps of at most 32 codes on every target.
+inline constexpr int kFastGroupMultiple = 32;
+
 /// True when the fast tier has a kernel for caches like `cache`: int8 or int4 keys in groups
-/// that are powers of two and multiples of 32, scored by integer dot products
+/// that are powers of two and multiples of kFastGroupMultiple, scored by integer dot products
 /// (cpu/fast_keys-inl.h) in decode-shaped work items.
 inline bool FastKeysCover(const CacheDesc& cache) {
   const int group = cache.quant_group;
   const bool quantized = cache.elem == CacheElem::kInt8 || cache.elem == CacheElem::kInt4;
-  return quantized && group % 32 == 0 && (group & (group - 1)) == 0;
+  return quantized && group % kFastGroupMultiple == 0 && (group & (group - 1)) == 0;
 }
 
 /// A fast-tier attention entry (CpuKernels::attend_fast).
