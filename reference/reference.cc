@@ -354,6 +354,21 @@ void StoreHead(const CacheGeometry& geo, int64_t slot, int kv, int64_t h,
   }
 }
 
+// An int8/int4 element as the cache holds it: its code and its group's stored scale.
+struct StoredCode {
+  int code = 0;
+  double scale = 0;
+};
+
+StoredCode LoadStoredCode(const CacheGeometry& geo, const Array& cache, const Array& scale,
+                          int64_t slot, int kv, int64_t h, int64_t i) {
+  const uint8_t byte = cache.bytes[geo.ElementOffset(slot, kv, h, i)];
+  StoredCode stored;
+  stored.code = geo.quant_bit == 8 ? static_cast<int8_t>(byte) : detail::DecodeNibble(byte, i % 2);
+  stored.scale = LoadAsDouble(scale, geo.ScaleOffset(slot, kv, h, i));
+  return stored;
+}
+
 // Read path: element i of a head vector as the value the ops compute with (in tc: fp16 for fp16
 // activations, fp32 otherwise, bf16 activations included).
 double LoadDequantized(const CacheGeometry& geo, const Array& cache, const Array* scale,
@@ -364,21 +379,18 @@ double LoadDequantized(const CacheGeometry& geo, const Array& cache, const Array
                            Fp8Decode(cache.bytes[offset], geo.tensor_scale[kv], geo.cache_dt));
   }
   if (geo.quant_bit == 0) return detail::RoundTo(geo.tc, LoadAsDouble(cache, offset));
-  const uint8_t byte = cache.bytes[offset];
-  const int q = geo.quant_bit == 8 ? static_cast<int8_t>(byte) : detail::DecodeNibble(byte, i % 2);
-  const double stored_scale = LoadAsDouble(*scale, geo.ScaleOffset(slot, kv, h, i));
+  const StoredCode stored = LoadStoredCode(geo, cache, *scale, slot, kv, h, i);
   // bf16 activations read the exact fp32 product, whatever the scale dtype (the library's
   // numerics contract; an fp16 product would cost them far more than their tolerance).
   const Dt product_dt = geo.t1 == Dt::kBF16 ? Dt::kF32 : geo.scale_dt;
-  return detail::Dequantize(q, stored_scale, geo.tc, product_dt);
+  return detail::Dequantize(stored.code, stored.scale, geo.tc, product_dt);
 }
 
 // The fast tier's key element of an int8/int4 cache: code x stored scale, exact (no rounding).
 double LoadRawQuantized(const CacheGeometry& geo, const Array& cache, const Array& scale,
                         int64_t slot, int kv, int64_t h, int64_t i) {
-  const uint8_t byte = cache.bytes[geo.ElementOffset(slot, kv, h, i)];
-  const int q = geo.quant_bit == 8 ? static_cast<int8_t>(byte) : detail::DecodeNibble(byte, i % 2);
-  return q * LoadAsDouble(scale, geo.ScaleOffset(slot, kv, h, i));
+  const StoredCode stored = LoadStoredCode(geo, cache, scale, slot, kv, h, i);
+  return stored.code * stored.scale;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -511,20 +523,21 @@ void WriteNewTokens(const KvcCall& call, Array* cache, Array* scale) {
 struct Gathered {
   Array out;
   std::vector<double> values;
-  std::vector<double> raw;  // int8/int4 caches: LoadRawQuantized of the same elements, else empty
+  std::vector<double> raw;  // when asked for (int8/int4 caches): LoadRawQuantized of them
 };
 
 // §3.1 reads + §4.2/§4.3: context row kvstarts[b] + p, output head o reads kv head o / num_repeat.
 // Positions p < unread[b] (when given) are left out: NaN in `values`, 0 in `out`.
 Gathered GatherContext(const KvcCall& call, const Array& cache, const Array* scale, int kv,
-                       int64_t num_repeat, const std::vector<int64_t>* unread) {
+                       int64_t num_repeat, const std::vector<int64_t>* unread,
+                       bool with_raw = false) {
   const CacheGeometry& geo = call.geo;
   const int64_t out_heads = geo.hkv * num_repeat;
   Gathered gathered;
   Array& out = gathered.out;
   out = MakeArray(geo.t1, {call.batches.context_rows(), out_heads, geo.d});
   gathered.values.assign(out.numel(), 0.0);
-  const bool quantized = geo.quant_bit != 0 && scale != nullptr;
+  const bool quantized = with_raw && geo.quant_bit != 0 && scale != nullptr;
   if (quantized) gathered.raw.assign(out.numel(), kNaN);
   for (int64_t b = 0; b < call.batches.count(); ++b) {
     for (int64_t p = 0; p < call.batches.kvlen(b); ++p) {
@@ -566,7 +579,8 @@ KvcResult RunKeyValueCache(const KvcCall& call, int64_t num_repeat,
   result.scale = call.scale != nullptr ? *call.scale : MakeArray(Dt::kF16, {0});
   Array* scale = call.scale != nullptr ? &result.scale : nullptr;
   WriteNewTokens(call, &result.cache, scale);
-  Gathered key = GatherContext(call, result.cache, scale, 0, num_repeat, unread);
+  Gathered key =
+      GatherContext(call, result.cache, scale, 0, num_repeat, unread, context_k_raw != nullptr);
   Gathered value = GatherContext(call, result.cache, scale, 1, num_repeat, unread);
   result.key = std::move(key.out);
   result.value = std::move(value.out);
@@ -850,7 +864,7 @@ double FastScoreDelta(const AttentionCall& call, const Context& context, int64_t
     double a = 0, k_sum = 0;
     for (int64_t e = 0; e < d; ++e) {
       a += std::fabs(q[e] * context.k[key + e]);
-      if (!context.k_fast.empty()) k_sum += std::fabs(context.k_fast[key + e]);
+      k_sum += std::fabs(context.k_fast[key + e]);
     }
     delta = std::max(delta, call.score_scale * (std::ldexp(a, -7) + max_q / 254 * k_sum));
   }
