@@ -48,6 +48,14 @@ using DF = hn::CappedTag<float, internal::kVirtualLanes>;
 /// measurable; inlining them all made the quantized formats' translation units take minutes.
 #define DYNATTN_TILE_STEP inline HWY_NOINLINE
 
+/// Targets of machines without AVX2 (SSE4) and the portable emulation (EMU128, SCALAR). They
+/// compile one copy of the fused decode (blocks of 8 query vectors, the scale mode read at run
+/// time, the fp16 rounding by conversions) instead of one per block size, scale mode and rounding
+/// trick: those copies change no bit and are there for speed on the targets serving machines run,
+/// and for these targets they cost every build minutes of compile time.
+constexpr bool kPortableTarget = HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 ||
+                                 HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR;
+
 /// Rounds each lane to the nearest binary16 value (ties to even), kept as float. Bit-identical to
 /// internal::RoundToF16 on every target: F16C where the target has it, integer operations
 /// elsewhere (Highway 1.0.3's software demotion truncates, so it is not used).

@@ -423,10 +423,10 @@ DYNATTN_TILE_STEP void FusedAccumulateRounded(const float* probs, const uint8_t*
 }
 
 /// True when rows of kElem rounded as kRound says may take RoundNormalToF16 (when their tile
-/// proves NormalProducts): quantized rows that round.
+/// proves NormalProducts): quantized rows that round, on the targets that keep per-case copies.
 template <CacheElem kElem, bool kRound>
 constexpr bool MayRoundNormal() {
-  return kRound && IsGroupScaledElem<kElem>();
+  return kRound && IsGroupScaledElem<kElem>() && !kPortableTarget;
 }
 
 template <CacheElem kElem, bool kRound, ScaleLanes::Mode kMode, int kBlock>
@@ -753,12 +753,17 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   FinishItem(p, w, query_rows, s, states);
 }
 
-/// AttendFusedBlock with the smallest block that holds the item's query vectors.
+/// AttendFusedBlock with the smallest block that holds the item's query vectors (the largest on
+/// the portable targets).
 template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode kMode,
           bool kFastKeys = false>
 void AttendFusedBlocks(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                        internal::Scratch* scratch) {
   const int vectors = p.group_size * (w.row_end - w.row_begin);
+  if constexpr (kPortableTarget) {  // one block size there (the compile time of the others)
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, kFusedMaxVectors, kFastKeys>(
+        p, w, states, scratch);
+  }
   if (vectors <= 1) {
     return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 1, kFastKeys>(p, w, states,
                                                                                   scratch);
@@ -779,13 +784,14 @@ void AttendFusedBlocks(const AttentionProblem& p, const internal::WorkItem& w, f
 /// scale modes get their own inner loops (no mode test per vector of codes, fewer live
 /// registers): lookup (groups shorter than a vector, e.g. 8 on AVX-512; on narrower vectors only
 /// groups of 4 or less, which share the run-time loops there) and broadcast (groups of a vector
-/// or more, e.g. 8 on AVX2). Other group sizes, and tiles whose scales keep the conversions
-/// (ScoreTile, FusedAccumulate), read the mode at run time.
+/// or more, e.g. 8 on AVX2). Other group sizes, tiles whose scales keep the conversions
+/// (ScoreTile, FusedAccumulate), and every tile on the portable targets read the mode at run
+/// time.
 template <CacheElem kElem, bool kRoundKeys, bool kRoundValues>
 void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                  internal::Scratch* scratch) {
   using Mode = ScaleLanes::Mode;
-  if constexpr (IsGroupScaledElem<kElem>()) {
+  if constexpr (IsGroupScaledElem<kElem>() && !kPortableTarget) {
     const Mode mode = ScaleLanes::For(p.kv.cache).mode;
     if constexpr (kLanes >= 16) {  // on narrower vectors only groups of 4 or less look up
       if (mode == Mode::kLookup) {
@@ -810,13 +816,14 @@ bool AttendFastDecode(const AttentionProblem& p, const internal::WorkItem& w, fl
                       internal::Scratch* scratch) {
   const int vectors = p.group_size * (w.row_end - w.row_begin);
   if (!UseFusedDecode(p, vectors) || !internal::FastKeysCover(p.kv.cache)) return false;
-  // FastKeysCover's groups are powers of two of at least 32 codes: broadcast mode everywhere.
+  // FastKeysCover's groups are powers of two of at least 32 codes: broadcast mode everywhere
+  // (the portable targets read it at run time).
   static_assert(kLanes <= internal::kFastGroupMultiple, "a group is whole vectors");
-  constexpr auto kBroadcast = ScaleLanes::Mode::kBroadcast;
+  constexpr auto kMode = kPortableTarget ? ScaleLanes::Mode::kAny : ScaleLanes::Mode::kBroadcast;
   if (ValuesRound<kElem>(p)) {
-    AttendFusedBlocks<kElem, false, true, kBroadcast, true>(p, w, states, scratch);
+    AttendFusedBlocks<kElem, false, true, kMode, true>(p, w, states, scratch);
   } else {
-    AttendFusedBlocks<kElem, false, false, kBroadcast, true>(p, w, states, scratch);
+    AttendFusedBlocks<kElem, false, false, kMode, true>(p, w, states, scratch);
   }
   return true;
 }
