@@ -95,7 +95,9 @@ check() {  # check NAME TIMEOUT COMMAND...: runs in the background, logs to NAME
   ) &
   checks+=($!)
 }
-suite=("$kit/bin/gpu_tests" -ts=gpu)
+# DYNATTN_KIT_SUITE_FILTER: a doctest test-case filter (the rehearsal runs two cases: it proves
+# the plumbing; the whole gpu suite runs on the emulator in the test suites beside it).
+suite=("$kit/bin/gpu_tests" -ts=gpu ${DYNATTN_KIT_SUITE_FILTER:+"-tc=$DYNATTN_KIT_SUITE_FILTER"})
 echo "== gpu suite (seeds $seed1, $seed2) and compute-sanitizer (reduced matrix), in parallel"
 DYNATTN_TEST_SEED=$seed1 check gpu_suite_seed1 150 "${suite[@]}"
 DYNATTN_TEST_SEED=$seed2 check gpu_suite_seed2 150 "${suite[@]}"
