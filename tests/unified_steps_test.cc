@@ -30,6 +30,10 @@ int CasesPerTarget() {
   return 40;
 }
 
+/// `cases` (a test's own count at the default 40 per target) scaled as DYNATTN_TEST_CASES scales
+/// that default, at least 1: the sanitizer build's 20 halve the long tests too.
+int ScaledCases(int cases) { return std::max(1, cases * CasesPerTarget() / 40); }
+
 /// Library result against the reference: cache and scale bytes exact, output and lse in bounds.
 void CheckAgainstReference(const Case& c, const LibResult& lib) {
   REQUIRE_MESSAGE(lib.status.ok(), lib.status.message());
@@ -242,7 +246,7 @@ TEST_SUITE("unified") {
     options.max_context = 2500;
     options.max_batch = 5;
     options.lane_head_dims = true;
-    for (int i = 0; i < 12; ++i) {
+    for (int i = 0; i < ScaledCases(12); ++i) {
       const uint64_t seed = BaseSeed() + 9000 + static_cast<uint64_t>(i);
       const Case c = dynattn_ref::RandomUnifiedCase(seed, options);
       INFO("seed " << seed << ": " << c.description);
@@ -273,7 +277,7 @@ TEST_SUITE("unified") {
   TEST_CASE("every (query, key) pair has exactly one path") {
     dynattn_ref::GenOptions options;
     options.max_context = 1500;
-    for (int i = 0; i < 150; ++i) {
+    for (int i = 0; i < ScaledCases(150); ++i) {
       const uint64_t seed = BaseSeed() + 11000 + static_cast<uint64_t>(i);
       PlannedCase p;
       Plan(dynattn_ref::RandomUnifiedCase(seed, options), &p);
