@@ -25,14 +25,17 @@ namespace {
 using dynattn_ref::Dt;
 using dynattn_ref::MakeI64;
 
+/// Random steps per target unless DYNATTN_TEST_CASES says otherwise.
+constexpr int kDefaultCases = 40;
+
 int CasesPerTarget() {
   if (const char* env = std::getenv("DYNATTN_TEST_CASES")) return std::atoi(env);
-  return 40;
+  return kDefaultCases;
 }
 
-/// `cases` (a test's own count at the default 40 per target) scaled as DYNATTN_TEST_CASES scales
-/// that default, at least 1: the sanitizer build's 20 halve the long tests too.
-int ScaledCases(int cases) { return std::max(1, cases * CasesPerTarget() / 40); }
+/// `cases` (a test's own count at kDefaultCases) scaled as DYNATTN_TEST_CASES scales that
+/// default, at least 1: the sanitizer build's 20 halve the long tests too.
+int ScaledCases(int cases) { return std::max(1, cases * CasesPerTarget() / kDefaultCases); }
 
 /// Library result against the reference: cache and scale bytes exact, output and lse in bounds.
 void CheckAgainstReference(const Case& c, const LibResult& lib) {
