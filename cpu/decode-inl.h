@@ -167,25 +167,35 @@ HWY_INLINE void FoldVirtualLanes(const hn::Vec<DF>* acc, float* out) {
 #endif
 }
 
-/// Accumulator registers a fused step may hold: 16 of AVX-512's 32, 8 of the 16 elsewhere.
-constexpr int kAccumulatorBudget = kVectorsPerRow == 1 ? 16 : 8;
+/// Accumulator registers a fused step may hold: 16 of AVX-512's 32. On the 16-register targets,
+/// 12 for the formats a load and one conversion widen (fp16, bf16, fp32), whose loops then keep
+/// half again as many chains in flight as the two FMA pipes' latency needs; 8 for fp8, int8 and
+/// int4, whose decoding holds constants and scales in registers of its own.
+template <CacheElem kElem>
+constexpr int AccumulatorBudget() {
+  if (kVectorsPerRow == 1) return 16;
+  return UnquantizedElemBytes<kElem>() >= 2 ? 12 : 8;
+}
 
 /// Keys scored per step for blocks of kBlock query vectors: one accumulator per (query vector,
 /// key) within the budget. Virtual rows of two vectors (AVX2) are scored half by half, so a
 /// half's accumulators, not a whole row's, count against the budget: 8-vector blocks no longer
 /// spill there.
-template <int kBlock>
+template <CacheElem kElem, int kBlock>
 constexpr int FusedKeys() {
-  constexpr int kKeys = kAccumulatorBudget / kBlock;
+  constexpr int kKeys = AccumulatorBudget<kElem>() / kBlock;
   return kKeys < 1 ? 1 : (kKeys > 8 ? 8 : kKeys);
 }
 
 /// Value vectors accumulated per pass for blocks of kBlock query vectors: one accumulator per
-/// (query vector, part) within the same budget, at most 4 parts (a 128-dimension row takes two
-/// passes on AVX-512). Fewer passes reload the probabilities and row pointers fewer times.
-template <int kBlock>
+/// (query vector, part) within the budget, at most 4 parts (a 128-dimension row takes two passes
+/// on AVX-512). Fewer passes reload the probabilities and row pointers fewer times. A loop that
+/// tests each key (some key of the tile is hidden from some vector) keeps 8 accumulators on the
+/// 16-register targets: the tests hold registers of their own.
+template <CacheElem kElem, int kBlock, bool kSeenByAll>
 constexpr int FusedValueParts() {
-  constexpr int kParts = kAccumulatorBudget / kBlock;
+  constexpr int kBudget = kSeenByAll || kVectorsPerRow == 1 ? AccumulatorBudget<kElem>() : 8;
+  constexpr int kParts = kBudget / kBlock;
   return kParts < 1 ? 1 : (kParts > 4 ? 4 : kParts);
 }
 
@@ -364,9 +374,10 @@ struct RowsAhead {
 };
 
 /// acc_v[e, e + kParts * kLanes) += sum_j p_v[j] * value_j, one chain per element in key order,
-/// while the rows of `ahead` are fetched in step with the keys.
+/// while the rows of `ahead` are fetched in step with the keys. kSeenByAll: every key of the tile
+/// is seen by every vector (MarkActiveKeys), so no key is tested.
 template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock,
-          int kParts>
+          int kParts, bool kSeenByAll>
 HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
                                      const TileRows& values, int count, const ScaleLanes& lanes,
                                      int e, int padded_dim, const RowsAhead& ahead, float* acc) {
@@ -378,7 +389,7 @@ HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
   }
   for (int j = 0; j < count; ++j) {
     if (j % 4 == 0) ahead.Fetch(j, 4);
-    if (active[j] == kSeenByNone) continue;
+    if (!kSeenByAll && active[j] == kSeenByNone) continue;
     hn::Vec<DF> value[kParts];
     for (int u = 0; u < kParts; ++u) {
       value[u] = DecodeLanes<kElem, kRound, kNormal, kMode>(
@@ -388,7 +399,7 @@ HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
       const auto weight = hn::Set(df, p);
       for (int u = 0; u < kParts; ++u) sums[v][u] = hn::MulAdd(weight, value[u], sums[v][u]);
     };
-    if (active[j] == kSeenByAll || AllFinite<kParts>(value)) {
+    if (kSeenByAll || active[j] == kSeenByAll || AllFinite<kParts>(value)) {
       for (int v = 0; v < kBlock; ++v) add(v, probs[v * kKeyTile + j]);
     } else {  // a non-finite value: only the vectors that see it multiply it
       for (int v = 0; v < kBlock; ++v) {
@@ -402,24 +413,42 @@ HWY_INLINE void FusedAccumulateLanes(const float* probs, const uint8_t* active,
   }
 }
 
-/// The whole P.V of a tile; its first pass over the keys fetches the rows of `ahead`.
+/// The whole P.V of a tile in passes of FusedValueParts; the first pass over the keys fetches the
+/// rows of `ahead`.
+template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock,
+          bool kSeenByAll>
+HWY_INLINE void FusedAccumulatePasses(const float* probs, const uint8_t* active,
+                                      const TileRows& values, int count, const ScaleLanes& lanes,
+                                      int head_dim, int padded_dim, RowsAhead ahead, float* acc) {
+  constexpr int kParts = FusedValueParts<kElem, kBlock, kSeenByAll>();
+  int e = 0;
+  for (; e + kParts * kLanes <= head_dim; e += kParts * kLanes) {
+    FusedAccumulateLanes<kElem, kRound, kNormal, kMode, kBlock, kParts, kSeenByAll>(
+        probs, active, values, count, lanes, e, padded_dim, ahead, acc);
+    ahead.rows = nullptr;
+  }
+  for (; e < head_dim; e += kLanes) {
+    FusedAccumulateLanes<kElem, kRound, kNormal, kMode, kBlock, 1, kSeenByAll>(
+        probs, active, values, count, lanes, e, padded_dim, ahead, acc);
+    ahead.rows = nullptr;
+  }
+}
+
+/// The whole P.V of a tile: without per-key tests where every vector sees every key (decode's
+/// usual tile), with them otherwise. Tiles with a hidden key (a window's first tile, a multi-token
+/// decode's diagonal) share the conversions' loop with the scale mode read at run time, which
+/// gives the same bits and saves a copy of the tested loops per (rounding, scale mode).
 template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock>
 DYNATTN_TILE_STEP void FusedAccumulateRounded(const float* probs, const uint8_t* active,
                                               const TileRows& values, int count,
                                               const ScaleLanes& lanes, int head_dim, int padded_dim,
                                               RowsAhead ahead, float* acc) {
-  constexpr int kParts = FusedValueParts<kBlock>();
-  int e = 0;
-  for (; e + kParts * kLanes <= head_dim; e += kParts * kLanes) {
-    FusedAccumulateLanes<kElem, kRound, kNormal, kMode, kBlock, kParts>(
-        probs, active, values, count, lanes, e, padded_dim, ahead, acc);
-    ahead.rows = nullptr;
+  if (std::all_of(active, active + count, [](uint8_t a) { return a == kSeenByAll; })) {
+    return FusedAccumulatePasses<kElem, kRound, kNormal, kMode, kBlock, true>(
+        probs, active, values, count, lanes, head_dim, padded_dim, ahead, acc);
   }
-  for (; e < head_dim; e += kLanes) {
-    FusedAccumulateLanes<kElem, kRound, kNormal, kMode, kBlock, 1>(
-        probs, active, values, count, lanes, e, padded_dim, ahead, acc);
-    ahead.rows = nullptr;
-  }
+  FusedAccumulatePasses<kElem, kRound, false, ScaleLanes::Mode::kAny, kBlock, false>(
+      probs, active, values, count, lanes, head_dim, padded_dim, ahead, acc);
 }
 
 /// True when rows of kElem rounded as kRound says may take RoundNormalToF16 (when their tile
@@ -565,7 +594,7 @@ DYNATTN_TILE_STEP void ScoreFusedTile(const AttentionProblem& p, const float* qu
                                       const FusedTile& tile, const RowsAhead& ahead,
                                       const RowsAhead& also_ahead, const ScaleLanes& lanes,
                                       float* scores) {
-  constexpr int kKeys = FusedKeys<kBlock>();
+  constexpr int kKeys = FusedKeys<kElem, kBlock>();
   const int dp = p.padded_dim;
   if constexpr (!IsGroupScaledElem<kElem>()) {
     if (tile.keys.dim_bytes != 0) {
