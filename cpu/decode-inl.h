@@ -19,6 +19,11 @@
 //   half the accumulators live at a time, so it keeps as many keys in flight as its 16 registers
 //   allow).
 // * Values: each output element is one chain over the keys in order, as in the tiled path.
+//   Tiles whose every key every query vector sees (decode's usual tile) take loops without
+//   per-key tests.
+// * Register budget: AVX2's 16 registers hold 12 accumulators for fp16, bf16 and fp32 rows (8
+//   chains only just cover two FMA pipes of 4 cycles' latency) and 8 for fp8, int8 and int4,
+//   whose decoding keeps constants in registers; blocks of 8 are scored as two halves of 4.
 // * Dimension-major keys (vLLM's CPU layout, [D, block_size] per block): a run of kLanes keys
 //   adjacent in their block is scored with keys across lanes, one vector per dimension, so
 //   nothing is gathered. Each lane runs the 16 chains of its key's dot product one after another
@@ -185,6 +190,19 @@ template <CacheElem kElem, int kBlock>
 constexpr int FusedKeys() {
   constexpr int kKeys = AccumulatorBudget<kElem>() / kBlock;
   return kKeys < 1 ? 1 : (kKeys > 8 ? 8 : kKeys);
+}
+
+/// Query vectors a score step takes at once: blocks whose step would score a single key (8
+/// vectors under a budget of 12) are scored as two halves of 3 keys each, so that each step keeps
+/// 12 chains in flight and folds 12 dot products instead of 8 and 8; each half converts the keys
+/// again. (The value passes of such blocks, halved the same way, measured no gain.) The portable
+/// targets keep whole blocks (the compile time of more copies).
+template <CacheElem kElem, int kBlock>
+constexpr int ScoreStepBlock() {
+  if constexpr (!kPortableTarget && kBlock % 2 == 0) {
+    if (FusedKeys<kElem, kBlock>() == 1 && FusedKeys<kElem, kBlock / 2>() >= 3) return kBlock / 2;
+  }
+  return kBlock;
 }
 
 /// Value vectors accumulated per pass for blocks of kBlock query vectors: one accumulator per
@@ -594,7 +612,8 @@ DYNATTN_TILE_STEP void ScoreFusedTile(const AttentionProblem& p, const float* qu
                                       const FusedTile& tile, const RowsAhead& ahead,
                                       const RowsAhead& also_ahead, const ScaleLanes& lanes,
                                       float* scores) {
-  constexpr int kKeys = FusedKeys<kElem, kBlock>();
+  constexpr int kSub = ScoreStepBlock<kElem, kBlock>();
+  constexpr int kKeys = FusedKeys<kElem, kSub>();
   const int dp = p.padded_dim;
   if constexpr (!IsGroupScaledElem<kElem>()) {
     if (tile.keys.dim_bytes != 0) {
@@ -606,8 +625,10 @@ DYNATTN_TILE_STEP void ScoreFusedTile(const AttentionProblem& p, const float* qu
   for (; j + kKeys <= tile.count; j += kKeys) {
     ahead.Fetch(j, kKeys);
     also_ahead.Fetch(j, kKeys);
-    FusedDots<kElem, kRound, kNormal, kMode, kBlock, kKeys>(queries, dp, tile.keys, j, lanes,
-                                                            p.head_dim, scores);
+    for (int v = 0; v < kBlock; v += kSub) {
+      FusedDots<kElem, kRound, kNormal, kMode, kSub, kKeys>(
+          queries + v * dp, dp, tile.keys, j, lanes, p.head_dim, scores + v * kKeyTile);
+    }
   }
   ahead.Fetch(j, kKeyTile);
   also_ahead.Fetch(j, kKeyTile);
