@@ -78,6 +78,11 @@ dynattn_ref::GenOptions ShardOptions(uint64_t seed) {
   options.pins.mask_rank = 0;   // a mask's columns are the whole call's context rows
   options.pins.t1 = 0;          // the parts are merged in fp32
   options.pins.alibi = static_cast<int>(seed % 3 == 0);
+  // The default scale: fp32 outputs meet the spec's 1e-5 bound only while scores stay moderate.
+  // A drawn 1.5 at D = 256 makes them reach 70, where the fp32 rounding of the scores alone moves
+  // an output by about that bound (base seed 416498906562560: the unsharded call at 0.95 of it
+  // on AVX2, 1.05 on SSE4). The merge does not depend on the scale; the other suites draw it.
+  options.pins.softmax_scale = 0;
   return options;
 }
 
@@ -88,6 +93,7 @@ Case ShardableCase(const std::string& op, uint64_t seed) {
     options.max_context = 300;
     options.pins.t1 = 0;  // the parts are merged in fp32
     options.pins.alibi = static_cast<int>(seed % 3 == 0);
+    options.pins.softmax_scale = 0;  // as ShardOptions says
     return dynattn_ref::RandomUnifiedCase(seed, options);
   }
   return dynattn_ref::RandomCase(op, seed, ShardOptions(seed));
