@@ -7,7 +7,7 @@
 // * Keys across lanes: the decoded key tile is transposed, so each score is one fused
 //   multiply-add chain over d = 0..D-1 and each output element one chain over the keys, whatever
 //   the vector width; no horizontal sum.
-// * Register blocking: blocks of 8 (or 4; 12 or 6 on AVX2) query vectors (rows of a tile times
+// * Register blocking: blocks of 8 (or 4; 12 or 4 on AVX2) query vectors (rows of a tile times
 //   the GQA group of its KV head) share every key and value load, in passes that fit the
 //   registers. A block whose every vector sees every key of the tile (decode, prefill below the
 //   diagonal; MLA's 16-128 heads on one latent head) accumulates values without per-key tests.
@@ -46,6 +46,16 @@ namespace HWY_NAMESPACE {
 /// peak so). The block size changes no bit: every dot product and every output element is its
 /// own chain.
 constexpr int kQueryBlock = HWY_TARGET == HWY_AVX2 ? 12 : 8;
+
+/// The block of the query vectors an item has past its last whole kQueryBlock: a third of AVX2's
+/// 12, a half of the others' 8. An item of 32 rows under a GQA group of g has 32 g vectors, which
+/// leaves 0, 4 or 8 past the blocks of 12 (0 past those of 8): no padding vector is scored.
+constexpr int kSmallBlock = kQueryBlock == 12 ? 4 : kQueryBlock / 2;
+
+/// Query vectors padded up to a multiple of the small query block.
+HWY_INLINE int PaddedVectors(int vectors) {
+  return (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
+}
 
 /// Keys scored per pass of ScoreBlock: two virtual rows on AVX-512, so that each broadcast query
 /// element feeds two fused multiply-adds (one otherwise: AVX2 already holds two vectors per row).
@@ -247,18 +257,23 @@ HWY_INLINE void AccumulatePasses(const float* probs, const float* values, const 
 }
 
 /// acc_v += sum_j p_v[j] * values[j] over the whole padded row, two vectors per pass, in passes
-/// of query vectors that fit the registers. The pass width changes no bit.
+/// of query vectors that fit the registers. The keys every vector sees up to the first one some
+/// vector does not (a causal diagonal's block: the keys before its first row's limit) take the
+/// passes without per-key tests; the rest the tested passes. Each output element stays one chain
+/// in key order, so neither the split nor the pass width changes a bit.
 template <int kBlock>
 HWY_INLINE void AccumulateBlock(const float* probs, const float* values, const uint8_t* active,
                                 int num_keys, int padded_dim, float* acc) {
-  const bool seen_by_all =
-      std::all_of(active, active + num_keys, [](uint8_t a) { return a == kSeenByAll; });
-  if (seen_by_all) {
-    AccumulatePasses<kBlock, PassVectors<kBlock>(2, 3), true>(probs, values, active, num_keys,
+  const int seen_by_all = static_cast<int>(
+      std::find_if(active, active + num_keys, [](uint8_t a) { return a != kSeenByAll; }) - active);
+  if (seen_by_all > 0) {
+    AccumulatePasses<kBlock, PassVectors<kBlock>(2, 3), true>(probs, values, active, seen_by_all,
                                                               padded_dim, acc);
-  } else {
-    AccumulatePasses<kBlock, TestedValuePassVectors<kBlock>(), false>(probs, values, active,
-                                                                      num_keys, padded_dim, acc);
+  }
+  if (seen_by_all < num_keys) {
+    AccumulatePasses<kBlock, TestedValuePassVectors<kBlock>(), false>(
+        probs + seen_by_all, values + static_cast<int64_t>(seen_by_all) * kValuePanel,
+        active + seen_by_all, num_keys - seen_by_all, padded_dim, acc);
   }
 }
 
@@ -400,14 +415,18 @@ HWY_INLINE void TransposeTile(const float* keys, int count, int head_dim, int pa
 }
 
 /// panels[ValuePanelIndex(e, j)] = rows[j][e] for the `count` decoded value rows of a tile (rows
-/// of padded_dim floats, a multiple of kValuePanel).
+/// of padded_dim floats, a multiple of kValuePanel), a panel at a time: each panel is written
+/// front to back, key after key.
 HWY_INLINE void PanelValueTile(const float* rows, int count, int padded_dim, float* panels) {
   const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
-  for (int j = 0; j < count; ++j) {
-    const float* row = rows + static_cast<int64_t>(j) * padded_dim;
-    for (int e = 0; e < padded_dim; e += kN) {
-      hn::StoreU(hn::LoadU(df, row + e), df, panels + ValuePanelIndex(e, j));
+  for (int e = 0; e < padded_dim; e += kValuePanel) {
+    float* panel = panels + ValuePanelIndex(e, 0);
+    const float* column = rows + e;
+    for (int j = 0; j < count; ++j, panel += kValuePanel, column += padded_dim) {
+      for (int l = 0; l < kValuePanel; l += kN) {
+        hn::StoreU(hn::LoadU(df, column + l), df, panel + l);
+      }
     }
   }
 }
@@ -447,7 +466,7 @@ struct ItemScratch {
             kKeyTile};
   }
 
-  /// Splits the worker's scratch; `vectors` is a multiple of kQueryBlock / 2.
+  /// Splits the worker's scratch; `vectors` is a multiple of kSmallBlock (PaddedVectors).
   static ItemScratch Carve(int vectors, const AttentionProblem& p, internal::Scratch* scratch) {
     const auto parts = scratch->Carve(Sizes(vectors, p));
     return {{parts[0], parts[1], parts[2], parts[3]},
@@ -529,8 +548,7 @@ HWY_INLINE void FetchTileSlots(const AttentionProblem& p, const TiledKeys& k, in
 template <CacheElem kElem>
 void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
                      const ItemScratch& s) {
-  constexpr int kSmallBlock = kQueryBlock / 2;
-  const int padded_vectors = (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
+  const int padded_vectors = PaddedVectors(vectors);
   const PlaneRows keys = PlaneRows::For(p.kv.cache);
   const PlaneRows values = PlaneRows::For(internal::ValueView(p.kv.cache));
   PrefetchQueries(p, s.rows, vectors);
@@ -563,12 +581,6 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
     }
     std::swap(slots, next_slots);
   }
-}
-
-/// Query vectors padded up to a multiple of the small query block.
-HWY_INLINE int PaddedVectors(int vectors) {
-  constexpr int kSmallBlock = kQueryBlock / 2;
-  return (vectors + kSmallBlock - 1) / kSmallBlock * kSmallBlock;
 }
 
 /// A request work item through decoded, transposed tiles.

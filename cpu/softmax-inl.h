@@ -245,6 +245,25 @@ HWY_INLINE float MaskValue(const AttentionProblem& p, const QueryRow& r, int64_t
   return internal::LoadActivationOf(p.mask, offset, p.io_type);
 }
 
+/// FinishScores for a row that sees every key of its span and whose scores are the scaled dots
+/// alone (no soft-cap, ALiBi or mask): the same products, maximum and NaN rule, without the
+/// per-vector visibility masks (most rows of a prefill, below its causal diagonal).
+HWY_INLINE float ScaleVisibleScores(float score_scale, int span, float* scores) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  const auto scale = hn::Set(df, score_scale);
+  auto row_max = hn::Set(df, kNegInf);
+  auto nan_seen = hn::Ne(row_max, row_max);
+  for (int j = 0; j < span; j += n) {
+    const auto s = hn::Mul(hn::LoadU(df, scores + j), scale);
+    hn::StoreU(s, df, scores + j);
+    row_max = hn::Max(row_max, s);
+    nan_seen = hn::Or(nan_seen, hn::IsNaN(s));
+  }
+  if (!hn::AllFalse(df, nan_seen)) return std::numeric_limits<float>::quiet_NaN();
+  return hn::GetLane(hn::MaxOfLanes(df, row_max));
+}
+
 /// Turns the dots of one query vector against the tile at context key `key0` into scores:
 /// s0 = dot * scale, soft-capped (cap * tanh(s0 / cap)), + ALiBi, + mask, and -inf for keys past
 /// the tile, past the row's causal limit or before its sliding window. Only the first `span`
@@ -263,6 +282,9 @@ HWY_INLINE float FinishScores(const AttentionProblem& p, const QueryRow& r, int6
   const int32_t first =  // first visible j
       static_cast<int32_t>(std::clamp<int64_t>(r.first_key - key0, 0, kKeyTile));
   const bool capped = p.soft_cap > 0.0f;
+  if (!capped && p.alibi_slopes == nullptr && p.mask == nullptr && first == 0 && last >= span - 1) {
+    return ScaleVisibleScores(p.score_scale, span, scores);
+  }
   const auto cap = hn::Set(df, p.soft_cap);
   const auto scale = hn::Set(df, p.score_scale);
   const auto neg_inf = hn::Set(df, kNegInf);
