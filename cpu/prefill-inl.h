@@ -48,8 +48,9 @@ namespace HWY_NAMESPACE {
 constexpr int kQueryBlock = HWY_TARGET == HWY_AVX2 ? 12 : 8;
 
 /// The block of the query vectors an item has past its last whole kQueryBlock: a third of AVX2's
-/// 12, a half of the others' 8. An item of 32 rows under a GQA group of g has 32 g vectors, which
-/// leaves 0, 4 or 8 past the blocks of 12 (0 past those of 8): no padding vector is scored.
+/// 12, a half of the others' 8. An item of kRowTile (32) rows under a GQA group of g has 32 g
+/// vectors, which leaves 0, 4 or 8 past the blocks of 12 (0 past those of 8): no padding vector
+/// is scored.
 constexpr int kSmallBlock = kQueryBlock == 12 ? 4 : kQueryBlock / 2;
 
 /// Query vectors padded up to a multiple of the small query block.

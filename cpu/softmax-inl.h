@@ -245,6 +245,14 @@ HWY_INLINE float MaskValue(const AttentionProblem& p, const QueryRow& r, int64_t
   return internal::LoadActivationOf(p.mask, offset, p.io_type);
 }
 
+/// A row's maximum from its lane-wise maxima, or NaN when a lane saw a NaN score (`hn::Max`
+/// does not carry NaN along, so the scans remember it in `nan_seen`).
+HWY_INLINE float RowMaxOrNaN(hn::Vec<DF> row_max, hn::Mask<DF> nan_seen) {
+  const DF df;
+  if (!hn::AllFalse(df, nan_seen)) return std::numeric_limits<float>::quiet_NaN();
+  return hn::GetLane(hn::MaxOfLanes(df, row_max));
+}
+
 /// FinishScores for a row that sees every key of its span and whose scores are the scaled dots
 /// alone (no soft-cap, ALiBi or mask): the same products, maximum and NaN rule, without the
 /// per-vector visibility masks (most rows of a prefill, below its causal diagonal).
@@ -260,8 +268,7 @@ HWY_INLINE float ScaleVisibleScores(float score_scale, int span, float* scores) 
     row_max = hn::Max(row_max, s);
     nan_seen = hn::Or(nan_seen, hn::IsNaN(s));
   }
-  if (!hn::AllFalse(df, nan_seen)) return std::numeric_limits<float>::quiet_NaN();
-  return hn::GetLane(hn::MaxOfLanes(df, row_max));
+  return RowMaxOrNaN(row_max, nan_seen);
 }
 
 /// Turns the dots of one query vector against the tile at context key `key0` into scores:
@@ -324,8 +331,7 @@ HWY_INLINE float FinishScores(const AttentionProblem& p, const QueryRow& r, int6
       nan_seen = hn::Or(nan_seen, hn::IsNaN(s));
     }
   }
-  if (!hn::AllFalse(df, nan_seen)) return std::numeric_limits<float>::quiet_NaN();
-  return hn::GetLane(hn::MaxOfLanes(df, row_max));
+  return RowMaxOrNaN(row_max, nan_seen);
 }
 
 /// Bytes per element of the query and the output (fp32, or fp16 / bf16).
