@@ -11,6 +11,8 @@
 //   the GQA group of its KV head) share every key and value load, in passes that fit the
 //   registers. A block whose every vector sees every key of the tile (decode, prefill below the
 //   diagonal; MLA's 16-128 heads on one latent head) accumulates values without per-key tests.
+//   The value passes of a block take turns on each stretch of the value panels (16 elements of
+//   the tile's rows, 4 KB), so a stretch comes from L2 once per block rather than once per pass.
 // * Quantized K/V tiles are decoded once per tile into L1/L2-resident fp32 scratch (codec-inl.h)
 //   with the exact spec rounding; many query vectors then reuse them. The value tile is stored
 //   in panels of 16 elements, key after key (ValuePanelIndex), so that the value loop, which runs
@@ -230,30 +232,37 @@ constexpr int TestedValuePassVectors() {
   return vectors;
 }
 
-/// The passes of AccumulateBlock over query vectors [0, kBlock), kPass at a time.
-template <int kBlock, int kPass, bool kSeenByAll>
-HWY_INLINE void AccumulatePasses(const float* probs, const float* values, const uint8_t* active,
-                                 int num_keys, int padded_dim, float* acc) {
+/// The passes of AccumulateBlock over query vectors [0, kBlock), kPass at a time, for elements
+/// [d, d + kParts * lanes) of the value rows.
+template <int kBlock, int kPass, int kParts, bool kSeenByAll>
+HWY_INLINE void AccumulateStretch(const float* probs, const float* values, const uint8_t* active,
+                                  int num_keys, int padded_dim, int d, float* acc) {
   static_assert(kBlock % kPass == 0, "passes must tile the block");
-  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
   for (int v = 0; v < kBlock; v += kPass) {
     const float* p = probs + v * kKeyTile;
     float* a = acc + v * padded_dim;
-    int d = 0;
-    for (; d + 2 * kN <= padded_dim; d += 2 * kN) {
-      if constexpr (kSeenByAll) {
-        AccumulateLanesSeenByAll<kPass, 2>(p, values, num_keys, padded_dim, d, a);
-      } else {
-        AccumulateLanes<kPass, 2>(p, values, active, num_keys, padded_dim, d, a);
-      }
+    if constexpr (kSeenByAll) {
+      AccumulateLanesSeenByAll<kPass, kParts>(p, values, num_keys, padded_dim, d, a);
+    } else {
+      AccumulateLanes<kPass, kParts>(p, values, active, num_keys, padded_dim, d, a);
     }
-    for (; d < padded_dim; d += kN) {
-      if constexpr (kSeenByAll) {
-        AccumulateLanesSeenByAll<kPass, 1>(p, values, num_keys, padded_dim, d, a);
-      } else {
-        AccumulateLanes<kPass, 1>(p, values, active, num_keys, padded_dim, d, a);
-      }
-    }
+  }
+}
+
+/// AccumulateStretch over the whole padded row, two vectors at a time: every pass of the block
+/// reads a stretch of the value panels (the tile's keys x 16 floats, 4 KB) while it is in L1.
+template <int kBlock, int kPass, bool kSeenByAll>
+HWY_INLINE void AccumulatePasses(const float* probs, const float* values, const uint8_t* active,
+                                 int num_keys, int padded_dim, float* acc) {
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  int d = 0;
+  for (; d + 2 * kN <= padded_dim; d += 2 * kN) {
+    AccumulateStretch<kBlock, kPass, 2, kSeenByAll>(probs, values, active, num_keys, padded_dim, d,
+                                                    acc);
+  }
+  for (; d < padded_dim; d += kN) {
+    AccumulateStretch<kBlock, kPass, 1, kSeenByAll>(probs, values, active, num_keys, padded_dim, d,
+                                                    acc);
   }
 }
 
