@@ -10,6 +10,7 @@
 
 #include "dynattn/version.h"
 #include "tools/bench_command.h"
+#include "tools/compare_command.h"
 #include "tools/demo_command.h"
 #include "tools/golden_command.h"
 #include "tools/run_command.h"
@@ -28,6 +29,8 @@ int Main(int argc, char** argv) {
   CLI::App* golden = AddGoldenCommand(&app, &golden_request);
   bench::BenchOptions bench_options;
   CLI::App* bench = AddBenchCommand(&app, &bench_options);
+  bench::CompareOptions compare_options;
+  CLI::App* compare = AddCompareCommand(&app, &compare_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& success) {  // --help or --version.
@@ -40,6 +43,7 @@ int Main(int argc, char** argv) {
   if (demo->parsed()) return RunDemoCommand();
   if (golden->parsed()) return RunGoldenCommand(golden_request);
   if (bench->parsed()) return RunBenchCommand(bench_options);
+  if (compare->parsed()) return RunCompareCommand(compare_options);
   ReportError("no command given (see dynattn --help)");
   return kExitInvalid;
 }

@@ -1522,6 +1522,33 @@ TEST_SUITE("cli") {
     CHECK(help.out.find("--inputs") != std::string::npos);
   }
 
+  TEST_CASE("compare times the build's library against itself; a bad library or row exits 2") {
+    TempDir scratch;
+    // The build's shared library, where the tool's RUNPATH finds it ($ORIGIN/../src).
+    const std::string library =
+        (fs::path(RequireCli()).parent_path().parent_path() / "src" / "libdynattn.so.0").string();
+    const CliResult result = RunCli(
+        {"compare", library, library, "--rows", "decode_8x4096_f16_paged_gqa8", "--rounds", "2"},
+        scratch);
+    if (result.err.find("built without the benchmark") != std::string::npos) {
+      MESSAGE("dynattn compare is not built here (no benchmark): nothing to check");
+      return;
+    }
+    INFO("stderr: ", result.err);
+    REQUIRE(result.exit_code == 0);
+    CHECK(result.out.find("decode_8x4096_f16_paged_gqa8") != std::string::npos);
+    CHECK(result.out.find(" same") != std::string::npos);  // one library: the same bits
+    const CliResult missing = RunCli({"compare", scratch.Sub("none.so"), library}, scratch);
+    CHECK(missing.exit_code == 2);
+    CHECK(missing.err.find("none.so: cannot load") != std::string::npos);
+    const CliResult not_ours = RunCli({"compare", library, RequireCli()}, scratch);
+    CHECK(not_ours.exit_code == 2);
+    const CliResult no_row =
+        RunCli({"compare", library, library, "--rows", "no_such_row"}, scratch);
+    CHECK(no_row.exit_code == 2);
+    CHECK(no_row.err.find("no step-matrix row matches") != std::string::npos);
+  }
+
   TEST_CASE("no command, or an unknown command, exits 2 with one line") {
     TempDir scratch;
     for (const std::vector<std::string>& args :
