@@ -62,8 +62,8 @@ bool TimeRow(Step* step, const OpFn ops[2], const CompareOptions& options, RowTi
   for (int lib = 0; lib < 2; ++lib) {
     const Status status = ops[lib](step->attrs, args[lib], run);
     if (!status.ok()) {
-      (options.report_error)((lib == 0 ? options.old_library : options.new_library) + ": " +
-                             status.message());
+      options.report_error((lib == 0 ? options.old_library : options.new_library) + ": " +
+                           status.message());
       return false;
     }
   }
