@@ -28,6 +28,9 @@
 //   adjacent in their block is scored with keys across lanes, one vector per dimension, so
 //   nothing is gathered. Each lane runs the 16 chains of its key's dot product one after another
 //   and folds them by the same fixed tree, vertically (no shuffles): the bits of the row layout.
+//   A chain's dimensions lie 16 block rows apart, in the same L1 sets, so every run of a stretch
+//   of adjacent runs takes one chain while its lines are in L1, and the next chain's lines (other
+//   sets) are fetched into L1 meanwhile.
 // * Quantized rows that round to fp16 (keys; values too under fp32 activations) take the
 //   three-operation split rounding (RoundNormalToF16) instead of two conversions, on tiles whose
 //   group scales keep every code x scale product in fp16's normal range. There the split is
@@ -270,75 +273,110 @@ HWY_INLINE void FusedDots(const float* queries, int padded_dim, const TileRows& 
 /// of FoldVirtualLanes' tree, which pairs l with l + 8, then l + 4, l + 2 and l + 1.
 constexpr int kTreeOrder[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
 
-/// dots[v * kKeyTile + r * kLanes + i] = q_v . k for kSub query vectors and kRuns runs of kLanes
-/// dimension-major keys (key i of run r has element d at run + (r * kLanes + i) * elem + d *
-/// dim_bytes), one key per lane. The chains run kChains at a time, leaves of the tree in order;
-/// their sums wait in `leaves` and are folded pair by pair at the end, so the sums are those of
-/// FusedDots and FoldVirtualLanes, bit for bit. The loop over the leaves is kept rolled: one copy
-/// of the inner loop per (format, rounding, shape) keeps the kernels' compile time in bounds.
+/// Adds `sum`, one chain's sums at leaf `leaf` of the fold's tree, to the pending sums like a
+/// binary counter: a leaf that closes a pair is added to its left neighbour, level by level (left
+/// + right, FoldVirtualLanes' pairs), and the root, after leaf 15, goes to `root`. Level l's
+/// pending left operand is at pending + l * level_stride.
+HWY_INLINE void FoldLeaf(int leaf, hn::Vec<DF> sum, float* pending, size_t level_stride,
+                         float* root) {
+  const DF df;
+  int level = 0;
+  for (; (leaf >> level) & 1; ++level) {
+    sum = hn::Add(hn::Load(df, pending + level * level_stride), sum);
+  }
+  hn::StoreU(sum, df, level == 4 ? root : pending + level * level_stride);
+}
+
+/// dots[v * kKeyTile + r * kLanes + i] = q_v . k for kSub query vectors and `runs` runs (a
+/// multiple of kRuns) of kLanes dimension-major keys side by side (key i of run r has element d at
+/// run + (r * kLanes + i) * elem + d * dim_bytes), one key per lane: the 16 chains of each dot
+/// product (chain l sums dimensions l, l + 16, ...) one after another in the order of the leaves
+/// of FoldVirtualLanes' tree, each folded in as soon as it ends (FoldLeaf), so the sums are those
+/// of FusedDots and FoldVirtualLanes, bit for bit.
+///
+/// Why leaves outside runs: a leaf reads dimensions 16 apart, which lie 16 block rows apart and so
+/// map to the same few L1 sets (one set per 64 bytes of the stretch for 128-key pages of fp16).
+/// Every run of the stretch and every query vector take a leaf's lines while they are in L1, and
+/// the next leaf's lines, in other sets, are fetched into L1 meanwhile. The loop over the leaves
+/// is kept rolled: one copy of the inner loop per (format, rounding, shape) keeps the kernels'
+/// compile time in bounds.
 template <CacheElem kElem, bool kRound, int kSub, int kRuns, int kChains>
 DYNATTN_TILE_STEP void VerticalDotsOf(const float* queries, int padded_dim, const char* run,
-                                      int64_t dim_bytes, const float* scales,
+                                      int runs, int64_t dim_bytes, const float* scales,
                                       const ScaleLanes& lanes, int head_dim, float* dots) {
   static_assert(internal::kVirtualLanes == 16, "kTreeOrder is a tree of four levels");
+  constexpr int kMaxRuns = kKeyTile / kLanes;
   constexpr int64_t kRunBytes = kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
   const DF df;
   using V = hn::Vec<DF>;
-  HWY_ALIGN float leaves[16][kSub][kRuns][kLanes];  // leaves[position in the tree]
+  HWY_ALIGN float pending[4][kSub][kMaxRuns][kLanes];
+  const size_t stretch_bytes = static_cast<size_t>(runs * kRunBytes);
 #pragma GCC unroll 1
   for (int leaf = 0; leaf < 16; leaf += kChains) {
-    V acc[kChains][kSub][kRuns];
-    for (auto& chain : acc) {
-      for (auto& vector : chain) {
-        for (auto& a : vector) a = hn::Zero(df);
+    if (leaf + kChains < 16) {
+      for (int base = 0; base < head_dim; base += internal::kVirtualLanes) {
+        for (int c = 0; c < kChains; ++c) {
+          const int d = base + kTreeOrder[leaf + kChains + c];
+          PrefetchBytes<PrefetchTo::kL1>(run + d * dim_bytes, stretch_bytes);
+        }
       }
     }
-    for (int base = 0; base < head_dim; base += internal::kVirtualLanes) {
+#pragma GCC unroll 1
+    for (int r0 = 0; r0 < runs; r0 += kRuns) {
+      V acc[kChains][kSub][kRuns];
+      for (auto& chain : acc) {
+        for (auto& vector : chain) {
+          for (auto& a : vector) a = hn::Zero(df);
+        }
+      }
+      const char* group = run + r0 * kRunBytes;
+      // The pragmas keep GCC from leaving `acc` in memory (stored on every step) inside the
+      // rolled loops around it.
+      for (int base = 0; base < head_dim; base += internal::kVirtualLanes) {
+#pragma GCC unroll 8
+        for (int c = 0; c < kChains; ++c) {
+          const int d = base + kTreeOrder[leaf + c];
+          V key[kRuns];
+#pragma GCC unroll 8
+          for (int r = 0; r < kRuns; ++r) {
+            key[r] =
+                DecodeLanes<kElem, kRound>(group + r * kRunBytes + d * dim_bytes, scales, lanes, 0);
+          }
+#pragma GCC unroll 8
+          for (int v = 0; v < kSub; ++v) {
+            const V q = hn::Set(df, queries[v * padded_dim + d]);
+#pragma GCC unroll 8
+            for (int r = 0; r < kRuns; ++r) acc[c][v][r] = hn::MulAdd(q, key[r], acc[c][v][r]);
+          }
+        }
+      }
+#pragma GCC unroll 8
       for (int c = 0; c < kChains; ++c) {
-        const int d = base + kTreeOrder[leaf + c];
-        V key[kRuns];
-        for (int r = 0; r < kRuns; ++r) {
-          key[r] =
-              DecodeLanes<kElem, kRound>(run + r * kRunBytes + d * dim_bytes, scales, lanes, 0);
-        }
+#pragma GCC unroll 8
         for (int v = 0; v < kSub; ++v) {
-          const V q = hn::Set(df, queries[v * padded_dim + d]);
-          for (int r = 0; r < kRuns; ++r) acc[c][v][r] = hn::MulAdd(q, key[r], acc[c][v][r]);
+#pragma GCC unroll 8
+          for (int r = 0; r < kRuns; ++r) {
+            FoldLeaf(leaf + c, acc[c][v][r], pending[0][v][r0 + r],
+                     sizeof(pending[0]) / sizeof(float), dots + v * kKeyTile + (r0 + r) * kLanes);
+          }
         }
       }
-    }
-    for (int c = 0; c < kChains; ++c) {
-      for (int v = 0; v < kSub; ++v) {
-        for (int r = 0; r < kRuns; ++r) hn::Store(acc[c][v][r], df, leaves[leaf + c][v][r]);
-      }
-    }
-  }
-  for (int v = 0; v < kSub; ++v) {
-    for (int r = 0; r < kRuns; ++r) {
-      V sum[8];  // the tree's first level, then pair by pair to its root
-      for (int i = 0; i < 8; ++i) {
-        sum[i] = hn::Add(hn::Load(df, leaves[2 * i][v][r]), hn::Load(df, leaves[2 * i + 1][v][r]));
-      }
-      for (int width = 4; width >= 1; width /= 2) {
-        for (int i = 0; i < width; ++i) sum[i] = hn::Add(sum[2 * i], sum[2 * i + 1]);
-      }
-      hn::StoreU(sum[0], df, dots + v * kKeyTile + r * kLanes);
     }
   }
 }
 
-/// VerticalDotsOf for kBlock query vectors over kRuns runs from key j: blocks of four vectors
+/// VerticalDotsOf for kBlock query vectors over `runs` runs from key j: blocks of four vectors
 /// one chain at a time, smaller blocks more chains at a time, so that eight accumulators are in
-/// flight and each broadcast query element serves every run.
+/// flight and each broadcast query element serves kRuns runs.
 template <CacheElem kElem, bool kRound, int kBlock, int kRuns>
 HWY_INLINE void VerticalDots(const float* queries, int padded_dim, const TileRows& keys, int j,
-                             const ScaleLanes& lanes, int head_dim, float* dots) {
+                             int runs, const ScaleLanes& lanes, int head_dim, float* dots) {
   constexpr int kSub = kBlock < 4 ? kBlock : 4;
   constexpr int kChains = 8 / (kSub * kRuns) > 0 ? 8 / (kSub * kRuns) : 1;
   const char* run = static_cast<const char*>(keys.rows[j]);
   for (int v = 0; v < kBlock; v += kSub) {
     VerticalDotsOf<kElem, kRound, kSub, kRuns, kChains>(queries + v * padded_dim, padded_dim, run,
-                                                        keys.dim_bytes, keys.scales, lanes,
+                                                        runs, keys.dim_bytes, keys.scales, lanes,
                                                         head_dim, dots + v * kKeyTile + j);
   }
 }
@@ -591,17 +629,20 @@ HWY_INLINE void ScoreDimMajorTile(const AttentionProblem& p, const float* querie
       j0 += kLanes;
       continue;
     }
-    const bool pair = keys.joins_next[run];
-    if (pair) {
-      ahead.Fetch(j0 + kLanes, kLanes);
-      also_ahead.Fetch(j0 + kLanes, kLanes);
-      VerticalDots<kElem, kRound, kBlock, 2>(queries, p.padded_dim, keys, j0, lanes, p.head_dim,
-                                             scores);
-    } else {
-      VerticalDots<kElem, kRound, kBlock, 1>(queries, p.padded_dim, keys, j0, lanes, p.head_dim,
-                                             scores);
+    int runs = 1;  // the stretch of runs that follow one another in their block
+    while (keys.joins_next[run + runs - 1]) ++runs;
+    ahead.Fetch(j0 + kLanes, (runs - 1) * kLanes);
+    also_ahead.Fetch(j0 + kLanes, (runs - 1) * kLanes);
+    const int paired = runs - runs % 2;
+    if (paired > 0) {
+      VerticalDots<kElem, kRound, kBlock, 2>(queries, p.padded_dim, keys, j0, paired, lanes,
+                                             p.head_dim, scores);
     }
-    j0 += pair ? 2 * kLanes : kLanes;
+    if (paired < runs) {
+      VerticalDots<kElem, kRound, kBlock, 1>(queries, p.padded_dim, keys, j0 + paired * kLanes, 1,
+                                             lanes, p.head_dim, scores);
+    }
+    j0 += runs * kLanes;
   }
 }
 
