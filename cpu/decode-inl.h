@@ -269,118 +269,6 @@ HWY_INLINE void FusedDots(const float* queries, int padded_dim, const TileRows& 
   }
 }
 
-/// The dot products' 16 chains (chain l sums dimensions l, l + 16, ...) in the order of the leaves
-/// of FoldVirtualLanes' tree, which pairs l with l + 8, then l + 4, l + 2 and l + 1.
-constexpr int kTreeOrder[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
-
-/// Adds `sum`, one chain's sums at leaf `leaf` of the fold's tree, to the pending sums like a
-/// binary counter: a leaf that closes a pair is added to its left neighbour, level by level (left
-/// + right, FoldVirtualLanes' pairs), and the root, after leaf 15, goes to `root`. Level l's
-/// pending left operand is at pending + l * level_stride.
-HWY_INLINE void FoldLeaf(int leaf, hn::Vec<DF> sum, float* pending, size_t level_stride,
-                         float* root) {
-  const DF df;
-  int level = 0;
-  for (; (leaf >> level) & 1; ++level) {
-    sum = hn::Add(hn::Load(df, pending + level * level_stride), sum);
-  }
-  hn::StoreU(sum, df, level == 4 ? root : pending + level * level_stride);
-}
-
-/// dots[v * kKeyTile + r * kLanes + i] = q_v . k for kSub query vectors and `runs` runs (a
-/// multiple of kRuns) of kLanes dimension-major keys side by side (key i of run r has element d at
-/// run + (r * kLanes + i) * elem + d * dim_bytes), one key per lane: the 16 chains of each dot
-/// product (chain l sums dimensions l, l + 16, ...) one after another in the order of the leaves
-/// of FoldVirtualLanes' tree, each folded in as soon as it ends (FoldLeaf), so the sums are those
-/// of FusedDots and FoldVirtualLanes, bit for bit.
-///
-/// Why leaves outside runs: a leaf reads dimensions 16 apart, which lie 16 block rows apart and so
-/// map to the same few L1 sets (one set per 64 bytes of the stretch for 128-key pages of fp16).
-/// Every run of the stretch and every query vector take a leaf's lines while they are in L1, and
-/// the next leaf's lines, in other sets, are fetched into L1 meanwhile. The loop over the leaves
-/// is kept rolled: one copy of the inner loop per (format, rounding, shape) keeps the kernels'
-/// compile time in bounds.
-template <CacheElem kElem, bool kRound, int kSub, int kRuns, int kChains>
-DYNATTN_TILE_STEP void VerticalDotsOf(const float* queries, int padded_dim, const char* run,
-                                      int runs, int64_t dim_bytes, const float* scales,
-                                      const ScaleLanes& lanes, int head_dim, float* dots) {
-  static_assert(internal::kVirtualLanes == 16, "kTreeOrder is a tree of four levels");
-  constexpr int kMaxRuns = kKeyTile / kLanes;
-  constexpr int64_t kRunBytes = kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
-  const DF df;
-  using V = hn::Vec<DF>;
-  HWY_ALIGN float pending[4][kSub][kMaxRuns][kLanes];
-  const size_t stretch_bytes = static_cast<size_t>(runs * kRunBytes);
-#pragma GCC unroll 1
-  for (int leaf = 0; leaf < 16; leaf += kChains) {
-    if (leaf + kChains < 16) {
-      for (int base = 0; base < head_dim; base += internal::kVirtualLanes) {
-        for (int c = 0; c < kChains; ++c) {
-          const int d = base + kTreeOrder[leaf + kChains + c];
-          PrefetchBytes<PrefetchTo::kL1>(run + d * dim_bytes, stretch_bytes);
-        }
-      }
-    }
-#pragma GCC unroll 1
-    for (int r0 = 0; r0 < runs; r0 += kRuns) {
-      V acc[kChains][kSub][kRuns];
-      for (auto& chain : acc) {
-        for (auto& vector : chain) {
-          for (auto& a : vector) a = hn::Zero(df);
-        }
-      }
-      const char* group = run + r0 * kRunBytes;
-      // The pragmas keep GCC from leaving `acc` in memory (stored on every step) inside the
-      // rolled loops around it.
-      for (int base = 0; base < head_dim; base += internal::kVirtualLanes) {
-#pragma GCC unroll 8
-        for (int c = 0; c < kChains; ++c) {
-          const int d = base + kTreeOrder[leaf + c];
-          V key[kRuns];
-#pragma GCC unroll 8
-          for (int r = 0; r < kRuns; ++r) {
-            key[r] =
-                DecodeLanes<kElem, kRound>(group + r * kRunBytes + d * dim_bytes, scales, lanes, 0);
-          }
-#pragma GCC unroll 8
-          for (int v = 0; v < kSub; ++v) {
-            const V q = hn::Set(df, queries[v * padded_dim + d]);
-#pragma GCC unroll 8
-            for (int r = 0; r < kRuns; ++r) acc[c][v][r] = hn::MulAdd(q, key[r], acc[c][v][r]);
-          }
-        }
-      }
-#pragma GCC unroll 8
-      for (int c = 0; c < kChains; ++c) {
-#pragma GCC unroll 8
-        for (int v = 0; v < kSub; ++v) {
-#pragma GCC unroll 8
-          for (int r = 0; r < kRuns; ++r) {
-            FoldLeaf(leaf + c, acc[c][v][r], pending[0][v][r0 + r],
-                     sizeof(pending[0]) / sizeof(float), dots + v * kKeyTile + (r0 + r) * kLanes);
-          }
-        }
-      }
-    }
-  }
-}
-
-/// VerticalDotsOf for kBlock query vectors over `runs` runs from key j: blocks of four vectors
-/// one chain at a time, smaller blocks more chains at a time, so that eight accumulators are in
-/// flight and each broadcast query element serves kRuns runs.
-template <CacheElem kElem, bool kRound, int kBlock, int kRuns>
-HWY_INLINE void VerticalDots(const float* queries, int padded_dim, const TileRows& keys, int j,
-                             int runs, const ScaleLanes& lanes, int head_dim, float* dots) {
-  constexpr int kSub = kBlock < 4 ? kBlock : 4;
-  constexpr int kChains = 8 / (kSub * kRuns) > 0 ? 8 / (kSub * kRuns) : 1;
-  const char* run = static_cast<const char*>(keys.rows[j]);
-  for (int v = 0; v < kBlock; v += kSub) {
-    VerticalDotsOf<kElem, kRound, kSub, kRuns, kChains>(queries + v * padded_dim, padded_dim, run,
-                                                        runs, keys.dim_bytes, keys.scales, lanes,
-                                                        head_dim, dots + v * kKeyTile + j);
-  }
-}
-
 /// Rows [j, min(j + n, count)) of a tile, with their scales, fetched ahead into the caches.
 struct RowsAhead {
   const TileRows* rows = nullptr;  ///< Nothing to fetch when null.
@@ -428,6 +316,200 @@ struct RowsAhead {
     }
   }
 };
+
+/// Keys [j, j + n) of the rows of `ahead` and `also_ahead` fetched in `parts` even shares, part
+/// by part, as a kernel's loop goes: the next tile's rows fetched all at once before a
+/// dimension-major tile is scored took 1.06x the time of the same fetches spread over the leaves
+/// of VerticalDotsOf (bursts of prefetches wait on the misses already outstanding).
+struct FetchInParts {
+  const RowsAhead* ahead = nullptr;
+  const RowsAhead* also_ahead = nullptr;
+  int j = 0, n = 0, parts = 1;
+
+  HWY_INLINE void Fetch(int part, int count) const {
+    const int begin = j + n * part / parts;
+    const int end = j + n * (part + count) / parts;
+    ahead->Fetch(begin, end - begin);
+    also_ahead->Fetch(begin, end - begin);
+  }
+};
+
+/// The dot products' 16 chains (chain l sums dimensions l, l + 16, ...) in the order of the leaves
+/// of FoldVirtualLanes' tree, which pairs l with l + 8, then l + 4, l + 2 and l + 1.
+constexpr int kTreeOrder[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+
+/// Adds the sums of one chain at leaf `leaf` of the fold's tree (`sums[x]`, whose pending left
+/// operands lie at pending + offsets[x]) to the pending sums like a binary counter: a leaf that
+/// closes a pair is added to its left neighbour, level by level (left + right, FoldVirtualLanes'
+/// pairs), and the root, after leaf 15, goes to roots[x]. Level l's pending operands are
+/// l * level_stride further on. Level by level over all of `sums`: one test per level, not per
+/// sum, and the sums stay in registers.
+template <int kSums>
+HWY_INLINE void FoldLeaf(int leaf, hn::Vec<DF>* sums, float* pending, const int* offsets,
+                         size_t level_stride, float* const* roots) {
+  const DF df;
+  int levels = 0;  // the leaf's trailing ones: the pairs it closes
+  while (levels < 4 && ((leaf >> levels) & 1)) ++levels;
+#pragma GCC unroll 4
+  for (int level = 0; level < 4; ++level) {
+    if (level == levels) break;
+    const float* left = pending + level * level_stride;
+#pragma GCC unroll 16
+    for (int x = 0; x < kSums; ++x) sums[x] = hn::Add(hn::Load(df, left + offsets[x]), sums[x]);
+  }
+  if (levels == 4) {
+#pragma GCC unroll 16
+    for (int x = 0; x < kSums; ++x) hn::StoreU(sums[x], df, roots[x]);
+    return;
+  }
+  float* slot = pending + levels * level_stride;
+#pragma GCC unroll 16
+  for (int x = 0; x < kSums; ++x) hn::Store(sums[x], df, slot + offsets[x]);
+}
+
+/// Chains [leaf, leaf + kChains) of the dot products of kSub query vectors with the kRuns runs
+/// from run r0 of `run` (see VerticalDotsOf), each folded into the tree as it ends.
+template <CacheElem kElem, bool kRound, int kSub, int kRuns, int kChains>
+HWY_INLINE void ChainsOfRuns(const float* queries, int padded_dim, const char* run, int r0,
+                             int leaf, int64_t dim_bytes, const float* scales,
+                             const ScaleLanes& lanes, int head_dim, float* pending,
+                             size_t level_stride, float* dots) {
+  constexpr int64_t kRunBytes = kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
+  constexpr int kMaxRuns = kKeyTile / kLanes;
+  const DF df;
+  using V = hn::Vec<DF>;
+  V acc[kChains][kSub][kRuns];
+  for (auto& chain : acc) {
+    for (auto& vector : chain) {
+      for (auto& a : vector) a = hn::Zero(df);
+    }
+  }
+  const char* group = run + r0 * kRunBytes;
+  // The pragmas keep GCC from leaving `acc` in memory (stored on every step) inside the rolled
+  // loops around it.
+  for (int base = 0; base < head_dim; base += internal::kVirtualLanes) {
+#pragma GCC unroll 8
+    for (int c = 0; c < kChains; ++c) {
+      const int d = base + kTreeOrder[leaf + c];
+      V key[kRuns];
+#pragma GCC unroll 8
+      for (int r = 0; r < kRuns; ++r) {
+        key[r] =
+            DecodeLanes<kElem, kRound>(group + r * kRunBytes + d * dim_bytes, scales, lanes, 0);
+      }
+#pragma GCC unroll 8
+      for (int v = 0; v < kSub; ++v) {
+        const V q = hn::Set(df, queries[v * padded_dim + d]);
+#pragma GCC unroll 8
+        for (int r = 0; r < kRuns; ++r) acc[c][v][r] = hn::MulAdd(q, key[r], acc[c][v][r]);
+      }
+    }
+  }
+  int offsets[kSub * kRuns];
+  float* roots[kSub * kRuns];
+  for (int v = 0; v < kSub; ++v) {
+    for (int r = 0; r < kRuns; ++r) {
+      offsets[v * kRuns + r] = (v * kMaxRuns + r0 + r) * kLanes;
+      roots[v * kRuns + r] = dots + v * kKeyTile + (r0 + r) * kLanes;
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < kChains; ++c) {
+    FoldLeaf<kSub * kRuns>(leaf + c, &acc[c][0][0], pending, offsets, level_stride, roots);
+  }
+}
+
+/// dots[v * kKeyTile + r * kLanes + i] = q_v . k for kSub query vectors and `runs` runs of kLanes
+/// dimension-major keys side by side (key i of run r has element d at run + (r * kLanes + i) *
+/// elem + d * dim_bytes), one key per lane: the 16 chains of each dot product (chain l sums
+/// dimensions l, l + 16, ...) one after another in the order of the leaves of FoldVirtualLanes'
+/// tree, each folded in as soon as it ends (FoldLeaf), so the sums are those of FusedDots and
+/// FoldVirtualLanes, bit for bit. Runs go kRuns at a time (kSub * kRuns accumulators per chain),
+/// the rest in pairs and a single run; a stretch of 3k + 1 runs takes two pairs, not a single.
+///
+/// Why leaves outside runs: a leaf reads dimensions 16 apart, which lie 16 block rows apart and so
+/// map to the same few L1 sets (one set per 64 bytes of the stretch for 128-key pages of fp16).
+/// Every run of the stretch and every query vector take a leaf's lines while they are in L1, and
+/// the next leaf's lines, in other sets, are fetched into L1 meanwhile. The loop over the leaves
+/// is kept rolled: one copy of the inner loop per (format, rounding, shape) keeps the kernels'
+/// compile time in bounds.
+template <CacheElem kElem, bool kRound, int kSub, int kRuns, int kChains>
+DYNATTN_TILE_STEP void VerticalDotsOf(const float* queries, int padded_dim, const char* run,
+                                      int runs, int64_t dim_bytes, const float* scales,
+                                      const ScaleLanes& lanes, int head_dim,
+                                      const FetchInParts& fetch, int part0, float* dots) {
+  static_assert(internal::kVirtualLanes == 16, "kTreeOrder is a tree of four levels");
+  constexpr int kMaxRuns = kKeyTile / kLanes;
+  constexpr int64_t kRunBytes = kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
+  HWY_ALIGN float pending[4][kSub][kMaxRuns][kLanes];
+  const size_t level_stride = sizeof(pending[0]) / sizeof(float);
+  const size_t stretch_bytes = static_cast<size_t>(runs * kRunBytes);
+  int grouped = runs / kRuns * kRuns;
+  if (kRuns > 2 && runs % kRuns == 1 && grouped > 0) grouped -= kRuns;
+#pragma GCC unroll 1
+  for (int leaf = 0; leaf < 16; leaf += kChains) {
+    if (leaf + kChains < 16) {
+      for (int base = 0; base < head_dim; base += internal::kVirtualLanes) {
+        for (int c = 0; c < kChains; ++c) {
+          const int d = base + kTreeOrder[leaf + kChains + c];
+          PrefetchBytes<PrefetchTo::kL1>(run + d * dim_bytes, stretch_bytes);
+        }
+      }
+    }
+    // After the next leaf's lines: issued before them, the next tile's share held them up
+    // (1.07x the time).
+    fetch.Fetch(part0 + leaf, kChains);
+#pragma GCC unroll 1
+    for (int r0 = 0; r0 < grouped; r0 += kRuns) {
+      ChainsOfRuns<kElem, kRound, kSub, kRuns, kChains>(queries, padded_dim, run, r0, leaf,
+                                                        dim_bytes, scales, lanes, head_dim,
+                                                        &pending[0][0][0][0], level_stride, dots);
+    }
+    int r0 = grouped;
+    if constexpr (kRuns > 2) {
+#pragma GCC unroll 1
+      for (; r0 + 2 <= runs; r0 += 2) {
+        ChainsOfRuns<kElem, kRound, kSub, 2, kChains>(queries, padded_dim, run, r0, leaf, dim_bytes,
+                                                      scales, lanes, head_dim, &pending[0][0][0][0],
+                                                      level_stride, dots);
+      }
+    }
+    if constexpr (kRuns > 1) {
+      if (r0 < runs) {
+        ChainsOfRuns<kElem, kRound, kSub, 1, kChains>(queries, padded_dim, run, r0, leaf, dim_bytes,
+                                                      scales, lanes, head_dim, &pending[0][0][0][0],
+                                                      level_stride, dots);
+      }
+    }
+  }
+}
+
+/// The runs per step of VerticalDotsOf for blocks of kSub query vectors: AVX2's 16 registers
+/// hold 4 x 3 accumulators, 3 keys and a broadcast (8 accumulators only just cover two FMA pipes
+/// of 4 cycles' latency); wider vectors make fewer runs per tile, which pairs divide evenly.
+template <int kSub>
+constexpr int VerticalRuns() {
+  return kLanes == 8 && kSub == 4 ? 3 : 2;
+}
+
+/// VerticalDotsOf for kBlock query vectors over `runs` runs from key j: blocks of four vectors
+/// one chain at a time, smaller blocks more chains at a time, so that at least eight
+/// accumulators are in flight and each broadcast query element serves several runs.
+template <CacheElem kElem, bool kRound, int kBlock>
+HWY_INLINE void VerticalDots(const float* queries, int padded_dim, const TileRows& keys, int j,
+                             int runs, const ScaleLanes& lanes, int head_dim, FetchInParts fetch,
+                             float* dots) {
+  constexpr int kSub = kBlock < 4 ? kBlock : 4;
+  constexpr int kRuns = VerticalRuns<kSub>();
+  constexpr int kChains = 8 / (kSub * kRuns) > 0 ? 8 / (kSub * kRuns) : 1;
+  const char* run = static_cast<const char*>(keys.rows[j]);
+  fetch.parts = 16 * ((kBlock + kSub - 1) / kSub);
+  for (int v = 0; v < kBlock; v += kSub) {
+    VerticalDotsOf<kElem, kRound, kSub, kRuns, kChains>(
+        queries + v * padded_dim, padded_dim, run, runs, keys.dim_bytes, keys.scales, lanes,
+        head_dim, fetch, v / kSub * 16, dots + v * kKeyTile + j);
+  }
+}
 
 /// acc_v[e, e + kParts * kLanes) += sum_j p_v[j] * value_j, one chain per element in key order,
 /// while the rows of `ahead` are fetched in step with the keys. kSeenByAll: every key of the tile
@@ -619,9 +701,9 @@ HWY_INLINE void ScoreDimMajorTile(const AttentionProblem& p, const float* querie
   const TileRows& keys = tile.keys;
   for (int j0 = 0; j0 < tile.count;) {
     const int run = j0 / kLanes;
-    ahead.Fetch(j0, kLanes);
-    also_ahead.Fetch(j0, kLanes);
     if (!keys.vertical_run[run]) {
+      ahead.Fetch(j0, kLanes);
+      also_ahead.Fetch(j0, kLanes);
       for (int j = j0; j < std::min(j0 + kLanes, tile.count); ++j) {
         FusedDots<kElem, kRound, false, ScaleLanes::Mode::kAny, kBlock, 1>(
             queries, p.padded_dim, keys, j, lanes, p.head_dim, scores);
@@ -631,17 +713,9 @@ HWY_INLINE void ScoreDimMajorTile(const AttentionProblem& p, const float* querie
     }
     int runs = 1;  // the stretch of runs that follow one another in their block
     while (keys.joins_next[run + runs - 1]) ++runs;
-    ahead.Fetch(j0 + kLanes, (runs - 1) * kLanes);
-    also_ahead.Fetch(j0 + kLanes, (runs - 1) * kLanes);
-    const int paired = runs - runs % 2;
-    if (paired > 0) {
-      VerticalDots<kElem, kRound, kBlock, 2>(queries, p.padded_dim, keys, j0, paired, lanes,
-                                             p.head_dim, scores);
-    }
-    if (paired < runs) {
-      VerticalDots<kElem, kRound, kBlock, 1>(queries, p.padded_dim, keys, j0 + paired * kLanes, 1,
-                                             lanes, p.head_dim, scores);
-    }
+    const FetchInParts fetch{&ahead, &also_ahead, j0, runs * kLanes};
+    VerticalDots<kElem, kRound, kBlock>(queries, p.padded_dim, keys, j0, runs, lanes, p.head_dim,
+                                        fetch, scores);
     j0 += runs * kLanes;
   }
 }
