@@ -343,16 +343,17 @@ constexpr int kTreeOrder[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7
 /// closes a pair is added to its left neighbour, level by level (left + right, FoldVirtualLanes'
 /// pairs), and the root, after leaf 15, goes to roots[x]. Level l's pending operands are
 /// l * level_stride further on. Level by level over all of `sums`: one test per level, not per
-/// sum, and the sums stay in registers.
+/// sum, and the sums stay in registers. The loop over the levels stays rolled: unrolled, its four
+/// copies of the kSums loads and adds doubled the vertical kernels' compile time under the
+/// sanitizers and bought nothing measurable.
 template <int kSums>
 HWY_INLINE void FoldLeaf(int leaf, hn::Vec<DF>* sums, float* pending, const int* offsets,
                          size_t level_stride, float* const* roots) {
   const DF df;
   int levels = 0;  // the leaf's trailing ones: the pairs it closes
   while (levels < 4 && ((leaf >> levels) & 1)) ++levels;
-#pragma GCC unroll 4
-  for (int level = 0; level < 4; ++level) {
-    if (level == levels) break;
+#pragma GCC unroll 1
+  for (int level = 0; level < levels; ++level) {
     const float* left = pending + level * level_stride;
 #pragma GCC unroll 16
     for (int x = 0; x < kSums; ++x) sums[x] = hn::Add(hn::Load(df, left + offsets[x]), sums[x]);
@@ -367,6 +368,15 @@ HWY_INLINE void FoldLeaf(int leaf, hn::Vec<DF>* sums, float* pending, const int*
   for (int x = 0; x < kSums; ++x) hn::Store(sums[x], df, slot + offsets[x]);
 }
 
+/// Runs of kLanes dimension-major keys per key tile.
+constexpr int kRunsPerTile = kKeyTile / kLanes;
+
+/// The bytes of one dimension of a run of kLanes dimension-major keys.
+template <CacheElem kElem>
+constexpr int64_t RunBytes() {
+  return kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
+}
+
 /// Chains [leaf, leaf + kChains) of the dot products of kSub query vectors with the kRuns runs
 /// from run r0 of `run` (see VerticalDotsOf), each folded into the tree as it ends.
 template <CacheElem kElem, bool kRound, int kSub, int kRuns, int kChains>
@@ -374,8 +384,6 @@ HWY_INLINE void ChainsOfRuns(const float* queries, int padded_dim, const char* r
                              int leaf, int64_t dim_bytes, const float* scales,
                              const ScaleLanes& lanes, int head_dim, float* pending,
                              size_t level_stride, float* dots) {
-  constexpr int64_t kRunBytes = kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
-  constexpr int kMaxRuns = kKeyTile / kLanes;
   const DF df;
   using V = hn::Vec<DF>;
   V acc[kChains][kSub][kRuns];
@@ -384,7 +392,7 @@ HWY_INLINE void ChainsOfRuns(const float* queries, int padded_dim, const char* r
       for (auto& a : vector) a = hn::Zero(df);
     }
   }
-  const char* group = run + r0 * kRunBytes;
+  const char* group = run + r0 * RunBytes<kElem>();
   // The pragmas keep GCC from leaving `acc` in memory (stored on every step) inside the rolled
   // loops around it.
   for (int base = 0; base < head_dim; base += internal::kVirtualLanes) {
@@ -394,8 +402,8 @@ HWY_INLINE void ChainsOfRuns(const float* queries, int padded_dim, const char* r
       V key[kRuns];
 #pragma GCC unroll 8
       for (int r = 0; r < kRuns; ++r) {
-        key[r] =
-            DecodeLanes<kElem, kRound>(group + r * kRunBytes + d * dim_bytes, scales, lanes, 0);
+        key[r] = DecodeLanes<kElem, kRound>(group + r * RunBytes<kElem>() + d * dim_bytes, scales,
+                                            lanes, 0);
       }
 #pragma GCC unroll 8
       for (int v = 0; v < kSub; ++v) {
@@ -409,7 +417,7 @@ HWY_INLINE void ChainsOfRuns(const float* queries, int padded_dim, const char* r
   float* roots[kSub * kRuns];
   for (int v = 0; v < kSub; ++v) {
     for (int r = 0; r < kRuns; ++r) {
-      offsets[v * kRuns + r] = (v * kMaxRuns + r0 + r) * kLanes;
+      offsets[v * kRuns + r] = (v * kRunsPerTile + r0 + r) * kLanes;
       roots[v * kRuns + r] = dots + v * kKeyTile + (r0 + r) * kLanes;
     }
   }
@@ -439,11 +447,10 @@ DYNATTN_TILE_STEP void VerticalDotsOf(const float* queries, int padded_dim, cons
                                       const ScaleLanes& lanes, int head_dim,
                                       const FetchInParts& fetch, int part0, float* dots) {
   static_assert(internal::kVirtualLanes == 16, "kTreeOrder is a tree of four levels");
-  constexpr int kMaxRuns = kKeyTile / kLanes;
-  constexpr int64_t kRunBytes = kLanes * static_cast<int64_t>(UnquantizedElemBytes<kElem>());
-  HWY_ALIGN float pending[4][kSub][kMaxRuns][kLanes];
+  HWY_ALIGN float pending[4][kSub][kRunsPerTile][kLanes];
+  float* const tree = &pending[0][0][0][0];
   const size_t level_stride = sizeof(pending[0]) / sizeof(float);
-  const size_t stretch_bytes = static_cast<size_t>(runs * kRunBytes);
+  const size_t stretch_bytes = static_cast<size_t>(runs * RunBytes<kElem>());
   int grouped = runs / kRuns * kRuns;
   if (kRuns > 2 && runs % kRuns == 1 && grouped > 0) grouped -= kRuns;
 #pragma GCC unroll 1
@@ -462,24 +469,22 @@ DYNATTN_TILE_STEP void VerticalDotsOf(const float* queries, int padded_dim, cons
 #pragma GCC unroll 1
     for (int r0 = 0; r0 < grouped; r0 += kRuns) {
       ChainsOfRuns<kElem, kRound, kSub, kRuns, kChains>(queries, padded_dim, run, r0, leaf,
-                                                        dim_bytes, scales, lanes, head_dim,
-                                                        &pending[0][0][0][0], level_stride, dots);
+                                                        dim_bytes, scales, lanes, head_dim, tree,
+                                                        level_stride, dots);
     }
     int r0 = grouped;
     if constexpr (kRuns > 2) {
 #pragma GCC unroll 1
       for (; r0 + 2 <= runs; r0 += 2) {
         ChainsOfRuns<kElem, kRound, kSub, 2, kChains>(queries, padded_dim, run, r0, leaf, dim_bytes,
-                                                      scales, lanes, head_dim, &pending[0][0][0][0],
-                                                      level_stride, dots);
+                                                      scales, lanes, head_dim, tree, level_stride,
+                                                      dots);
       }
     }
-    if constexpr (kRuns > 1) {
-      if (r0 < runs) {
-        ChainsOfRuns<kElem, kRound, kSub, 1, kChains>(queries, padded_dim, run, r0, leaf, dim_bytes,
-                                                      scales, lanes, head_dim, &pending[0][0][0][0],
-                                                      level_stride, dots);
-      }
+    if (r0 < runs) {
+      ChainsOfRuns<kElem, kRound, kSub, 1, kChains>(queries, padded_dim, run, r0, leaf, dim_bytes,
+                                                    scales, lanes, head_dim, tree, level_stride,
+                                                    dots);
     }
   }
 }
