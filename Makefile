@@ -36,8 +36,10 @@ test: build
 bench: build
 	./$(BUILD)/tools/dynattn bench --json $(BUILD)/bench.json
 
-# The same suites under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it too), with
-# assertions on, at -O1 with line tables only. Its kernels are compiled for AVX2 only
+# The same suites under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it too), at -O1
+# with line tables only. NDEBUG stays defined, as in the release build (meson's b_ndebug=if-release
+# with debug off): the unified plan's coverage proof, which debug builds run on every call, is run
+# by its own tests (plan, unified_steps) instead. Its kernels are compiled for AVX2 only
 # (-march=haswell -maes -mpclmul makes AVX2 Highway's baseline, so its emulated EMU128 fallback,
 # which costs about ten times a native target to compile under the sanitizers, is left out; with
 # AVX-512 too, this phase took 1124 s of CI's 40 minutes on 2 cores); the release build runs every
