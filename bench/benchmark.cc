@@ -364,6 +364,7 @@ MachineLimits MeasureMachine(int threads) {
                                : spin != nullptr ? std::string("spin count ") + spin
                                                  : "default";
   machine.bandwidth_gbps = MeasureReadBandwidth(threads);
+  machine.dim_major_read_gbps = MeasureDimMajorReadBandwidth(threads);
   machine.fma_gflops = MeasureFmaPeak(threads);
   const DotPeak bf16 = MeasureBf16DotPeak(threads), int8 = MeasureInt8DotPeak(threads);
   machine.bf16_dot_gflops = bf16.gops;

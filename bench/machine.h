@@ -9,12 +9,22 @@
 #ifndef DYNATTN_BENCH_MACHINE_H_
 #define DYNATTN_BENCH_MACHINE_H_
 
+#include <cstddef>
 #include <string>
 
 namespace dynattn::bench {
 
 /// Median GB/s of summing a 512 MiB buffer split over `threads` threads.
 double MeasureReadBandwidth(int threads);
+
+/// A block of fp16 keys stored dimension-major (vLLM's CPU layout): 128 dimensions x 128 tokens.
+constexpr size_t kDimMajorBlockBytes = 128 * 256;
+
+/// Median GB/s of summing a 512 MiB buffer on `threads` threads in the order the dimension-major
+/// decode kernel reads its keys (SumDimMajorTileOrder: 128-byte halves of 256-byte rows, a tile
+/// of 64 tokens at a time, with the best prefetch schedule found): the bandwidth that order leaves
+/// any kernel, against the streaming read of MeasureReadBandwidth.
+double MeasureDimMajorReadBandwidth(int threads);
 
 /// Median GFLOP/s of independent fp32 fused multiply-add chains on `threads` threads, on the
 /// best SIMD target of this machine.

@@ -163,9 +163,11 @@ std::string DotPeaksText(const MachineLimits& machine) {
 void PrintReport(const MachineLimits& machine, const std::vector<RowResult>& rows,
                  const std::vector<BaselineResult>& baselines,
                  const std::vector<SharedPrefixResult>& shared_prefix, std::FILE* out) {
-  std::fprintf(out, "machine: %s, %d threads: read %.1f GB/s, fp32 FMA %.0f GFLOP/s%s\n",
-               machine.target.c_str(), machine.threads, machine.bandwidth_gbps, machine.fma_gflops,
-               DotPeaksText(machine).c_str());
+  std::fprintf(out,
+               "machine: %s, %d threads: read %.1f GB/s (%.1f in the dimension-major keys' order), "
+               "fp32 FMA %.0f GFLOP/s%s\n",
+               machine.target.c_str(), machine.threads, machine.bandwidth_gbps,
+               machine.dim_major_read_gbps, machine.fma_gflops, DotPeaksText(machine).c_str());
   std::fprintf(out, "baselines: OpenMP wait policy %s\n", machine.openmp_wait_policy.c_str());
   std::fprintf(out, "other processes used %.0f%% of the machine's CPU time while timing%s\n",
                100.0 * machine.foreign_load,
@@ -179,6 +181,7 @@ bool WriteJson(const std::string& path, const MachineLimits& machine, int repeti
                const std::vector<RowResult>& rows, const std::vector<BaselineResult>& baselines,
                const std::vector<SharedPrefixResult>& shared_prefix) {
   Json json = {{"bandwidth_gbps", Number(machine.bandwidth_gbps)},
+               {"dim_major_read_gbps", Number(machine.dim_major_read_gbps)},
                {"fma_gflops", Number(machine.fma_gflops)},
                {"bf16_dot_gflops",
                 machine.bf16_dot_isa.empty() ? Json(nullptr) : Number(machine.bf16_dot_gflops)},
@@ -268,10 +271,12 @@ bool WriteMarkdown(const std::string& path, const MachineLimits& machine, int re
                    const std::vector<SharedPrefixResult>& shared_prefix) {
   std::ofstream file(path);
   file << "Machine: " << machine.target << ", " << machine.threads << " threads: read "
-       << Format("%.1f", machine.bandwidth_gbps) << " GB/s, fp32 FMA "
-       << Format("%.0f", machine.fma_gflops) << " GFLOP/s" << DotPeaksText(machine)
-       << "; medians of " << repetitions << " calls; other processes took "
-       << Format("%.0f%%", 100.0 * machine.foreign_load) << " of the CPU time while timing.\n";
+       << Format("%.1f", machine.bandwidth_gbps) << " GB/s ("
+       << Format("%.1f", machine.dim_major_read_gbps)
+       << " in the dimension-major keys' order), fp32 FMA " << Format("%.0f", machine.fma_gflops)
+       << " GFLOP/s" << DotPeaksText(machine) << "; medians of " << repetitions
+       << " calls; other processes took " << Format("%.0f%%", 100.0 * machine.foreign_load)
+       << " of the CPU time while timing.\n";
   MarkdownRows(rows, file);
   MarkdownBaselines(baselines, file);
   MarkdownSharedPrefix(shared_prefix, machine, file);

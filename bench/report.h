@@ -20,7 +20,10 @@ struct MachineLimits {
                        ///< always measured with the machine's best one.
   int threads = 0;     ///< Threads of every measurement and of every timed call.
   double bandwidth_gbps = 0;  ///< Streaming read, all threads.
-  double fma_gflops = 0;      ///< fp32 FMA peak, all threads.
+  /// Read in the dimension-major decode kernel's order (MeasureDimMajorReadBandwidth), all
+  /// threads: what that layout leaves of bandwidth_gbps.
+  double dim_major_read_gbps = 0;
+  double fma_gflops = 0;  ///< fp32 FMA peak, all threads.
   /// bf16 dot-product peak (GFLOP/s) and int8 dot-product peak (G operations/s), all threads,
   /// with the instruction set each used: 0 and "" where the CPU has none (the fast tier then
   /// runs the exact kernels).
