@@ -55,11 +55,14 @@ float SumDimMajorTileOrder(const char* data, size_t bytes) {
   const size_t lanes = hn::Lanes(d);
   auto total = hn::Zero(d);
   for (size_t block = 0; block < bytes; block += kDimMajorBlockBytes) {
+    const bool last = block + kDimMajorBlockBytes == bytes;
     for (size_t half = 0; half < kRow; half += kPiece) {
       for (size_t row = 0; row < kDimMajorBlockBytes; row += kRow) {
         const char* piece = data + block + row + half;
-        hwy::Prefetch(piece + kDimMajorBlockBytes);
-        hwy::Prefetch(piece + kDimMajorBlockBytes + 64);
+        if (!last) {
+          hwy::Prefetch(piece + kDimMajorBlockBytes);
+          hwy::Prefetch(piece + kDimMajorBlockBytes + 64);
+        }
         const float* floats = reinterpret_cast<const float*>(piece);
         for (size_t i = 0; i < kPiece / sizeof(float); i += lanes) {
           total = hn::Add(total, hn::LoadU(d, floats + i));
