@@ -69,7 +69,7 @@ test-sanitize: sanitize-setup
 	  bash scripts/run_tests.sh $(SANITIZE_BUILD)
 
 # The libFuzzer target (fuzz/) under ASan + UBSan for FUZZ_SECONDS, seeded with the golden cases
-# of the release build (CI runs it for 90 s). Clang only; it lives in the sanitizer build above.
+# of the release build (CI runs it for 60 s). Clang only; it lives in the sanitizer build above.
 fuzz: build sanitize-setup
 	ninja -C $(SANITIZE_BUILD) fuzz/op_fuzzer
 	bash scripts/fuzz.sh $(BUILD) $(SANITIZE_BUILD) $(FUZZ_SECONDS)
