@@ -47,7 +47,9 @@ bench: build
 # target-independent code through the AVX2 kernels. This build is clang's (about half g++'s
 # compile time under the sanitizers). It leaves the nvcc build of the CUDA module out (nvcc takes no sanitizer
 # flags, and ASan's shadow memory collides with the CUDA driver's mappings), but the gpu suite runs
-# here too: on the CUDA emulator, the kernels compiled by clang under ASan + UBSan.
+# here too: on the CUDA emulator, the kernels compiled by clang under ASan + UBSan. The tests' and
+# the tool's own code is not instrumented (tests/meson.build, tools/meson.build): the buffers they
+# hand the library come from ASan's allocator all the same.
 # The benchmark (bench/: oneDNN and Eigen baselines, test scaffolding rather than the library) is
 # left out too; the release build runs its suite.
 # The same build holds the libFuzzer target (-Dfuzz=enabled: the library, but its SIMD kernels, and
