@@ -49,7 +49,8 @@ bench: build
 # flags, and ASan's shadow memory collides with the CUDA driver's mappings), but the gpu suite runs
 # here too: on the CUDA emulator, the kernels compiled by clang under ASan + UBSan. The tests' and
 # the tool's own code is not instrumented (tests/meson.build, tools/meson.build): the buffers they
-# hand the library come from ASan's allocator all the same.
+# hand the library come from ASan's allocator all the same. In the kernels (cpu/), UBSan skips the
+# checks ASan covers there (cpu/ubsan_ignorelist.txt).
 # The benchmark (bench/: oneDNN and Eigen baselines, test scaffolding rather than the library) is
 # left out too; the release build runs its suite.
 # The same build holds the libFuzzer target (-Dfuzz=enabled: the library, but its SIMD kernels, and
