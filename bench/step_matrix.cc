@@ -114,7 +114,8 @@ void AddCoverageRows(std::vector<BenchRow>* rows) {
 
 /// The fast tier beside the exact one: decode 8 x 4096 over int8 and int4 caches with one scale
 /// per (token, head) (groups of 128, the fast kernel's case) and int8 in groups of 32, each in
-/// both tiers, and the exact f16 row it should beat.
+/// both tiers, and the exact f16 row it should beat; then fp16 and bf16 caches (bf16 with bf16
+/// activations) in both tiers, whose fast rows take bf16 dot products where the CPU has them.
 void AddTierRows(std::vector<BenchRow>* rows) {
   for (const auto& [bits, group] : {std::pair{8, 128}, std::pair{4, 128}, std::pair{8, 32}}) {
     for (const Precision precision : {Precision::kExact, Precision::kFast}) {
@@ -122,6 +123,19 @@ void AddTierRows(std::vector<BenchRow>* rows) {
       row.step = std::string("decode_8x4096_") + CacheName(bits) + "_g" + std::to_string(group) +
                  "_paged_" + PrecisionName(precision);
       row.shape.quant_group = group;
+      row.shape.precision = precision;
+      rows->push_back(row);
+    }
+  }
+  for (const DType half : {DType::kF16, DType::kBF16}) {
+    for (const Precision precision : {Precision::kExact, Precision::kFast}) {
+      BenchRow row = DecodeRow(4096, 0, 1);
+      row.step = std::string("decode_8x4096_") + (half == DType::kF16 ? "f16" : "bf16") +
+                 "_paged_" + PrecisionName(precision);
+      if (half == DType::kBF16) {
+        row.shape.activation = DType::kBF16;
+        row.shape.plain_cache = DType::kBF16;
+      }
       row.shape.precision = precision;
       rows->push_back(row);
     }

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/cache_rows.h"
 #include "core/codec.h"
@@ -675,6 +676,38 @@ HWY_INLINE bool WidenWholeScaleRows(const void* const* rows, int count, const Sc
       hn::StoreU(s, df, out + j * lanes.row_floats + g);
       normal.Check(s);
     }
+  }
+  return normal.Hold();
+}
+
+/// WidenWholeScaleRows for rows of fewer group scales than a vector (D = 128 in groups of 32,
+/// 64 or 128): the scales of all `count` rows (at most internal::kKeyTile) are packed side by side,
+/// widened and checked a whole vector at a time, and stored back row by row. The same floats as
+/// LoadRowScales and the same answer as NormalProducts, without a scalar conversion per row.
+template <CacheElem kElem, bool kF16Scales>
+HWY_INLINE bool WidenShortScaleRows(const void* const* rows, int count, const ScaleLanes& lanes,
+                                    float* out) {
+  using Stored = std::conditional_t<kF16Scales, uint16_t, float>;
+  const DF df;
+  const int groups = lanes.groups;
+  const int total = count * groups;
+  HWY_ALIGN Stored packed[internal::kKeyTile * kLanes];
+  HWY_ALIGN float widened[internal::kKeyTile * kLanes];
+  for (int j = 0; j < count; ++j) {
+    const Stored* row = static_cast<const Stored*>(rows[j]);
+    for (int g = 0; g < groups; ++g) packed[j * groups + g] = row[g];
+  }
+  const Stored one = kF16Scales ? Stored(0x3C00) : Stored(1);  // a normal scale: pads the tail
+  for (int i = total; i % kLanes != 0; ++i) packed[i] = one;
+  NormalScales<kElem> normal;
+  for (int i = 0; i < total; i += kLanes) {
+    const auto s = kF16Scales ? F16Lanes(reinterpret_cast<const uint16_t*>(packed) + i)
+                              : hn::Load(df, reinterpret_cast<const float*>(packed) + i);
+    hn::Store(s, df, widened + i);
+    normal.Check(s);
+  }
+  for (int j = 0; j < count; ++j) {
+    for (int g = 0; g < groups; ++g) out[j * lanes.row_floats + g] = widened[j * groups + g];
   }
   return normal.Hold();
 }

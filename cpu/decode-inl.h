@@ -52,8 +52,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cpu/bf16_dots-inl.h"
 #include "cpu/codec-inl.h"
 #include "cpu/fast_keys-inl.h"
+#include "cpu/fused_tile-inl.h"
 #include "cpu/softmax-inl.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
@@ -74,105 +76,6 @@ constexpr int kFusedMaxVectors = 8;
 HWY_INLINE bool UseFusedDecode(const AttentionProblem& p, int vectors) {
   return vectors <= kFusedMaxVectors && p.head_dim % kVirtualLanes == 0 &&
          p.value_dim % kVirtualLanes == 0;
-}
-
-#if HWY_TARGET <= HWY_AVX3
-/// FoldVirtualLanes of 16 one-vector accumulators x[0, 16) into out[0, 16), in whole 512-bit
-/// vectors: the same tree and pairs as the 8-lane fold below (so the same bits), in about 46
-/// operations where two 8-lane folds take about 76.
-HWY_INLINE void FoldSixteen(const hn::Vec<DF>* x, float* out) {
-  const DF df;
-  const hn::Repartition<double, DF> d64;
-  using V = hn::Vec<DF>;
-  V y[8];  // fold by 8: lanes [0, 8) of y[i] belong to x[2i], lanes [8, 16) to x[2i + 1]
-  for (int i = 0; i < 8; ++i) {
-    y[i] = hn::Add(hn::ConcatLowerLower(df, x[2 * i + 1], x[2 * i]),
-                   hn::ConcatUpperUpper(df, x[2 * i + 1], x[2 * i]));
-  }
-  V z[4];  // fold by 4: 128-bit block b of z[i] belongs to x[4i + b]
-  for (int i = 0; i < 4; ++i) {
-    const __m512 lo = y[2 * i].raw, hi = y[2 * i + 1].raw;
-    z[i] = hn::Add(V{_mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))},
-                   V{_mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))});
-  }
-  V w[2];  // fold by 2: block b of w[m] holds x[8m + b] in lanes 0-1, x[8m + 4 + b] in lanes 2-3
-  for (int m = 0; m < 2; ++m) {
-    const auto lo = hn::BitCast(d64, z[2 * m]), hi = hn::BitCast(d64, z[2 * m + 1]);
-    w[m] = hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, lo, hi)),
-                   hn::BitCast(df, hn::InterleaveUpper(d64, lo, hi)));
-  }
-  // fold by 1: x[m] lands in lane kOrder[m] of `sums`, and the lookup moves it to lane m.
-  const V sums = hn::Add(hn::ConcatEven(df, w[1], w[0]), hn::ConcatOdd(df, w[1], w[0]));
-  constexpr int kOrder[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
-  hn::StoreU(hn::TableLookupLanes(sums, hn::SetTableIndices(df, kOrder)), df, out);
-}
-#endif
-
-/// out[x] = the fixed-tree sum of the kVirtualLanes partial sums of accumulator x, for x < kCount.
-/// acc holds kCount virtual rows of kVectorsPerRow vectors each.
-template <int kCount>
-HWY_INLINE void FoldVirtualLanes(const hn::Vec<DF>* acc, float* out) {
-#if HWY_TARGET <= HWY_AVX3
-  if constexpr (kCount % 16 == 0) {
-    for (int first = 0; first < kCount; first += 16) FoldSixteen(acc + first, out + first);
-    return;
-  }
-#endif
-#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SSE4 || \
-    HWY_TARGET == HWY_SSSE3  // 128-bit vectors: no 8-lane tag
-  const DF df;
-  for (int x = 0; x < kCount; ++x) {
-    HWY_ALIGN float lanes[kVirtualLanes];
-    for (int a = 0; a < kVectorsPerRow; ++a)
-      hn::Store(acc[x * kVectorsPerRow + a], df, lanes + a * kLanes);
-    for (int width = kVirtualLanes / 2; width >= 1; width /= 2) {
-      for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
-    }
-    out[x] = lanes[0];
-  }
-#else
-  const hn::FixedTag<float, 8> d8;
-  const hn::Repartition<double, decltype(d8)> d64;
-  // Lane i of the folded vector holds accumulator kOrder[i] (see the shuffles below).
-  constexpr int kOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-  for (int first = 0; first < kCount; first += 8) {
-    hn::Vec<decltype(d8)> a[8];
-    for (int i = 0; i < 8; ++i) {  // fold by 8: lane l + lane l + 8
-      const hn::Vec<DF>* x = acc + (first + i) * kVectorsPerRow;
-      if (first + i >= kCount) {
-        a[i] = hn::Zero(d8);
-        continue;
-      }
-#if HWY_TARGET <= HWY_AVX3  // one 512-bit vector per virtual row
-      a[i] = hn::Add(hn::LowerHalf(d8, x[0]), hn::UpperHalf(d8, x[0]));
-#else                       // two 256-bit vectors
-      a[i] = hn::Add(x[0], x[1]);
-#endif
-    }
-    hn::Vec<decltype(d8)> b[4];
-    for (int k = 0; k < 4; ++k) {  // fold by 4: the 128-bit halves; b[k] = [a[2k] | a[2k+1]]
-      b[k] = hn::Add(hn::ConcatLowerLower(d8, a[2 * k + 1], a[2 * k]),
-                     hn::ConcatUpperUpper(d8, a[2 * k + 1], a[2 * k]));
-    }
-    hn::Vec<decltype(d8)> c[2];
-    for (int m = 0; m < 2; ++m) {  // fold by 2: lane pairs (i, i + 2) within each 128-bit block
-      const auto lo = hn::BitCast(d64, b[2 * m]), hi = hn::BitCast(d64, b[2 * m + 1]);
-      c[m] = hn::Add(hn::BitCast(d8, hn::InterleaveLower(d64, lo, hi)),
-                     hn::BitCast(d8, hn::InterleaveUpper(d64, lo, hi)));
-    }
-    // fold by 1: even + odd lanes, then each sum to the lane of its accumulator (kOrder is its
-    // own inverse). One vector store: scalar stores read back by a vector load would stall.
-    const auto sums = hn::Add(hn::ConcatEven(d8, c[1], c[0]), hn::ConcatOdd(d8, c[1], c[0]));
-    const auto ordered = hn::TableLookupLanes(sums, hn::SetTableIndices(d8, kOrder));
-    if (first + 8 <= kCount) {
-      hn::StoreU(ordered, d8, out + first);
-    } else {
-      HWY_ALIGN float lanes[8];
-      hn::Store(ordered, d8, lanes);
-      for (int i = 0; first + i < kCount; ++i) out[first + i] = lanes[i];
-    }
-  }
-#endif
 }
 
 /// Accumulator registers a fused step may hold: 16 of AVX-512's 32. On the 16-register targets,
@@ -220,24 +123,6 @@ constexpr int FusedValueParts() {
   return kParts < 1 ? 1 : (kParts > 4 ? 4 : kParts);
 }
 
-/// The rows of one tile of one plane: row pointers, scale pointers and widened group scales.
-struct TileRows {
-  const void* rows[kKeyTile];
-  const void* scale_rows[kKeyTile];
-  float* scales;   ///< kKeyTile x row_floats; for fp8 one float, the plane's tensor scale.
-  int row_floats;  ///< Scale buffer stride.
-  float* staging;  ///< kKeyTile x row floats: a dimension-major plane's rows, gathered.
-  bool normal_products = false;  ///< NormalProducts holds for the tile's rows.
-  /// Dimension-major key planes: bytes between elements d and d + 1 of a row (0 otherwise), and
-  /// which runs of kLanes keys lie side by side in their block: those rows point at the block
-  /// (element 0 of the run's first key), not at gathered copies.
-  int64_t dim_bytes = 0;
-  int dims = 0;        ///< Dimension-major planes: elements of a row.
-  int elem_bytes = 0;  ///< Dimension-major planes: bytes of an element.
-  bool vertical_run[kKeyTile / kLanes] = {};
-  bool joins_next[kKeyTile / kLanes] = {};  ///< Vertical runs r and r + 1 lie side by side.
-};
-
 /// dots[v * kKeyTile + k] = q_v . k_k for kBlock query vectors (rows of `queries`, padded_dim
 /// apart) and kKeys key rows starting at row j of `keys`.
 template <CacheElem kElem, bool kRound, bool kNormal, ScaleLanes::Mode kMode, int kBlock, int kKeys>
@@ -268,54 +153,6 @@ HWY_INLINE void FusedDots(const float* queries, int padded_dim, const TileRows& 
     for (int k = 0; k < kKeys; ++k) dots[v * kKeyTile + j + k] = folded[v * kKeys + k];
   }
 }
-
-/// Rows [j, min(j + n, count)) of a tile, with their scales, fetched ahead into the caches.
-struct RowsAhead {
-  const TileRows* rows = nullptr;  ///< Nothing to fetch when null.
-  int count = 0;
-  internal::RowBytes bytes;
-  PrefetchTo to = PrefetchTo::kL2;  ///< The cache level the rows are fetched into.
-
-  HWY_INLINE void Fetch(int j, int n) const {
-    if (rows == nullptr) return;
-    if (to == PrefetchTo::kL1) return FetchInto<PrefetchTo::kL1>(j, n);
-    FetchInto<PrefetchTo::kL2>(j, n);
-  }
-
-  template <PrefetchTo kTo>
-  HWY_INLINE void FetchInto(int j, int n) const {
-    if (rows->dim_bytes != 0) return FetchDimensions(j, n);
-    for (int k = j; k < std::min(j + n, count); ++k) {
-      PrefetchBytes<kTo>(rows->rows[k], bytes.row);
-      if (bytes.scales != 0) PrefetchBytes<kTo>(rows->scale_rows[k], bytes.scales);
-    }
-  }
-
-  /// A dimension-major tile is fetched a share of its dimensions at a time (keys [j, j + n) of
-  /// `count` stand for the same share of the dimensions), each dimension's stretch of adjacent
-  /// runs as one range, into L2: its dimensions lie a block's row apart (256 bytes for pages of
-  /// 128 fp16 keys), so a tile fills a few L1 sets, and fetched into L1 it would evict the tile
-  /// being scored, which maps to the same sets. Gathered keys are already in the caches.
-  HWY_NOINLINE void FetchDimensions(int j, int n) const {
-    if (count == 0) return;
-    const int first = rows->dims * j / count;
-    const int last = rows->dims * std::min(j + n, count) / count;
-    for (int k = 0; k < count && first < last;) {
-      if (!rows->vertical_run[k / kLanes]) {
-        k += kLanes;
-        continue;
-      }
-      const char* begin = static_cast<const char*>(rows->rows[k]);
-      int end = k + kLanes;
-      while (rows->joins_next[end / kLanes - 1]) end += kLanes;
-      for (int d = first; d < last; ++d) {
-        PrefetchBytes<PrefetchTo::kL2>(begin + d * rows->dim_bytes,
-                                       size_t(end - k) * rows->elem_bytes);
-      }
-      k = end;
-    }
-  }
-};
 
 /// Keys [j, j + n) of the rows of `ahead` and `also_ahead` fetched in `parts` even shares, part
 /// by part, as a kernel's loop goes: the next tile's rows fetched all at once before a
@@ -683,6 +520,13 @@ DYNATTN_TILE_STEP void WidenTileScales(const CacheDesc& cache, const ScaleLanes&
             : WidenWholeScaleRows<kElem, false>(tile->scale_rows, count, lanes, tile->scales);
     return;
   }
+  if (lanes.mode != ScaleLanes::Mode::kExpanded && lanes.groups < kLanes) {
+    tile->normal_products =
+        cache.scale_type == ScaleType::kF16
+            ? WidenShortScaleRows<kElem, true>(tile->scale_rows, count, lanes, tile->scales)
+            : WidenShortScaleRows<kElem, false>(tile->scale_rows, count, lanes, tile->scales);
+    return;
+  }
   for (int j = 0; j < count; ++j) {
     LoadRowScales(cache, tile->scale_rows[j], lanes, tile->scales + j * tile->row_floats);
   }
@@ -776,7 +620,7 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const float* queries, const
                                                       scores);
 }
 
-/// ScoreFusedTile in the fast tier (internal::FastKeysCover holds): each key's integer dot products
+/// ScoreFusedTile in the fast tier's integer key scores: each key's integer dot products
 /// with every query vector of the block.
 template <CacheElem kElem, int kBlock>
 DYNATTN_TILE_STEP void ScoreFastTile(const AttentionProblem& p, const FastQueries& queries,
@@ -810,9 +654,9 @@ HWY_INLINE void PointTile(const AttentionProblem& p, const internal::WorkItem& w
 
 /// The fused kernel's scratch for a block of `block` query vectors: queries, their running states,
 /// a tile's scores, slots and flags, two tiles' key and value scales, the query rows, two tiles'
-/// staging rows for the planes that are dimension-major, and the fast tier's query codes and
-/// scales.
-HWY_INLINE std::array<size_t, 19> FusedBlockScratch(const AttentionProblem& p, int block) {
+/// staging rows for the planes that are dimension-major, the fast tier's query codes (int16 or
+/// int8 codes, or bf16 elements) and scales, its bf16 weight pairs and its byte codes' group sums.
+HWY_INLINE std::array<size_t, 21> FusedBlockScratch(const AttentionProblem& p, int block) {
   const ScaleLanes key_lanes = ScaleLanes::For(p.kv.cache);
   const ScaleLanes value_lanes = ScaleLanes::For(internal::ValueView(p.kv.cache));
   const size_t n = static_cast<size_t>(block), dp = static_cast<size_t>(p.padded_dim);
@@ -838,16 +682,27 @@ HWY_INLINE std::array<size_t, 19> FusedBlockScratch(const AttentionProblem& p, i
           StagingFloats(p.kv.cache.value, p.value_dim),
           StagingFloats(p.kv.cache.key, p.head_dim),
           StagingFloats(p.kv.cache.value, p.value_dim),
-          (n * dp + 1) / 2,
-          n};
+          (n * std::max<size_t>({dp, size_t(Bf16QueryStride(p.head_dim)),
+                                 size_t(ByteQueryStride(p.head_dim) / 2)}) +
+           1) /
+              2,
+          n,
+          n * kKeyTile / 2,
+          n * static_cast<size_t>(p.head_dim / 64 + 1)};
 }
+
+/// The fast tier's kernels in the fused decode: integer key scores (pmaddwd, or VNNI's byte dot
+/// products) for int8 and int4 caches, bf16 dot products for fp16 and bf16 caches.
+enum class FastKernel : uint8_t { kNone, kIntegerKeys, kVnniKeys, kBf16Dots };
 
 /// One fused work item with kBlock >= its query vectors. Rows are prefetched ahead of their use
 /// (the schedule is below): rows of a KV head are strided (often a page apart) in the common
-/// layouts, where the hardware prefetchers do not follow. kFastKeys: the fast tier's key scores
-/// (internal::FastKeysCover holds; kRoundKeys is then unused).
+/// layouts, where the hardware prefetchers do not follow. kFast: the fast tier's kernel
+/// (internal::FastCovers holds): integer key scores for int8 and int4 caches (kRoundKeys is then
+/// unused), bf16 dot products for fp16 and bf16 caches (tiles with a hidden key take the exact
+/// value loops).
 template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode kMode, int kBlock,
-          bool kFastKeys = false>
+          FastKernel kFast = FastKernel::kNone>
 void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                       internal::Scratch* scratch) {
   const int rows = w.row_end - w.row_begin;
@@ -880,8 +735,24 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
   MakeQueryRows(p, w, query_rows);
   const int vectors = p.group_size * rows;
   LoadQueries(p, query_rows, vectors, kBlock, queries);
+  constexpr bool kBf16Dots = kFast == FastKernel::kBf16Dots && kBf16DotsTarget;
+  constexpr bool kVnniKeys = kFast == FastKernel::kVnniKeys && kVnniTarget;
+  constexpr bool kIntegerKeys = kFast == FastKernel::kIntegerKeys;
   const FastQueries fast{reinterpret_cast<int16_t*>(parts[17]), parts[18], p.padded_dim};
-  if constexpr (kFastKeys) QuantizeQueries<kElem>(queries, kBlock, p.head_dim, fast);
+  const int group = p.kv.cache.quant_group;
+  const ByteQueries bytes_q{reinterpret_cast<int8_t*>(parts[17]),
+                            reinterpret_cast<int32_t*>(parts[20]), parts[18],
+                            ByteQueryStride(p.head_dim), group > 0 ? p.head_dim / group : 0};
+  uint16_t* bf16_queries = reinterpret_cast<uint16_t*>(parts[17]);
+  uint32_t* weight_pairs = reinterpret_cast<uint32_t*>(parts[19]);
+  const int bf16_stride = Bf16QueryStride(p.head_dim);
+  if constexpr (kIntegerKeys) QuantizeQueries<kElem>(queries, kBlock, p.head_dim, fast);
+  if constexpr (kVnniKeys) {
+    QuantizeQueryBytes(queries, kBlock, p.padded_dim, p.head_dim, group, bytes_q);
+  }
+  if constexpr (kBf16Dots) {
+    RoundQueriesToBf16(queries, kBlock, p.padded_dim, p.head_dim, bf16_stride, bf16_queries);
+  }
   s.Reset(kBlock, dpv);
   PointTile<kElem>(p, w, FirstTileKey(query_rows, vectors, w.key_begin), slots, &tiles[0]);
   // Prefetch schedule. Quantized caches: each phase fetches the rows the next phase reads (the
@@ -907,8 +778,14 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
         kPhased ? RowsAhead{&tile.values, tile.count, value_bytes, kTo} : next_keys;
     const RowsAhead key_phase_too =
         kPhased ? none : RowsAhead{&next.values, next.count, value_bytes, kTo};
-    if constexpr (kFastKeys) {
+    if constexpr (kIntegerKeys) {
       ScoreFastTile<kElem, kBlock>(p, fast, tile, key_phase, key_phase_too, scores);
+    } else if constexpr (kVnniKeys) {
+      ScoreVnniTile<kElem, kBlock>(bytes_q, tile.keys, tile.count, group, p.head_dim, key_phase,
+                                   key_phase_too, scores);
+    } else if constexpr (kBf16Dots) {
+      ScoreBf16Tile<kElem, kBlock>(bf16_queries, bf16_stride, p.head_dim, tile.keys, tile.count,
+                                   key_phase, key_phase_too, scores);
     } else {
       ScoreTile<kElem, kRoundKeys, kMode, kBlock>(p, queries, tile, key_phase, key_phase_too, lanes,
                                                   scores);
@@ -916,6 +793,13 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
     SoftmaxBlock(p, query_rows, vectors, 0, kBlock, tile.key0, tile.count, scores, s);
     MarkActiveKeys<kBlock>(scores, vectors, tile.count, active);
     if (kPhased) WidenTileScales<kElem>(value_view, value_lanes, tile.count, &tile.values);
+    if constexpr (kBf16Dots) {
+      if (std::all_of(active, active + tile.count, [](uint8_t a) { return a == kSeenByAll; })) {
+        AccumulateBf16Tile<kElem, kBlock>(scores, tile.values, tile.count, p.value_dim, dpv,
+                                          weight_pairs, s.acc);
+        continue;
+      }
+    }
     FusedAccumulate<kElem, kRoundValues, kMode, kBlock>(scores, active, tile.values, tile.count,
                                                         value_lanes, p.value_dim, dpv,
                                                         kPhased ? next_keys : none, s.acc);
@@ -926,27 +810,27 @@ void AttendFusedBlock(const AttentionProblem& p, const internal::WorkItem& w, fl
 /// AttendFusedBlock with the smallest block that holds the item's query vectors (the largest on
 /// the portable targets).
 template <CacheElem kElem, bool kRoundKeys, bool kRoundValues, ScaleLanes::Mode kMode,
-          bool kFastKeys = false>
+          FastKernel kFast = FastKernel::kNone>
 void AttendFusedBlocks(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                        internal::Scratch* scratch) {
   const int vectors = p.group_size * (w.row_end - w.row_begin);
   if constexpr (kPortableTarget) {  // one block size there (the compile time of the others)
-    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, kFusedMaxVectors, kFastKeys>(
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, kFusedMaxVectors, kFast>(
         p, w, states, scratch);
   }
   if (vectors <= 1) {
-    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 1, kFastKeys>(p, w, states,
-                                                                                  scratch);
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 1, kFast>(p, w, states,
+                                                                              scratch);
   }
   if (vectors <= 2) {
-    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 2, kFastKeys>(p, w, states,
-                                                                                  scratch);
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 2, kFast>(p, w, states,
+                                                                              scratch);
   }
   if (vectors <= 4) {
-    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 4, kFastKeys>(p, w, states,
-                                                                                  scratch);
+    return AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 4, kFast>(p, w, states,
+                                                                              scratch);
   }
-  AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 8, kFastKeys>(p, w, states, scratch);
+  AttendFusedBlock<kElem, kRoundKeys, kRoundValues, kMode, 8, kFast>(p, w, states, scratch);
 }
 
 /// A work item through the fused decode kernel (UseFusedDecode holds), with keys and values
@@ -977,25 +861,39 @@ void AttendFused(const AttentionProblem& p, const internal::WorkItem& w, float* 
   AttendFusedBlocks<kElem, kRoundKeys, kRoundValues, Mode::kAny>(p, w, states, scratch);
 }
 
+/// AttendFusedBlocks of the fast tier with the exact value loops' rounding, for the tiles that take
+/// them.
+template <CacheElem kElem, ScaleLanes::Mode kMode, FastKernel kFast>
+void AttendFastBlocks(const AttentionProblem& p, const internal::WorkItem& w, float* states,
+                      internal::Scratch* scratch) {
+  if (ValuesRound<kElem>(p)) {
+    return AttendFusedBlocks<kElem, false, true, kMode, kFast>(p, w, states, scratch);
+  }
+  AttendFusedBlocks<kElem, false, false, kMode, kFast>(p, w, states, scratch);
+}
+
 /// Runs a work item in the fast tier and returns true where a fast kernel covers it: a fused
-/// decode item (UseFusedDecode) over an int8 or int4 cache that internal::FastKeysCover takes, with
-/// its keys' scores from integer dot products and the rest as AttendFused runs it. Returns false,
-/// having written nothing, for every other item (the exact kernels run those).
-template <CacheElem kElem>
+/// decode item (UseFusedDecode) over a cache that internal::FastCovers takes: int8 and int4 keys
+/// scored by integer dot products (kVnni: VNNI's byte dot products) and the rest
+/// as AttendFused runs it, or fp16 and bf16 rows through bf16 dot products. Returns false, having
+/// written nothing, for every other item (the exact kernels run those).
+template <CacheElem kElem, bool kVnni = false>
 bool AttendFastDecode(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                       internal::Scratch* scratch) {
   const int vectors = p.group_size * (w.row_end - w.row_begin);
-  if (!UseFusedDecode(p, vectors) || !internal::FastKeysCover(p.kv.cache)) return false;
-  // FastKeysCover's groups are powers of two of at least 32 codes: broadcast mode everywhere
-  // (the portable targets read it at run time).
-  static_assert(kLanes <= internal::kFastGroupMultiple, "a group is whole vectors");
-  constexpr auto kMode = kPortableTarget ? ScaleLanes::Mode::kAny : ScaleLanes::Mode::kBroadcast;
-  if (ValuesRound<kElem>(p)) {
-    AttendFusedBlocks<kElem, false, true, kMode, true>(p, w, states, scratch);
+  if (!UseFusedDecode(p, vectors) || !internal::FastCovers(p.kv.cache)) return false;
+  if constexpr (IsBf16DotElem<kElem>()) {
+    AttendFastBlocks<kElem, ScaleLanes::Mode::kAny, FastKernel::kBf16Dots>(p, w, states, scratch);
+    return true;
   } else {
-    AttendFusedBlocks<kElem, false, false, kMode, true>(p, w, states, scratch);
+    // FastCovers' groups are powers of two of at least 32 codes: broadcast mode everywhere
+    // (the portable targets read it at run time).
+    static_assert(kLanes <= internal::kFastGroupMultiple, "a group is whole vectors");
+    constexpr auto kMode = kPortableTarget ? ScaleLanes::Mode::kAny : ScaleLanes::Mode::kBroadcast;
+    constexpr FastKernel kKeys = kVnni ? FastKernel::kVnniKeys : FastKernel::kIntegerKeys;
+    AttendFastBlocks<kElem, kMode, kKeys>(p, w, states, scratch);
+    return true;
   }
-  return true;
 }
 
 }  // namespace HWY_NAMESPACE

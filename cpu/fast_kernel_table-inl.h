@@ -15,8 +15,20 @@ HWY_BEFORE_NAMESPACE();
 namespace dynattn {
 namespace HWY_NAMESPACE {
 
+/// This target's fast entry; none where its kernel cannot run (the bf16 dot products of fp16 and
+/// bf16 caches: off the AVX-512 targets, or on a CPU without AVX512_BF16). Int8 and int4 caches
+/// take VNNI's byte dot products on the AVX-512 targets of CPUs with AVX512_VNNI.
 internal::AttendFastFn DYNATTN_FAST_TABLE() {
-  return &AttendFastDecode<CacheElem::DYNATTN_FAST_ELEM>;
+  constexpr CacheElem kElem = CacheElem::DYNATTN_FAST_ELEM;
+  if constexpr (IsBf16DotElem<kElem>() && !kBf16DotsTarget) {
+    return nullptr;  // nothing of the kernel is compiled for this target
+  } else {
+    if (IsBf16DotElem<kElem>() && !internal::CpuHasBf16Dots()) return nullptr;
+    if constexpr (!IsBf16DotElem<kElem>() && kVnniTarget) {
+      if (internal::CpuHasVnni()) return &AttendFastDecode<kElem, true>;
+    }
+    return &AttendFastDecode<kElem>;
+  }
 }
 
 }  // namespace HWY_NAMESPACE

@@ -10,6 +10,11 @@
 #include <cstddef>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include "core/cache_rows.h"
 #include "core/plan.h"
 #include "core/problem.h"
 
@@ -56,14 +61,35 @@ struct Scratch {
 /// codes, so that a group is whole steps of at most 32 codes on every target.
 inline constexpr int kFastGroupMultiple = 32;
 
-/// True when the fast tier has a kernel for caches like `cache`: int8 or int4 keys in groups
-/// that are powers of two and multiples of kFastGroupMultiple, scored by integer dot products
-/// (cpu/fast_keys-inl.h) in decode-shaped work items.
-inline bool FastKeysCover(const CacheDesc& cache) {
+/// True when the fast tier's kernels take caches like `cache` (in decode-shaped work items):
+/// int8 or int4 keys in groups that are powers of two and multiples of kFastGroupMultiple, scored
+/// by integer dot products (cpu/fast_keys-inl.h), and fp16 or bf16 caches whose keys are rows,
+/// read by bf16 dot products (cpu/bf16_dots-inl.h) where the CPU has them (CpuHasBf16Dots).
+inline bool FastCovers(const CacheDesc& cache) {
   const int group = cache.quant_group;
   const bool quantized = cache.elem == CacheElem::kInt8 || cache.elem == CacheElem::kInt4;
-  return quantized && group % kFastGroupMultiple == 0 && (group & (group - 1)) == 0;
+  if (quantized) return group % kFastGroupMultiple == 0 && (group & (group - 1)) == 0;
+  const bool halves = cache.elem == CacheElem::kF16 || cache.elem == CacheElem::kBF16;
+  return halves && DimStride(cache.key) == 1;
 }
+
+/// Bit `bit` of register `reg` (0 EAX, 2 ECX) of CPUID leaf 7, sub-leaf `sub`: the instruction
+/// sets the fast tier needs beyond the AVX-512 target Highway selects (false off x86).
+inline bool CpuidLeaf7Bit(unsigned sub, int reg, int bit) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned regs[4] = {};
+  if (__get_cpuid_count(7, sub, &regs[0], &regs[1], &regs[2], &regs[3]) == 0) return false;
+  return ((regs[reg] >> bit) & 1) != 0;
+#else
+  return false;
+#endif
+}
+
+/// True when the CPU has AVX512_VNNI (sub-leaf 0, ECX bit 11): the byte dot products.
+inline bool CpuHasVnni() { return CpuidLeaf7Bit(0, 2, 11); }
+
+/// True when the CPU has AVX512_BF16 (sub-leaf 1, EAX bit 5): the bf16 dot products.
+inline bool CpuHasBf16Dots() { return CpuidLeaf7Bit(1, 0, 5); }
 
 /// A fast-tier attention entry (CpuKernels::attend_fast).
 using AttendFastFn = bool (*)(const AttentionProblem&, const WorkItem&, float* states, Scratch*);

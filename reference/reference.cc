@@ -618,9 +618,11 @@ struct AttentionCall {
 // Context K and V as T1 values in float64, (kvstarts[B], Hkv, D) and (kvstarts[B], Hkv, Dv).
 // k_fast: the keys as the fast tier's integer scores read them (code x stored scale), where a
 // fast call's cache is int8 or int4 in groups FastKeyGroups takes; empty otherwise.
+// bf16_dots: a fast call over an fp16 or bf16 cache, whose scores take bf16 dot products.
 struct Context {
   std::vector<double> k, v;
   std::vector<double> k_fast;
+  bool bf16_dots = false;
 };
 
 // Groups whose keys the fast tier scores with integer dot products: powers of two, multiples
@@ -807,22 +809,36 @@ FastQuery QuantizeFastQuery(const double* q, int64_t d) {
 // Softmax over keys (and the head's sink, which adds exp(sink) to the denominator only) and the
 // weighted sum of values for query row i of request b, head h. Returns false (and leaves `out`
 // untouched) when every key is hidden or there is none; `lse` then holds the sink (or -inf).
-// `fast`: the scores of the fast tier's integer dot products, fl32(s_q * sum_i q'_i k_fast_i).
+// `fast`: the scores of the fast tier's integer dot products, fl32(s_q * sum_i q'_i k_fast_i),
+// or for bf16 dot products (context.bf16_dots) sum_i bf16(q_i) bf16(k_i).
 bool AttendRow(const AttentionCall& call, const Context& context, int64_t b, int64_t h, int64_t i,
                bool fast, double* out, double* lse) {
   const int64_t kvlen = call.batches.kvlen(b), d = call.d, dv = call.dv;
   const int64_t kvh = h / (call.hq / call.hkv);  // §5.2 GQA
   const double* q = &call.query[((call.batches.seqstarts[b] + i) * call.hq + h) * d];
-  const FastQuery fast_query = fast ? QuantizeFastQuery(q, d) : FastQuery{};
+  const bool integer_keys = fast && !context.bf16_dots;
+  const FastQuery fast_query = integer_keys ? QuantizeFastQuery(q, d) : FastQuery{};
+  std::vector<double> q_bf16;
+  for (int64_t e = 0; fast && context.bf16_dots && e < d; ++e) {
+    q_bf16.push_back(detail::RoundTo(Dt::kBF16, q[e]));
+  }
   std::vector<double> scores(kvlen, -kInf);
   double best = -kInf;
   for (int64_t j = 0; j < kvlen; ++j) {
     const double bias = ScoreBias(call, b, h, i, j);
     if (bias == -kInf) continue;  // hidden key: its score stays -inf, its weight 0
     const int64_t key = ((call.batches.kvstarts[b] + j) * call.hkv + kvh) * d;
-    const double dot = fast ? static_cast<float>(fast_query.scale * Dot(fast_query.codes.data(),
-                                                                        &context.k_fast[key], d))
-                            : Dot(q, &context.k[key], d);
+    double dot = 0;
+    if (integer_keys) {
+      dot = static_cast<float>(fast_query.scale *
+                               Dot(fast_query.codes.data(), &context.k_fast[key], d));
+    } else if (fast) {
+      for (int64_t e = 0; e < d; ++e) {
+        dot += q_bf16[e] * detail::RoundTo(Dt::kBF16, context.k[key + e]);
+      }
+    } else {
+      dot = Dot(q, &context.k[key], d);
+    }
     scores[j] = Logit(call, dot) + bias;  // cap before ALiBi and the mask
     best = MaxOrNaN(best, scores[j]);
   }
@@ -864,7 +880,7 @@ double FastScoreDelta(const AttentionCall& call, const Context& context, int64_t
     double a = 0, k_sum = 0;
     for (int64_t e = 0; e < d; ++e) {
       a += std::fabs(q[e] * context.k[key + e]);
-      k_sum += std::fabs(context.k_fast[key + e]);
+      if (!context.k_fast.empty()) k_sum += std::fabs(context.k_fast[key + e]);
     }
     delta = std::max(delta, call.score_scale * (std::ldexp(a, -7) + max_q / 254 * k_sum));
   }
@@ -903,7 +919,8 @@ AttnResult Attend(const AttentionCall& call, const Context& context,
   result.must_be_zero.assign(rows * hq, 0);
   result.lse.assign(rows * hq, kNaN);
   result.computed.assign(rows * hq, 0);
-  const bool fast = call.fast && !context.k_fast.empty();
+  const bool fast = call.fast && (!context.k_fast.empty() || context.bf16_dots);
+  result.fast_within_bound = fast && context.bf16_dots;
   if (fast) {
     result.fast_out.assign(rows * hq * d, kNaN);
     result.fast_lse.assign(rows * hq, kNaN);
@@ -1233,6 +1250,9 @@ AttnResult MultiHeadCacheAttention(const Attrs& attrs, const Tensors& inputs,
   Require(kvc_call.geo.t1 == call.t1, "current_key/value must have the query's dtype");
   Context context;
   const bool fast_keys = call.fast && FastKeyGroups(kvc_call.geo.group);
+  const Dt cache_dt = kvc_call.geo.cache_dt;
+  context.bf16_dots =
+      call.fast && kvc_call.geo.quant_bit == 0 && (cache_dt == Dt::kF16 || cache_dt == Dt::kBF16);
   KvcResult kvc = RunKeyValueCache(kvc_call, 1, &context.k, &context.v, &call.unread,
                                    fast_keys ? &context.k_fast : nullptr);
   AttnResult result = Attend(call, context, only_heads);
@@ -1310,8 +1330,9 @@ bool LseMatches(double want, double value) {
 
 // The worst violation of one (row, head) of `got` against `want` (the reference's out or
 // fast_out at the same index).
+// `extra` widens every element's tolerance (a fast row's bound).
 Violation CheckRow(const AttnResult& ref, const std::vector<double>& want_all, const Array& got,
-                   int64_t t, int64_t h, int64_t hq, int64_t d) {
+                   int64_t t, int64_t h, int64_t hq, int64_t d, double extra = 0) {
   Violation worst;
   const bool zero = ref.must_be_zero[t * hq + h] != 0;
   for (int64_t x = 0; x < d; ++x) {
@@ -1327,7 +1348,7 @@ Violation CheckRow(const AttnResult& ref, const std::vector<double>& want_all, c
       worst.count += !same_class;
       continue;
     }
-    const double bound = zero ? 0.0 : ToleranceBound(got.dt, want, ref.vmax[t]);
+    const double bound = zero ? 0.0 : ToleranceBound(got.dt, want, ref.vmax[t]) + extra;
     const double err = std::fabs(value - want);
     double ratio = err == 0 ? 0.0 : bound == 0 ? kInf : err / bound;
     if (!std::isfinite(value)) ratio = kInf;
@@ -1384,7 +1405,9 @@ std::string CheckAttention(const AttnResult& ref, const Array& got, double* wors
       if (!IsComputed(ref, t * hq + h)) continue;
       Violation row = CheckRow(ref, ref.out, got, t, h, hq, d);
       if (row.ratio > 1 && !ref.fast_out.empty()) {  // a fast call's row may be either tier's
-        Violation fast = CheckRow(ref, ref.fast_out, got, t, h, hq, d);
+        Violation fast = ref.fast_within_bound
+                             ? CheckRow(ref, ref.out, got, t, h, hq, d, ref.fast_bound[t * hq + h])
+                             : CheckRow(ref, ref.fast_out, got, t, h, hq, d);
         if (fast.ratio < row.ratio) row = fast;
         if (row.ratio > 1) row.text += " (neither tier's answer)";
       }

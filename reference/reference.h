@@ -128,7 +128,12 @@ struct AttnResult {
   // call's output is held to out or to fast_out (lse to lse or fast_lse): the fast kernel runs
   // decode-shaped work items, the exact one the others. fast_bound per (row, head): the
   // documented bound on |fast_out - out|, (e^{2 delta} - 1 + 2^-7) * vmax.
+  // precision=fast over an fp16 or bf16 cache (fast_within_bound): fast_out has the bf16 dot
+  // products' scores, sum_i bf16(q_i) bf16(k_i), with exact weights and values; the kernel also
+  // rounds those to bf16, so a fast row is held to out within fast_bound (plus the exact
+  // tolerance), its lse to lse or fast_lse.
   std::vector<double> fast_out, fast_lse, fast_bound;
+  bool fast_within_bound = false;
 };
 
 // The ops. All three throw std::invalid_argument for inputs the spec rejects (§7.3, §12 and the

@@ -31,11 +31,13 @@ struct FastFormat {
 constexpr FastFormat kFastFormats[] = {
     {CacheElem::kInt8, &CpuFastAttendInt8},
     {CacheElem::kInt4, &CpuFastAttendInt4},
+    {CacheElem::kF16, &CpuFastAttendF16},
+    {CacheElem::kBF16, &CpuFastAttendBf16},
 };
 
-/// The exact rows, one per format, and the fast rows of the formats in kFastFormats: each a copy
-/// of its exact row whose work items go to the fast kernel first (it runs the items it covers,
-/// the exact kernels the rest).
+/// The exact rows, one per format, and the fast rows of the formats in kFastFormats whose getter
+/// gives a kernel on this machine: each a copy of its exact row whose work items go to the fast
+/// kernel first (it runs the items it covers, the exact kernels the rest).
 struct CpuRows {
   std::array<BackendKernels, kNumCacheElems> exact;
   std::array<BackendKernels, std::size(kFastFormats)> fast;
@@ -47,12 +49,15 @@ void FillCpuRows(CpuRows* rows) {
     rows->exact[i].target = CpuTargetName();
   }
   for (size_t f = 0; f < std::size(kFastFormats); ++f) {
+    const AttendFastFn attend = kFastFormats[f].attend();
     for (BackendKernels& row : rows->exact) {
       if (row.elem != kFastFormats[f].elem) continue;
+      row.fast = nullptr;
+      if (attend == nullptr) continue;  // e.g. bf16 dot products on a CPU without them
       BackendKernels& fast = rows->fast[f];
       fast = row;
       fast.precision = Precision::kFast;
-      fast.cpu.attend_fast = kFastFormats[f].attend();
+      fast.cpu.attend_fast = attend;
       row.fast = &fast;
     }
   }
@@ -77,7 +82,7 @@ const BackendKernels* KernelsFor(Device device, CacheElem elem) {
 
 const BackendKernels* KernelsFor(Device device, const CacheDesc& cache, Precision precision) {
   const BackendKernels* row = KernelsFor(device, cache.elem);
-  const bool fast = precision == Precision::kFast && FastKeysCover(cache);
+  const bool fast = precision == Precision::kFast && FastCovers(cache);
   if (row != nullptr && fast && row->fast != nullptr) return row->fast;
   return row;
 }

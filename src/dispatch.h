@@ -42,7 +42,8 @@ struct BackendKernels {
   /// The numerics tier of its attention entries.
   Precision precision = Precision::kExact;
   /// The row of the same format in the fast tier, where one is built (a call asking for
-  /// Precision::kFast runs it; other such calls run this row): the CPU's int8 and int4 rows.
+  /// Precision::kFast runs it; other such calls run this row): the CPU's int8 and int4 rows, and
+  /// its fp16 and bf16 rows where it has AVX512_BF16.
   const BackendKernels* fast = nullptr;
   CpuKernels cpu = {};      ///< CPU rows: the Highway kernels of `elem` (unused by CUDA rows).
   const char* target = "";  ///< CPU rows: the Highway target of `cpu`, e.g. "AVX2".
@@ -68,7 +69,7 @@ const BackendKernels* KernelsFor(Device device, CacheElem elem);
 
 /// The row a call over `cache` asking for `precision` runs: KernelsFor's row, or its fast twin
 /// where the call asks for the fast tier, one is built and its kernel covers the cache
-/// (FastKeysCover).
+/// (FastCovers).
 const BackendKernels* KernelsFor(Device device, const CacheDesc& cache, Precision precision);
 
 /// Fills the CPU rows again for the Highway target chosen now. For tests that force a target

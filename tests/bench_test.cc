@@ -324,8 +324,9 @@ TEST_SUITE("bench") {
     // GQA 1 and 8, dimension-major keys, D 64 and 256, pages of 16, 1 decode at 16 and at
     // 131072 tokens.
     // MLA decode 8x4096 and 1x32768 over bf16 and fp8 latent caches, MLA prefill 512 over 4096.
-    // Decode 8x4096 over int8 and int4 in groups of 128 and int8 in groups of 32, in both tiers.
-    CHECK(full.size() == 48);
+    // Decode 8x4096 over int8 and int4 in groups of 128 and int8 in groups of 32, over fp16 and
+    // bf16, in both tiers.
+    CHECK(full.size() == 52);
     CHECK(quick.size() == 6);
     std::set<std::string> names, shapes;
     for (const dynattn::bench::BenchRow& row : full) {
@@ -342,6 +343,7 @@ TEST_SUITE("bench") {
     CHECK(names.count("decode_1x131072_f16_paged") == 1);
     CHECK(names.count("decode_8x4096_int8_paged_page16") == 1);
     CHECK(names.count("decode_8x4096_f16_paged_dmajor") == 1);
+    CHECK(names.count("decode_8x4096_bf16_paged_fast") == 1);
     CHECK(names.count("mla_decode_1x32768_fp8e4m3") == 1);
     CHECK(names.count("mla_prefill_512_over_4096_16h_bf16") == 1);
   }

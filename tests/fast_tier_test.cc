@@ -4,7 +4,10 @@
 // over int8 and int4 caches, on every compiled SIMD target: decode steps must give the fast
 // tier's own answer (integer key scores from the quantized query) within the exact tolerances,
 // that answer must lie within the documented fast bound of the exact one, and mixed steps must
-// give one tier's answer per (row, head). Plans name the tier; the bits do not depend on threads.
+// give one tier's answer per (row, head). Over fp16 and bf16 caches, where the CPU has the bf16
+// dot products, decode outputs must lie within the documented bound of the exact answer and
+// outside the exact tolerance often enough to show the fast kernel ran. Plans name the tier; the
+// bits do not depend on threads.
 
 #include <doctest/doctest.h>
 
@@ -128,6 +131,72 @@ TEST_SUITE("fast") {
       }
       // fp32 and bf16 activations put the query's int8 grid far outside the exact tolerance.
       CHECK(outside_exact * 4 >= cases);
+    });
+  }
+
+  // The integer sums are exact and the float64 combine runs the same operations in the same
+  // order on every target, VNNI's byte dot products included, and the values take the exact
+  // tier's loops, which agree on AVX2 and AVX-512: the outputs are the same bits.
+  TEST_CASE("integer key scores give the same bits on AVX2 and AVX-512 (VNNI where present)") {
+    if (!HaveAvx2AndAvx512()) return;
+    for (const int elem : {2, 3}) {
+      for (const auto& [dim, group] : FastShapes()) {
+        const uint64_t seed = BaseSeed() + 3070000 + 1000 * elem + 10 * dim + group;
+        dynattn_ref::GenOptions options = FastDecodes(elem, dim, group);
+        options.max_context = 1500;
+        const Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
+        INFO("seed " << seed << ": " << c.description);
+        LibResult avx2, avx3;
+        ForEachTarget([&](const std::string& target) {
+          if (target == "AVX2") avx2 = RunLibrary(c);
+          if (target == "AVX3") avx3 = RunLibrary(c);
+        });
+        REQUIRE(avx2.status.ok());
+        REQUIRE(avx3.status.ok());
+        std::string why;
+        CHECK_MESSAGE(SameBytes(avx2.attn_output, avx3.attn_output, &why), why);
+        CHECK_MESSAGE(SameBytes(avx2.lse, avx3.lse, &why), why);
+      }
+    }
+  }
+
+  TEST_CASE("fast decodes over fp16 and bf16 caches stay within the fast bound on every target") {
+    ForEachTarget([](const std::string& target) {
+      const bool bf16_dots = Bf16DotsRun();
+      int outside_exact = 0, cases = 0;
+      for (const int elem : {1, 4}) {  // fp16, bf16
+        for (const int dim : {16, 32, 48, 64, 80, 128, 256}) {
+          for (int i = 0; i < 3; ++i) {
+            const uint64_t seed = BaseSeed() + 3050000 + 1000 * elem + 10 * dim + i;
+            dynattn_ref::GenOptions options = FastDecodes(elem, dim, 0);
+            options.max_context = i == 2 ? 2500 : 300;  // several context splits, merged
+            Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
+            if (i == 1) ScaleQueries(&c, 8.0);  // a sharper softmax
+            INFO("target " << target << ", seed " << seed << ": " << c.description);
+            Layer layer(c);
+            dynattn::Plan plan;
+            REQUIRE(PlanLayer(c, &layer, &plan).ok());
+            CHECK(plan.precision() ==
+                  (bf16_dots ? dynattn::Precision::kFast : dynattn::Precision::kExact));
+            const LibResult lib = RunLibrary(c);
+            REQUIRE_MESSAGE(lib.status.ok(), lib.status.message());
+            const AttnResult ref = ReferenceOf(c);
+            REQUIRE(ref.fast_within_bound);
+            CHECK_MESSAGE(FastBoundRatio(ref) <= 1, "the bf16 scores leave the documented bound");
+            const std::string error = dynattn_ref::CheckAttention(ref, lib.attn_output);
+            CHECK_MESSAGE(error.empty(), error);
+            const std::string lse = dynattn_ref::CheckLse(ref, lib.lse);
+            CHECK_MESSAGE(lse.empty(), "lse: " << lse);
+            const bool exact =
+                dynattn_ref::CheckAttention(ExactAnswer(ref), lib.attn_output).empty();
+            outside_exact += !exact;
+            if (!bf16_dots) CHECK_MESSAGE(exact, "an exact plan's output is the exact answer");
+            ++cases;
+          }
+        }
+      }
+      // bf16 products move fp32 and fp16 outputs far outside the exact tolerance.
+      if (bf16_dots) CHECK(outside_exact * 4 >= cases);
     });
   }
 

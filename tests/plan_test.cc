@@ -426,9 +426,10 @@ TEST_SUITE("plan") {
     }
   }
 
-  // The fast tier has kernels for int8 and int4 caches in groups of 32, 64, ... (the fast suite
-  // checks their answers): a call over any other cache asking for it runs the exact tier, its
-  // plan says so, and its outputs are the exact call's bits.
+  // The fast tier has kernels for int8 and int4 caches in groups of 32, 64, ..., and for fp16
+  // and bf16 caches where the CPU has bf16 dot products (the fast suite checks their answers): a
+  // call over any other cache asking for it runs the exact tier, its plan says so, and its
+  // outputs are the exact call's bits.
   TEST_CASE("precision=fast: the plan names the tier that runs; the exact tier's bits elsewhere") {
     int exact_only = 0;
     for (int i = 0; i < 4; ++i) {
@@ -438,8 +439,13 @@ TEST_SUITE("plan") {
         fast.attrs.precision = "fast";
         INFO(fast.op << ": " << fast.description);
         const int group = exact.attrs.quant_group;
-        const bool covered = exact.op != "multi_head_attention" && exact.attrs.quant_bit != 0 &&
-                             group % 32 == 0 && (group & (group - 1)) == 0;
+        const auto cache = exact.inputs.find("cache");
+        const bool halves = exact.attrs.quant_bit == 0 && cache != exact.inputs.end() &&
+                            (cache->second.dt == Dt::kF16 || cache->second.dt == Dt::kBF16);
+        const bool covered =
+            exact.op != "multi_head_attention" &&
+            (exact.attrs.quant_bit != 0 ? group % 32 == 0 && (group & (group - 1)) == 0
+                                        : halves && Bf16DotsRun());
         Layer exact_layer(exact), layer(fast);
         Plan exact_plan, plan;
         REQUIRE(PlanLayer(exact, &exact_layer, &exact_plan).ok());

@@ -59,7 +59,9 @@ bool PmxCacheOf(const Args& args) {
 
 /// The numerics tier an op's attributes ask for (KeyValueCache computes no attention).
 inline Precision RequestedPrecision(const KeyValueCacheAttrs&) { return Precision::kExact; }
-inline Precision RequestedPrecision(const AttentionAttrs& a) { return a.precision; }
+/// MultiHeadAttention on given keys and values always runs the exact tier: its inputs are the
+/// caller's activations, which no fast kernel reads (its plan says exact).
+inline Precision RequestedPrecision(const AttentionAttrs&) { return Precision::kExact; }
 inline Precision RequestedPrecision(const MultiHeadCacheAttentionAttrs& a) {
   return a.attention.precision;
 }

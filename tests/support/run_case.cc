@@ -213,6 +213,11 @@ bool HaveAvx2AndAvx512() {
   return found == 2;
 }
 
+bool Bf16DotsRun() {
+  const std::string target = dynattn::CpuTargetName();
+  return __builtin_cpu_supports("avx512bf16") && (target == "AVX3" || target == "AVX3_DL");
+}
+
 bool SameBytes(const Array& a, const Array& b, std::string* why) {
   if (a.dt != b.dt || a.shape != b.shape || a.bytes.size() != b.bytes.size()) {
     *why = "dtype/shape differ: " + dynattn_ref::ShapeString(a.shape) + " vs " +

@@ -68,6 +68,10 @@ void ForEachTarget(const std::function<void(const std::string& target_name)>& bo
 /// the cross-target comparisons need.
 bool HaveAvx2AndAvx512();
 
+/// Whether fast calls over fp16 and bf16 caches run the bf16 dot products here: the CPU has
+/// AVX512_BF16 and the kernels dispatch to (or are forced to) the AVX-512 target.
+bool Bf16DotsRun();
+
 /// Byte-for-byte equality, with the first differing byte in `why`.
 bool SameBytes(const Array& a, const Array& b, std::string* why);
 
