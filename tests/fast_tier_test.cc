@@ -220,7 +220,7 @@ TEST_SUITE("fast") {
 
   TEST_CASE("mixed steps give one tier's answer per row and head on every target") {
     ForEachTarget([](const std::string& target) {
-      for (const int elem : {2, 3}) {
+      for (const int elem : {2, 3, 1, 4}) {  // int8, int4, fp16, bf16
         for (int i = 0; i < 8; ++i) {
           const auto& [dim, group] = FastShapes()[(i + elem) % FastShapes().size()];
           dynattn_ref::GenOptions options = FastDecodes(elem, dim, group);
@@ -243,7 +243,7 @@ TEST_SUITE("fast") {
   }
 
   TEST_CASE("a fast plan says which tier runs, and its bits do not depend on threads") {
-    for (const int elem : {2, 3}) {
+    for (const int elem : {2, 3, 1, 4}) {  // int8, int4, fp16, bf16 (groups unused)
       for (const int group : {8, 16, 32, 64}) {
         dynattn_ref::GenOptions options = FastDecodes(elem, 64, group);
         const uint64_t seed = BaseSeed() + 3300000 + 100 * elem + group;
@@ -252,7 +252,8 @@ TEST_SUITE("fast") {
         Layer layer(c);
         dynattn::Plan plan;
         REQUIRE(PlanLayer(c, &layer, &plan).ok());
-        const bool covered = group >= 32;  // groups of 32 and 64 here: powers of two
+        // Groups of 32 and 64 here: powers of two; fp16 and bf16 where bf16 dots run.
+        const bool covered = elem == 1 || elem == 4 ? Bf16DotsRun() : group >= 32;
         CHECK(plan.precision() ==
               (covered ? dynattn::Precision::kFast : dynattn::Precision::kExact));
         dynattn::RunOptions one, two;

@@ -38,7 +38,8 @@ enum class Precision : uint8_t {
   kExact,
   /// Opt-in: Q.K and P.V may take bf16 products with fp32 sums, and int8/int4 keys integer dot
   /// products against a query quantized per (token, head), where a fast kernel serves the call
-  /// (today: decode over int8 and int4 caches in groups of 32, 64, ..., on every CPU target);
+  /// (today: decode over int8 and int4 caches in groups of 32, 64, ..., on every CPU target, and
+  /// over fp16 and bf16 caches on CPUs with AVX512_BF16);
   /// every other call runs the exact kernels (`Plan::precision()` says which). Within the fast
   /// tolerance of the float64 reference, and as deterministic as the exact tier.
   kFast,
