@@ -289,6 +289,14 @@ bool RunRounds(int rounds, Plan* plan, double* foreign_load) {
   return true;
 }
 
+/// True when the row's kernels take bf16 dot products: a fast row over an fp16 or bf16 cache on
+/// a machine that has them.
+bool TakesBf16Dots(const StepShape& shape, const MachineLimits& machine) {
+  const bool halves = shape.quant_bit == 0 &&
+                      (shape.plain_cache == DType::kF16 || shape.plain_cache == DType::kBF16);
+  return shape.precision == Precision::kFast && halves && !machine.bf16_dot_isa.empty();
+}
+
 RowResult Evaluate(const Plan& plan, size_t r, const MachineLimits& machine) {
   const BenchRow& row = plan.rows[r];
   const Baseline& b = plan.baselines[plan.row_baseline[r]];
@@ -316,6 +324,8 @@ RowResult Evaluate(const Plan& plan, size_t r, const MachineLimits& machine) {
   out.gbps = bytes / seconds / 1e9;
   out.gflops = flops / seconds / 1e9;
   out.fma_peak_pct = 100.0 * out.gflops / machine.fma_gflops;
+  if (TakesBf16Dots(row.shape, machine))
+    out.dot_peak_pct = 100.0 * out.gflops / machine.bf16_dot_gflops;
   out.roofline_ms =
       1e3 * std::max(bytes / (machine.bandwidth_gbps * 1e9), flops / (machine.fma_gflops * 1e9));
   out.onednn_ms = Median(plan.timed[b.onednn_timed].seconds) * 1e3;

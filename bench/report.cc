@@ -37,6 +37,7 @@ Json RowJson(const RowResult& r) {
           {"roofline_ms", Number(r.roofline_ms)},
           {"roofline_pct", Number(r.roofline_pct())},
           {"fma_peak_pct", Number(r.fma_peak_pct)},
+          {"dot_peak_pct", r.dot_peak_pct >= 0 ? Number(r.dot_peak_pct) : Json(nullptr)},
           {"vs_onednn", Number(r.vs_onednn())},
           {"vs_eigen", Number(r.vs_eigen())},
           {"onednn_ms", Number(r.onednn_ms)},
@@ -78,14 +79,18 @@ Json SharedPrefixJson(const SharedPrefixResult& r, const MachineLimits& machine)
 
 void PrintRows(const std::vector<RowResult>& rows, std::FILE* out) {
   if (rows.empty()) return;
-  std::fprintf(out, "%-36s %9s %7s %7s %8s %6s %9s %8s %8s %8s %12s %12s %9s %7s\n", "step",
-               "median ms", "spread", "GB/s", "GFLOP/s", "% FMA", "roofl. ms", "% roofl.",
+  std::fprintf(out, "%-36s %9s %7s %7s %8s %6s %6s %9s %8s %8s %8s %12s %12s %9s %7s\n", "step",
+               "median ms", "spread", "GB/s", "GFLOP/s", "% FMA", "% dot", "roofl. ms", "% roofl.",
                "vs oneDNN", "vs Eigen", "hot GB/s/c", "hot Gel/s/c", "pinned ms", "spread");
   for (const RowResult& r : rows) {
+    char dot[16] = "-";
+    if (r.dot_peak_pct >= 0) std::snprintf(dot, sizeof(dot), "%.0f%%", r.dot_peak_pct);
     std::fprintf(
-        out, "%-36s %9.3f %6.0f%% %7.2f %8.1f %5.0f%% %9.2f %7.1f%% %8.2fx %7.2fx %12.2f %12.2f",
-        r.step.c_str(), r.median_ms, r.spread_pct, r.gbps, r.gflops, r.fma_peak_pct, r.roofline_ms,
-        r.roofline_pct(), r.vs_onednn(), r.vs_eigen(), r.hot_gbps_per_core, r.hot_gelems_per_core);
+        out,
+        "%-36s %9.3f %6.0f%% %7.2f %8.1f %5.0f%% %6s %9.2f %7.1f%% %8.2fx %7.2fx %12.2f %12.2f",
+        r.step.c_str(), r.median_ms, r.spread_pct, r.gbps, r.gflops, r.fma_peak_pct, dot,
+        r.roofline_ms, r.roofline_pct(), r.vs_onednn(), r.vs_eigen(), r.hot_gbps_per_core,
+        r.hot_gelems_per_core);
     if (r.pinned_ms > 0) {
       std::fprintf(out, " %9.3f %6.0f%%", r.pinned_ms, r.pinned_spread_pct);
     }
@@ -218,13 +223,14 @@ std::string Format(const char* format, double value) {
 
 void MarkdownRows(const std::vector<RowResult>& rows, std::ostream& out) {
   if (rows.empty()) return;
-  out << "\n| step | median ms | GB/s | GFLOP/s | % FMA peak | roofline ms | % roofline | vs "
-         "oneDNN "
-         "| vs Eigen | hot GB/s per core | hot G elements/s per core | pinned ms |\n"
-         "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  out << "\n| step | median ms | GB/s | GFLOP/s | % FMA peak | % bf16 dot peak | roofline ms | "
+         "% roofline | vs oneDNN | vs Eigen | hot GB/s per core | hot G elements/s per core | "
+         "pinned ms |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const RowResult& r : rows) {
     out << "| " << r.step << " | " << Format("%.3f", r.median_ms) << " | " << Format("%.2f", r.gbps)
         << " | " << Format("%.1f", r.gflops) << " | " << Format("%.1f%%", r.fma_peak_pct) << " | "
+        << (r.dot_peak_pct >= 0 ? Format("%.1f%%", r.dot_peak_pct) : "-") << " | "
         << Format("%.2f", r.roofline_ms) << " | " << Format("%.1f%%", r.roofline_pct()) << " | "
         << Format("%.2fx", r.vs_onednn()) << " | " << Format("%.2fx", r.vs_eigen()) << " | "
         << Format("%.2f", r.hot_gbps_per_core) << " | " << Format("%.2f", r.hot_gelems_per_core)

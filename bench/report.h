@@ -62,7 +62,10 @@ struct RowResult {
   double gflops = 0;               ///< Causal-effective flops per second.
   double roofline_ms = 0;          ///< max(bytes / bandwidth, flops / FMA peak).
   double fma_peak_pct = 0;         ///< gflops as a share of the fp32 FMA peak, in percent.
-  double onednn_ms = 0;            ///< The baselines' medians on the same shape.
+  /// For a fast row whose kernels take bf16 dot products (an fp16 or bf16 cache on a CPU with
+  /// AVX512_BF16): gflops as a share of the bf16 dot peak, in percent; negative elsewhere.
+  double dot_peak_pct = -1;
+  double onednn_ms = 0;  ///< The baselines' medians on the same shape.
   double eigen_ms = 0;
 
   double roofline_pct() const { return 100.0 * roofline_ms / median_ms; }

@@ -71,11 +71,6 @@ void AddModernRows(std::vector<BenchRow>* rows) {
                      Decodes(1, 32768, 0, 1)};
   window.shape.window_left = 4096;
   rows->push_back(window);
-  BenchRow prefill = PrefillRow(512, 0);
-  prefill.step = "prefill_512_causal_bf16";
-  prefill.shape.activation = DType::kBF16;
-  prefill.shape.plain_cache = DType::kBF16;
-  rows->push_back(prefill);
 }
 
 /// A decode row of another geometry: its own baseline shape, since the heads or the head size
@@ -115,7 +110,8 @@ void AddCoverageRows(std::vector<BenchRow>* rows) {
 /// The fast tier beside the exact one: decode 8 x 4096 over int8 and int4 caches with one scale
 /// per (token, head) (groups of 128, the fast kernel's case) and int8 in groups of 32, each in
 /// both tiers, and the exact f16 row it should beat; then fp16 and bf16 caches (bf16 with bf16
-/// activations) in both tiers, whose fast rows take bf16 dot products where the CPU has them.
+/// activations) in both tiers, whose fast rows take bf16 dot products where the CPU has them, in
+/// decode and in a causal prefill of 512 tokens (fp16 rows with fp16 activations).
 void AddTierRows(std::vector<BenchRow>* rows) {
   for (const auto& [bits, group] : {std::pair{8, 128}, std::pair{4, 128}, std::pair{8, 32}}) {
     for (const Precision precision : {Precision::kExact, Precision::kFast}) {
@@ -136,6 +132,17 @@ void AddTierRows(std::vector<BenchRow>* rows) {
         row.shape.activation = DType::kBF16;
         row.shape.plain_cache = DType::kBF16;
       }
+      row.shape.precision = precision;
+      rows->push_back(row);
+    }
+  }
+  for (const DType half : {DType::kF16, DType::kBF16}) {
+    for (const Precision precision : {Precision::kExact, Precision::kFast}) {
+      BenchRow row = PrefillRow(512, 0);
+      row.step = std::string("prefill_512_causal_") + (half == DType::kF16 ? "f16" : "bf16") + "_" +
+                 PrecisionName(precision);
+      row.shape.activation = half;
+      row.shape.plain_cache = half;
       row.shape.precision = precision;
       rows->push_back(row);
     }

@@ -830,11 +830,12 @@ HWY_INLINE void EncodeRowAt(const CacheDesc& cache, bool io_is_f16, const CacheP
   const int dim = cache.head_dim;
   if constexpr (kElem == CacheElem::kF32) {
     std::copy(x, x + dim, static_cast<float*>(row));
-  } else if constexpr (kElem == CacheElem::kF16) {
-    StoreActivations(x, DType::kF16, dim, row);  // internal::F32ToF16, a vector at a time
+  } else if constexpr (kElem == CacheElem::kF16 || kElem == CacheElem::kBF16) {
+    // internal::F32ToF16 / F32ToBf16 (core's codec for these rows), a vector at a time.
+    StoreActivations(x, kElem == CacheElem::kF16 ? DType::kF16 : DType::kBF16, dim, row);
   } else if constexpr (IsWidenedElem<kElem>()) {
-    // bf16 and fp8 rows: core's scalar codec, element by element (one row per new token; the
-    // fp8 division and rounding are not worth vectorising), so the bytes have one definition.
+    // fp8 rows: core's scalar codec, element by element (one row per new token; the fp8
+    // division and rounding are not worth vectorising), so the bytes have one definition.
     internal::EncodeRow([x](int i) { return x[i]; }, kElem, dim, 1, false, io_is_f16, row, nullptr,
                         plane.tensor_scale);
   } else {

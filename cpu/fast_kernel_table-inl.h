@@ -4,9 +4,11 @@
 // Highway target. Included (once per target, through hwy/foreach_target.h) by the thin
 // cpu/fast_kernels_*.cc files, which define DYNATTN_FAST_ELEM (a CacheElem enumerator),
 // DYNATTN_FAST_TABLE (the per-target function name) and DYNATTN_FAST_GETTER (the dispatching
-// getter in dynattn::internal). Only the fused decode is compiled here: every other item of a
-// fast call runs the exact kernels of cpu/kernels_*.cc. No include guard on purpose.
+// getter in dynattn::internal). The fused decode and, for fp16 and bf16 caches, the tiled bf16
+// kernel are compiled here: every other item of a fast call runs the exact kernels of
+// cpu/kernels_*.cc. No include guard on purpose.
 
+#include "cpu/bf16_tiles-inl.h"
 #include "cpu/decode-inl.h"
 #include "cpu/kernel_table.h"
 #include "hwy/highway.h"
@@ -15,16 +17,31 @@ HWY_BEFORE_NAMESPACE();
 namespace dynattn {
 namespace HWY_NAMESPACE {
 
-/// This target's fast entry; none where its kernel cannot run (the bf16 dot products of fp16 and
+/// The fast tier over fp16 and bf16 caches: decode-shaped items through the fused decode's bf16
+/// dot products, the others (prompts, chunks) through tiles of bf16 pairs.
+template <CacheElem kElem>
+bool AttendFastBf16Dots(const internal::AttentionProblem& p, const internal::WorkItem& w,
+                        float* states, internal::Scratch* scratch) {
+  if (AttendFastDecode<kElem>(p, w, states, scratch)) return true;
+  if (!internal::FastCovers(p.kv.cache)) return false;
+  AttendFastTiled<kElem>(p, w, states, scratch);
+  return true;
+}
+
+/// This target's fast entry; none where its kernels cannot run (the bf16 dot products of fp16 and
 /// bf16 caches: off the AVX-512 targets, or on a CPU without AVX512_BF16). Int8 and int4 caches
 /// take VNNI's byte dot products on the AVX-512 targets of CPUs with AVX512_VNNI.
 internal::AttendFastFn DYNATTN_FAST_TABLE() {
   constexpr CacheElem kElem = CacheElem::DYNATTN_FAST_ELEM;
-  if constexpr (IsBf16DotElem<kElem>() && !kBf16DotsTarget) {
-    return nullptr;  // nothing of the kernel is compiled for this target
+  if constexpr (IsBf16DotElem<kElem>()) {
+    if constexpr (!kBf16DotsTarget) {
+      return nullptr;  // nothing of the kernels is compiled for this target
+    } else {
+      if (!internal::CpuHasBf16Dots()) return nullptr;
+      return &AttendFastBf16Dots<kElem>;
+    }
   } else {
-    if (IsBf16DotElem<kElem>() && !internal::CpuHasBf16Dots()) return nullptr;
-    if constexpr (!IsBf16DotElem<kElem>() && kVnniTarget) {
+    if constexpr (kVnniTarget) {
       if (internal::CpuHasVnni()) return &AttendFastDecode<kElem, true>;
     }
     return &AttendFastDecode<kElem>;

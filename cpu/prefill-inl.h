@@ -29,6 +29,8 @@
 #endif
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <iterator>
 #include <utility>
 
@@ -354,17 +356,23 @@ struct PlaneRows {
   }
 };
 
+/// Decodes the value rows of `count` slots as ReadsExactValues says.
+template <CacheElem kElem>
+HWY_INLINE void DecodeValueTile(const AttentionProblem& p, const PlaneRows& v, const int64_t* slots,
+                                int kv_head, int count, float* values, float* scales_tmp) {
+  DecodePlaneTile<kElem>(v.rows_of, p.kv.cache.value, RowCodec::ForValues(v.rows_of, p.io_type),
+                         v.lanes, slots, kv_head, count, ValuesRound<kElem>(p), values, scales_tmp);
+}
+
 /// Decodes the key and value rows of `count` slots: keys by the cache rule, values as
 /// ReadsExactValues says.
 template <CacheElem kElem>
 HWY_INLINE void DecodeTiles(const AttentionProblem& p, const PlaneRows& k, const PlaneRows& v,
                             const int64_t* slots, int kv_head, int count, float* keys,
                             float* values, float* scales_tmp) {
-  const CacheDesc& cache = p.kv.cache;
-  DecodePlaneTile<kElem>(k.rows_of, cache.key, RowCodec::For(k.rows_of, p.io_type), k.lanes, slots,
-                         kv_head, count, KeysRound<kElem>(p), keys, scales_tmp);
-  DecodePlaneTile<kElem>(v.rows_of, cache.value, RowCodec::ForValues(v.rows_of, p.io_type), v.lanes,
-                         slots, kv_head, count, ValuesRound<kElem>(p), values, scales_tmp);
+  DecodePlaneTile<kElem>(k.rows_of, p.kv.cache.key, RowCodec::For(k.rows_of, p.io_type), k.lanes,
+                         slots, kv_head, count, KeysRound<kElem>(p), keys, scales_tmp);
+  DecodeValueTile<kElem>(p, v, slots, kv_head, count, values, scales_tmp);
 }
 
 #if HWY_TARGET <= HWY_AVX2
@@ -441,6 +449,10 @@ HWY_INLINE void PanelValueTile(const float* rows, int count, int padded_dim, flo
   }
 }
 
+/// Dimension pairs of a head of `head_dim`: the bf16 dot products multiply two at a time (an odd
+/// head's last pair has a zero partner).
+HWY_INLINE int DimPairs(int head_dim) { return (head_dim + 1) / 2; }
+
 /// Scratch carve-up for one tiled work item.
 struct ItemScratch {
   VectorStates states;  ///< Running softmax states of the item's query vectors.
@@ -454,11 +466,17 @@ struct ItemScratch {
   float* scores;        ///< kQueryBlock x kKeyTile
   float* scales;        ///< longer row + 2 * 16 (group scales of one row, with lane slack)
   uint8_t* active;      ///< kKeyTile flags: some vector of the block gives the key weight
+  // The fast tier's bf16 tiles (cpu/bf16_tiles-inl.h), each element a pair of bf16 in 32 bits:
+  uint32_t* query_pairs;   ///< vectors x padded_dim / 2: the queries in dimension pairs
+  uint32_t* key_pairs;     ///< DimPairs(head_dim) x kKeyTile: the key tile, in panels
+  uint32_t* value_pairs;   ///< padded_value_dim x kKeyTile / 2: the value tile in key pairs
+  uint32_t* weight_pairs;  ///< kQueryBlock x kKeyTile / 2: a block's weights in key pairs
 
   /// The sizes (in floats) of the parts below for `vectors` query vectors.
-  static std::array<size_t, 14> Sizes(int vectors, const AttentionProblem& p) {
+  static std::array<size_t, 18> Sizes(int vectors, const AttentionProblem& p) {
     const size_t dp = p.padded_dim, dpv = p.padded_value_dim, dim = p.head_dim, n = vectors;
     const size_t longer = std::max(p.head_dim, p.value_dim);
+    const size_t pairs = DimPairs(p.head_dim);
     constexpr size_t kRowFloats = (sizeof(QueryRow) + sizeof(float) - 1) / sizeof(float);
     return {n * dpv,
             n,
@@ -473,7 +491,11 @@ struct ItemScratch {
             kKeyTile * dpv,
             kQueryBlock * kKeyTile,
             longer + 2 * kVirtualLanes,
-            kKeyTile};
+            kKeyTile,
+            n * dp / 2,
+            pairs * kKeyTile,
+            dpv * kKeyTile / 2,
+            kQueryBlock * kKeyTile / 2};
   }
 
   /// Splits the worker's scratch; `vectors` is a multiple of kSmallBlock (PaddedVectors).
@@ -489,7 +511,11 @@ struct ItemScratch {
             parts[10],
             parts[11],
             parts[12],
-            reinterpret_cast<uint8_t*>(parts[13])};
+            reinterpret_cast<uint8_t*>(parts[13]),
+            reinterpret_cast<uint32_t*>(parts[14]),
+            reinterpret_cast<uint32_t*>(parts[15]),
+            reinterpret_cast<uint32_t*>(parts[16]),
+            reinterpret_cast<uint32_t*>(parts[17])};
   }
 };
 
@@ -553,17 +579,23 @@ HWY_INLINE void FetchTileSlots(const AttentionProblem& p, const TiledKeys& k, in
   }
 }
 
-/// The query vectors s.rows[0, vectors) (already filled) against keys `k`, through decoded,
-/// transposed tiles. Leaves the vectors' running states in s.states.
-template <CacheElem kElem>
-void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
-                     const ItemScratch& s) {
+/// Loads the query vectors s.rows[0, vectors) (already filled) into s.queries and empties their
+/// running states: the start of every tiled item.
+HWY_INLINE void StartTiledItem(const AttentionProblem& p, int vectors, const ItemScratch& s) {
   const int padded_vectors = PaddedVectors(vectors);
-  const PlaneRows keys = PlaneRows::For(p.kv.cache);
-  const PlaneRows values = PlaneRows::For(internal::ValueView(p.kv.cache));
   PrefetchQueries(p, s.rows, vectors);
   LoadQueries(p, s.rows, vectors, padded_vectors, s.queries);
   s.states.Reset(padded_vectors, p.padded_value_dim);
+}
+
+/// Calls `attend_tile(key0, count, slots)` on the tiles of keys `k` that some of the query
+/// vectors s.rows[0, vectors) sees, in order (`slots`: those of the tile's keys): the tile loop
+/// both tiers share. The slots and rows of the next tile are fetched while one is attended.
+template <CacheElem kElem, class AttendTile>
+HWY_INLINE void ForEachTile(const AttentionProblem& p, int vectors, const TiledKeys& k,
+                            const ItemScratch& s, const AttendTile& attend_tile) {
+  const PlaneRows keys = PlaneRows::For(p.kv.cache);
+  const PlaneRows values = PlaneRows::For(internal::ValueView(p.kv.cache));
   const auto tile_count = [&](int64_t key0) {
     return static_cast<int>(std::min<int64_t>(kKeyTile, k.key_end - key0));
   };
@@ -579,6 +611,20 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
       FetchTileSlots<kElem>(p, k, key0 + kKeyTile, tile_count(key0 + kKeyTile), keys, values,
                             next_slots);
     }
+    attend_tile(key0, count, static_cast<const int64_t*>(slots));
+    std::swap(slots, next_slots);
+  }
+}
+
+/// The query vectors s.rows[0, vectors) (already filled) against keys `k`, through decoded,
+/// transposed tiles. Leaves the vectors' running states in s.states.
+template <CacheElem kElem>
+void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
+                     const ItemScratch& s) {
+  StartTiledItem(p, vectors, s);
+  const PlaneRows keys = PlaneRows::For(p.kv.cache);
+  const PlaneRows values = PlaneRows::For(internal::ValueView(p.kv.cache));
+  ForEachTile<kElem>(p, vectors, k, s, [&](int64_t key0, int count, const int64_t* slots) {
     DecodeTiles<kElem>(p, keys, values, slots, k.kv_head, count, s.keys, s.value_rows, s.scales);
     TransposeTile(s.keys, count, p.head_dim, p.padded_dim, s.keys_t);
     PanelValueTile(s.value_rows, count, p.padded_value_dim, s.values);
@@ -589,8 +635,7 @@ void AttendTiledCore(const AttentionProblem& p, int vectors, const TiledKeys& k,
     for (; first < vectors; first += kSmallBlock) {
       AttendBlock<kSmallBlock>(p, vectors, first, key0, count, s);
     }
-    std::swap(slots, next_slots);
-  }
+  });
 }
 
 /// A request work item through decoded, transposed tiles.

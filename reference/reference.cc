@@ -1238,6 +1238,7 @@ AttnResult MultiHeadAttention(const Attrs& attrs, const Tensors& inputs,
   } else {
     context.v = ReadContextTensor(inputs, "value", call);
   }
+  context.bf16_dots = call.fast && attrs.bf16_dots_oracle;
   return Attend(call, context, only_heads);
 }
 

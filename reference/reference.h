@@ -104,6 +104,10 @@ struct Attrs {
   // window, ALiBi, an -inf mask entry, or an -inf logit) has no weight and its value is not read.
   // Off: such values are refused, as the spec's inputs are finite.
   bool non_finite = false;
+  // Not an op attribute: MultiHeadAttention with precision=fast gives the bf16 dot products'
+  // answer and bound (fast_within_bound), the oracle of a fast call over an fp16 or bf16 cache
+  // whose context a test gathers as keys and values (the library's MHA itself runs exact).
+  bool bf16_dots_oracle = false;
 };
 
 // Result of KeyValueCache: the exact expected bytes of every output.
@@ -158,6 +162,7 @@ struct AttnResult {
 KvcResult KeyValueCache(const Attrs& attrs, const Tensors& inputs);
 // MultiHeadAttention (§5) with ALiBi applied per the §5.5 [REC] (the PMX reference drops it).
 // only_heads: when non-empty, only those query heads are computed (others: out NaN, not zero).
+// Attrs::bf16_dots_oracle with precision=fast: the bf16 dot products' answer and bound.
 AttnResult MultiHeadAttention(const Attrs& attrs, const Tensors& inputs,
                               const std::vector<int>& only_heads = {});
 // MultiHeadCacheAttention (§6) = KeyValueCache (num_repeat 1), then MultiHeadAttention over the

@@ -241,7 +241,8 @@ std::vector<int64_t> ContextLengths(const Step& s) {
 }
 
 /// The library's MultiHeadCacheAttention of the step over `planes` (its writes land there).
-Array RunMhca(const Step& s, const NewTokens& n, Planes* planes) {
+Array RunMhca(const Step& s, const NewTokens& n, Planes* planes,
+              dynattn::Precision precision = dynattn::Precision::kExact) {
   dynattn_ref::Tensors t = StepIndex(s, s.past, s.seqlen, ContextLengths(s));
   t["query"] = n.query;
   t["current_key"] = n.key;
@@ -256,6 +257,7 @@ Array RunMhca(const Step& s, const NewTokens& n, Planes* planes) {
   attrs.attention.head_dim = static_cast<int>(s.dk);
   attrs.attention.head_dim_v = static_cast<int>(s.dv);
   attrs.attention.value_from_key = s.latent;
+  attrs.attention.precision = precision;
   attrs.cache.quant_bit = QuantBit(s.elem);
   attrs.cache.quant_group = kGroup;
   const dynattn::Status status = dynattn::MultiHeadCacheAttention(attrs, args);
@@ -339,8 +341,10 @@ void CheckEachPlane(const Step& s, const StepData& d, const Planes& written) {
 }
 
 /// The float64 reference's MultiHeadAttention of the step over the context `planes` holds after
-/// it, gathered in fp32 under bf16 activations (which read the cache unrounded).
-dynattn_ref::AttnResult ReferenceOverCache(const Step& s, const NewTokens& n, Planes* planes) {
+/// it, gathered in fp32 under bf16 activations (which read the cache unrounded); with `fast`, also
+/// the bf16 dot products' answer and bound.
+dynattn_ref::AttnResult ReferenceOverCache(const Step& s, const NewTokens& n, Planes* planes,
+                                           bool fast = false) {
   const std::vector<int64_t> no_new(s.Requests(), 0), kvlen = ContextLengths(s);
   const Dt exact = s.io == Dt::kBF16 ? Dt::kF32 : s.io;
   const Array none = dynattn_ref::MakeArray(exact, {0, s.hkv, s.dk});
@@ -356,6 +360,10 @@ dynattn_ref::AttnResult ReferenceOverCache(const Step& s, const NewTokens& n, Pl
   attrs.head_dim = static_cast<int>(s.dk);
   attrs.head_dim_v = static_cast<int>(s.dv);
   attrs.value_from_key = s.latent ? 1 : 0;
+  if (fast) {
+    attrs.precision = "fast";
+    attrs.bf16_dots_oracle = true;
+  }
   return dynattn_ref::MultiHeadAttention(attrs, inputs);
 }
 
@@ -387,6 +395,36 @@ TEST_SUITE("cache_desc") {
         CHECK(dynattn_ref::CheckAttention(ref, mhca_out) == "");
         CHECK(dynattn_ref::CheckAttention(ref, unified_out) == "");
       }
+    });
+  }
+
+  // The fast tier over such caches in fp16 and bf16: the bf16 kernels read value rows of their
+  // own size, and a latent cache's values from its key rows.
+  TEST_CASE("fast calls over fp16 and bf16 caches with value rows of another size, every target") {
+    ForEachTarget([](const std::string& target) {
+      int outside_exact = 0, cases = 0;
+      for (int i = 0; i < 12; ++i) {
+        const uint64_t seed = BaseSeed() + 960000 + i;
+        std::mt19937_64 rng(seed);
+        Step s = DrawStep(rng);
+        s.elem = i % 2 == 0 ? CacheElem::kF16 : CacheElem::kBF16;
+        s.io = s.elem == CacheElem::kF16 ? Dt::kF16 : Dt::kBF16;
+        INFO("target " << target << ", seed " << seed << ": " << Describe(s));
+        const StepData d = DrawData(rng, s);
+        Planes planes = MakePlanes(s, s.dk, s.dv);
+        RunKvc(s, &planes, d.past_key, s.latent ? d.past_key : d.past_value,
+               std::vector<int64_t>(s.Requests(), 0), s.past, s.past);
+        const Array out = RunMhca(s, d.now, &planes, dynattn::Precision::kFast);
+        dynattn_ref::AttnResult ref = ReferenceOverCache(s, d.now, &planes, true);
+        REQUIRE(ref.fast_within_bound);
+        CHECK(dynattn_ref::CheckAttention(ref, out) == "");
+        ref.fast_out.clear();  // the exact answer alone
+        ref.fast_within_bound = false;
+        outside_exact += !dynattn_ref::CheckAttention(ref, out).empty();
+        ++cases;
+      }
+      // Where the bf16 dot products run, their roundings leave the exact tolerance.
+      if (Bf16DotsRun()) CHECK(outside_exact * 4 >= cases);
     });
   }
 }

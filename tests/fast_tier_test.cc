@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,54 @@ bool CheckFastDecode(const Case& c) {
   return !dynattn_ref::CheckAttention(ExactAnswer(ref), lib.attn_output).empty();
 }
 
+/// Runs `c`, a fast call over an fp16 or bf16 cache, and checks the plan's tier (fast where the
+/// bf16 dot products run), the output within the documented bound of the exact answer, its lse,
+/// and an exact plan's exact answer. Returns whether the output lies outside the exact tier's
+/// tolerance (so that a bf16 kernel, not the exact one, must have run).
+bool CheckBf16Call(const Case& c, bool bf16_dots) {
+  Layer layer(c);
+  dynattn::Plan plan;
+  REQUIRE(PlanLayer(c, &layer, &plan).ok());
+  CHECK(plan.precision() == (bf16_dots ? dynattn::Precision::kFast : dynattn::Precision::kExact));
+  const LibResult lib = RunLibrary(c);
+  REQUIRE_MESSAGE(lib.status.ok(), lib.status.message());
+  const AttnResult ref = ReferenceOf(c);
+  REQUIRE(ref.fast_within_bound);
+  CHECK_MESSAGE(FastBoundRatio(ref) <= 1, "the bf16 scores leave the documented bound");
+  const std::string error = dynattn_ref::CheckAttention(ref, lib.attn_output);
+  CHECK_MESSAGE(error.empty(), error);
+  const std::string lse = dynattn_ref::CheckLse(ref, lib.lse);
+  CHECK_MESSAGE(lse.empty(), "lse: " << lse);
+  const bool exact = dynattn_ref::CheckAttention(ExactAnswer(ref), lib.attn_output).empty();
+  if (!bf16_dots) CHECK_MESSAGE(exact, "an exact plan's output is the exact answer");
+  return !exact;
+}
+
+/// CheckBf16Call on every target over fp16 and bf16 caches, head sizes `dims` and three cases
+/// each (the second with a sharper softmax), case i drawn with options_of(elem, dim, i).
+template <class OptionsOf>
+void CheckBf16Cases(const std::vector<int>& dims, uint64_t seeds, const OptionsOf& options_of) {
+  ForEachTarget([&](const std::string& target) {
+    const bool bf16_dots = Bf16DotsRun();
+    int outside_exact = 0, cases = 0;
+    for (const int elem : {1, 4}) {  // fp16, bf16
+      for (const int dim : dims) {
+        for (int i = 0; i < 3; ++i) {
+          const uint64_t seed = BaseSeed() + seeds + 1000 * elem + 10 * dim + i;
+          Case c =
+              dynattn_ref::RandomCase("multi_head_cache_attention", seed, options_of(elem, dim, i));
+          if (i == 1) ScaleQueries(&c, 8.0);
+          INFO("target " << target << ", seed " << seed << ": " << c.description);
+          outside_exact += CheckBf16Call(c, bf16_dots);
+          ++cases;
+        }
+      }
+    }
+    // bf16 products move fp32 and fp16 outputs far outside the exact tolerance.
+    if (bf16_dots) CHECK(outside_exact * 4 >= cases);
+  });
+}
+
 TEST_SUITE("fast") {
   TEST_CASE("fast decodes over int8 and int4 caches give the fast tier's answer on every target") {
     ForEachTarget([](const std::string& target) {
@@ -161,43 +210,76 @@ TEST_SUITE("fast") {
   }
 
   TEST_CASE("fast decodes over fp16 and bf16 caches stay within the fast bound on every target") {
-    ForEachTarget([](const std::string& target) {
-      const bool bf16_dots = Bf16DotsRun();
-      int outside_exact = 0, cases = 0;
-      for (const int elem : {1, 4}) {  // fp16, bf16
-        for (const int dim : {16, 32, 48, 64, 80, 128, 256}) {
-          for (int i = 0; i < 3; ++i) {
-            const uint64_t seed = BaseSeed() + 3050000 + 1000 * elem + 10 * dim + i;
-            dynattn_ref::GenOptions options = FastDecodes(elem, dim, 0);
-            options.max_context = i == 2 ? 2500 : 300;  // several context splits, merged
-            Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
-            if (i == 1) ScaleQueries(&c, 8.0);  // a sharper softmax
-            INFO("target " << target << ", seed " << seed << ": " << c.description);
-            Layer layer(c);
-            dynattn::Plan plan;
-            REQUIRE(PlanLayer(c, &layer, &plan).ok());
-            CHECK(plan.precision() ==
-                  (bf16_dots ? dynattn::Precision::kFast : dynattn::Precision::kExact));
-            const LibResult lib = RunLibrary(c);
-            REQUIRE_MESSAGE(lib.status.ok(), lib.status.message());
-            const AttnResult ref = ReferenceOf(c);
-            REQUIRE(ref.fast_within_bound);
-            CHECK_MESSAGE(FastBoundRatio(ref) <= 1, "the bf16 scores leave the documented bound");
-            const std::string error = dynattn_ref::CheckAttention(ref, lib.attn_output);
-            CHECK_MESSAGE(error.empty(), error);
-            const std::string lse = dynattn_ref::CheckLse(ref, lib.lse);
-            CHECK_MESSAGE(lse.empty(), "lse: " << lse);
-            const bool exact =
-                dynattn_ref::CheckAttention(ExactAnswer(ref), lib.attn_output).empty();
-            outside_exact += !exact;
-            if (!bf16_dots) CHECK_MESSAGE(exact, "an exact plan's output is the exact answer");
-            ++cases;
+    CheckBf16Cases({16, 32, 48, 64, 80, 128, 256}, 3050000, [](int elem, int dim, int i) {
+      dynattn_ref::GenOptions options = FastDecodes(elem, dim, 0);
+      options.max_context = i == 2 ? 2500 : 300;  // several context splits, merged
+      return options;
+    });
+  }
+
+  // Prompts and chunks (many query vectors per work item) take the tiled bf16 kernel: any head
+  // size, masks, ALiBi, windows, soft-caps and sinks drawn, causal diagonals in every tile size.
+  TEST_CASE("fast prefills over fp16 and bf16 caches stay within the fast bound on every target") {
+    CheckBf16Cases({1, 7, 16, 33, 64, 100, 128, 256}, 3060000, [](int elem, int dim, int i) {
+      dynattn_ref::GenOptions options;
+      options.max_batch = 3;
+      options.max_seqlen = i == 2 ? 150 : 70;  // several tiles and blocks per item
+      options.max_context = i == 2 ? 600 : 200;
+      options.pins.step = 2;  // prompts and chunks, no decode
+      options.pins.cache_elem = elem;
+      options.pins.head_dim = dim;
+      options.pins.precision = 1;
+      return options;
+    });
+  }
+
+  // A tile with a NaN value takes the exact value loops, whose tests keep it out of the rows
+  // that do not see its key; the rows that do see it get NaN in that element alone.
+  TEST_CASE("a NaN value in a fast prefill reaches only the rows that see its key") {
+    int planted = 0;
+    for (const int elem : {1, 4}) {
+      dynattn_ref::GenOptions options;
+      options.max_batch = 1;
+      options.max_seqlen = 90;
+      options.max_context = 90;
+      options.serving_features = false;
+      options.pins = {};
+      options.pins.step = 2;
+      options.pins.cache_elem = elem;
+      options.pins.head_dim = 64;
+      options.pins.precision = 1;
+      options.pins.alibi = 0;
+      options.pins.mask_rank = 0;
+      const uint64_t seed = BaseSeed() + 3080000 + elem;
+      Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
+      const dynattn_ref::Array& starts = c.inputs.at("seqstarts");
+      const int64_t rows = static_cast<int64_t>(dynattn_ref::LoadAsDouble(starts, 1));
+      if (rows < 4) continue;
+      const int64_t nan_row = rows / 2;  // the new token whose value element 5 is NaN
+      ++planted;
+      dynattn_ref::Array& current_value = c.inputs.at("current_value");  // (rows, Hkv, D)
+      const int64_t hkv = current_value.shape[1];
+      const int hq = c.attrs.num_heads, group = static_cast<int>(hq / hkv), d = 64;
+      dynattn_ref::StoreRounded(&current_value, nan_row * hkv * d + 5,
+                                std::numeric_limits<double>::quiet_NaN());
+      ForEachTarget([&](const std::string& target) {
+        INFO("target " << target << ", seed " << seed << ": " << c.description);
+        const LibResult lib = RunLibrary(c);
+        REQUIRE_MESSAGE(lib.status.ok(), lib.status.message());
+        for (int64_t row = 0; row < rows; ++row) {
+          for (int head = 0; head < group; ++head) {  // the query heads of KV head 0
+            const bool sees = !c.attrs.is_causal || row >= nan_row;
+            for (int e = 0; e < d; ++e) {
+              const double x =
+                  dynattn_ref::LoadAsDouble(lib.attn_output, (row * hq + head) * d + e);
+              CHECK_MESSAGE((std::isnan(x) == (sees && e == 5)),
+                            "row " << row << ", head " << head << ", element " << e);
+            }
           }
         }
-      }
-      // bf16 products move fp32 and fp16 outputs far outside the exact tolerance.
-      if (bf16_dots) CHECK(outside_exact * 4 >= cases);
-    });
+      });
+    }
+    CHECK(planted > 0);
   }
 
   TEST_CASE("sharp softmaxes and long contexts keep the fast answer and its bound") {
