@@ -339,22 +339,41 @@ DYNATTN_BF16_DOTS HWY_NOINLINE void AttendPairTile(const AttentionProblem& p, in
   }
 }
 
+/// The query vectors s.rows[0, vectors) (already filled) against keys `k` through tiles of bf16
+/// pairs (AttendTiledCore's loop). Leaves the vectors' running states in s.states.
+template <CacheElem kElem>
+DYNATTN_BF16_DOTS HWY_INLINE void AttendPairTiles(const AttentionProblem& p, int vectors,
+                                                  const TiledKeys& k, const ItemScratch& s) {
+  StartTiledItem(p, vectors, s);
+  RoundQueryPairs(s.queries, PaddedVectors(vectors), p.padded_dim, s.query_pairs);
+  ForEachTile<kElem>(p, vectors, k, s, [&](int64_t key0, int count, const int64_t* slots) {
+    AttendPairTile<kElem>(p, vectors, k, key0, count, slots, s);
+  });
+}
+
 /// A request work item of many query vectors (a prompt, a chunk: not UseFusedDecode) through
 /// tiles of bf16 pairs.
 template <CacheElem kElem>
 DYNATTN_BF16_DOTS void AttendFastTiled(const AttentionProblem& p, const internal::WorkItem& w,
                                        float* states, internal::Scratch* scratch) {
   const int vectors = p.group_size * (w.row_end - w.row_begin);
-  const int padded_vectors = PaddedVectors(vectors);
-  const ItemScratch s = ItemScratch::Carve(padded_vectors, p, scratch);
+  const ItemScratch s = ItemScratch::Carve(PaddedVectors(vectors), p, scratch);
   MakeQueryRows(p, w, s.rows);
-  StartTiledItem(p, vectors, s);
-  RoundQueryPairs(s.queries, padded_vectors, p.padded_dim, s.query_pairs);
   const TiledKeys keys{&p.kv.slots, w.request, w.kv_head, w.key_begin, w.key_end};
-  ForEachTile<kElem>(p, vectors, keys, s, [&](int64_t key0, int count, const int64_t* slots) {
-    AttendPairTile<kElem>(p, vectors, keys, key0, count, slots, s);
-  });
+  AttendPairTiles<kElem>(p, vectors, keys, s);
   FinishItem(p, w, s.rows, s.states, states);
+}
+
+/// A shared-path item of unified attention (AttendShared) through tiles of bf16 pairs.
+template <CacheElem kElem>
+DYNATTN_BF16_DOTS void AttendFastShared(const AttentionProblem& p, const internal::SharedItem& w,
+                                        float* states, internal::Scratch* scratch) {
+  const int vectors = p.group_size * w.num_readers;
+  const ItemScratch s = ItemScratch::Carve(PaddedVectors(vectors), p, scratch);
+  MakeSharedRows(p, w, s.rows);
+  const internal::SlotMap segment = SegmentSlots(w);
+  AttendPairTiles<kElem>(p, vectors, TiledKeys{&segment, 0, w.kv_head, w.key_begin, w.key_end}, s);
+  WriteStates(p, w.state_index, vectors, s.states, states);
 }
 
 #else  // declared for the fast table's template, never instantiated on these targets
@@ -362,6 +381,9 @@ DYNATTN_BF16_DOTS void AttendFastTiled(const AttentionProblem& p, const internal
 template <CacheElem kElem>
 void AttendFastTiled(const AttentionProblem& p, const internal::WorkItem& w, float* states,
                      internal::Scratch* scratch);
+template <CacheElem kElem>
+void AttendFastShared(const AttentionProblem& p, const internal::SharedItem& w, float* states,
+                      internal::Scratch* scratch);
 
 #endif  // HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 

@@ -28,23 +28,24 @@ bool AttendFastBf16Dots(const internal::AttentionProblem& p, const internal::Wor
   return true;
 }
 
-/// This target's fast entry; none where its kernels cannot run (the bf16 dot products of fp16 and
-/// bf16 caches: off the AVX-512 targets, or on a CPU without AVX512_BF16). Int8 and int4 caches
-/// take VNNI's byte dot products on the AVX-512 targets of CPUs with AVX512_VNNI.
-internal::AttendFastFn DYNATTN_FAST_TABLE() {
+/// This target's fast entries; none where its kernels cannot run (the bf16 dot products of fp16
+/// and bf16 caches: off the AVX-512 targets, or on a CPU without AVX512_BF16; those caches' shared
+/// prefixes take them too). Int8 and int4 caches take VNNI's byte dot products on the AVX-512
+/// targets of CPUs with AVX512_VNNI, in decode-shaped items only.
+internal::FastKernels DYNATTN_FAST_TABLE() {
   constexpr CacheElem kElem = CacheElem::DYNATTN_FAST_ELEM;
   if constexpr (IsBf16DotElem<kElem>()) {
     if constexpr (!kBf16DotsTarget) {
-      return nullptr;  // nothing of the kernels is compiled for this target
+      return {};  // nothing of the kernels is compiled for this target
     } else {
-      if (!internal::CpuHasBf16Dots()) return nullptr;
-      return &AttendFastBf16Dots<kElem>;
+      if (!internal::CpuHasBf16Dots()) return {};
+      return {&AttendFastBf16Dots<kElem>, &AttendFastShared<kElem>};
     }
   } else {
     if constexpr (kVnniTarget) {
-      if (internal::CpuHasVnni()) return &AttendFastDecode<kElem, true>;
+      if (internal::CpuHasVnni()) return {&AttendFastDecode<kElem, true>, nullptr};
     }
-    return &AttendFastDecode<kElem>;
+    return {&AttendFastDecode<kElem>, nullptr};
   }
 }
 
@@ -56,7 +57,7 @@ HWY_AFTER_NAMESPACE();
 namespace dynattn {
 HWY_EXPORT(DYNATTN_FAST_TABLE);
 namespace internal {
-AttendFastFn DYNATTN_FAST_GETTER() { return HWY_DYNAMIC_DISPATCH(DYNATTN_FAST_TABLE)(); }
+FastKernels DYNATTN_FAST_GETTER() { return HWY_DYNAMIC_DISPATCH(DYNATTN_FAST_TABLE)(); }
 }  // namespace internal
 }  // namespace dynattn
 #endif

@@ -5,11 +5,11 @@
 
 #define DYNATTN_FAST_ELEM kBF16
 #define DYNATTN_FAST_TABLE FastTableBf16
-#define DYNATTN_FAST_GETTER CpuFastAttendBf16
+#define DYNATTN_FAST_GETTER CpuFastKernelsBf16
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/fast_kernels_bf16.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
-// After foreach_target.h, which includes this file again for every target: each target's entry.
+// After foreach_target.h, which includes this file again for every target: each target's entries.
 #include "cpu/fast_kernel_table-inl.h"

@@ -94,6 +94,16 @@ inline bool CpuHasBf16Dots() { return CpuidLeaf7Bit(1, 0, 5); }
 /// A fast-tier attention entry (CpuKernels::attend_fast).
 using AttendFastFn = bool (*)(const AttentionProblem&, const WorkItem&, float* states, Scratch*);
 
+/// A shared-path entry of unified attention (CpuKernels::attend_shared, attend_shared_fast).
+using AttendSharedFn = void (*)(const AttentionProblem&, const SharedItem&, float* states,
+                                Scratch*);
+
+/// A format's fast-tier entries on this machine (null where it has none).
+struct FastKernels {
+  AttendFastFn attend = nullptr;
+  AttendSharedFn attend_shared = nullptr;
+};
+
 /// The per-target kernels for one cache element type.
 struct CpuKernels {
   /// Quantizes and stores new tokens [token_begin, token_end) (packed query-row indices).
@@ -110,7 +120,10 @@ struct CpuKernels {
   /// Merges the partial states of one split tile and writes its output rows.
   void (*merge)(const AttentionProblem&, const MergeTask&, const float* states, Scratch*);
   /// Runs one shared-path work item of unified attention; writes partial states.
-  void (*attend_shared)(const AttentionProblem&, const SharedItem&, float* states, Scratch*);
+  AttendSharedFn attend_shared;
+  /// Fast-tier rows over fp16 and bf16 caches (null elsewhere): attend_shared in bf16 dot
+  /// products. A fast row without it runs a unified step with shared prefixes exact.
+  AttendSharedFn attend_shared_fast = nullptr;
   /// Merges the parts [parts, parts + count) of one query token, in that order, and writes its
   /// output rows (and log-sum-exp when asked).
   void (*merge_parts)(const AttentionProblem&, int64_t token, const PartRef* parts, int count,

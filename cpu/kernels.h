@@ -18,10 +18,10 @@ DYNATTN_CACHE_FORMATS(DYNATTN_CPU_KERNELS_GETTER)
 #undef DYNATTN_CPU_KERNELS_GETTER
 
 // The fast tier's attention entries (cpu/fast_kernels_<tag>.cc), for the formats that have one.
-AttendFastFn CpuFastAttendInt8();
-AttendFastFn CpuFastAttendInt4();
-AttendFastFn CpuFastAttendF16();
-AttendFastFn CpuFastAttendBf16();
+FastKernels CpuFastKernelsInt8();
+FastKernels CpuFastKernelsInt4();
+FastKernels CpuFastKernelsF16();
+FastKernels CpuFastKernelsBf16();
 
 }  // namespace dynattn::internal
 

@@ -650,16 +650,13 @@ void AttendTiled(const AttentionProblem& p, const internal::WorkItem& w, float* 
   FinishItem(p, w, s.rows, s.states, states);
 }
 
-/// A shared-path item of unified attention: the segment's keys are decoded once per tile and
-/// scored against every reader's query vectors; each reader sees its own prefix of the segment.
-template <CacheElem kElem>
-void AttendShared(const AttentionProblem& p, const internal::SharedItem& w, float* states,
-                  internal::Scratch* scratch) {
-  const int vectors = p.group_size * w.num_readers;
-  const ItemScratch s = ItemScratch::Carve(PaddedVectors(vectors), p, scratch);
-  for (int index = 0; index < vectors; ++index) {
+/// The query vectors of a shared-path item, in (head of the group, reader) order, each seeing its
+/// reader's prefix of the segment.
+HWY_INLINE void MakeSharedRows(const AttentionProblem& p, const internal::SharedItem& w,
+                               QueryRow* out) {
+  for (int index = 0; index < p.group_size * w.num_readers; ++index) {
     const internal::SharedReader& reader = w.readers[index % w.num_readers];
-    QueryRow& r = s.rows[index];
+    QueryRow& r = out[index];
     r.request = reader.request;
     r.token = reader.token;
     r.head = w.kv_head * p.group_size + index / w.num_readers;
@@ -668,8 +665,22 @@ void AttendShared(const AttentionProblem& p, const internal::SharedItem& w, floa
     // The reader's sliding window in segment key numbers (origin is its own position).
     r.first_key = p.window_left >= 0 ? reader.origin - p.window_left : 0;
   }
-  const internal::SlotMap segment{internal::SlotMap::Mode::kBlocks, w.blocks, 0, w.block_size,
-                                  w.block_stride};
+}
+
+/// The slots of a shared item's segment: its blocks, keys numbered from the segment's start.
+HWY_INLINE internal::SlotMap SegmentSlots(const internal::SharedItem& w) {
+  return {internal::SlotMap::Mode::kBlocks, w.blocks, 0, w.block_size, w.block_stride};
+}
+
+/// A shared-path item of unified attention: the segment's keys are decoded once per tile and
+/// scored against every reader's query vectors; each reader sees its own prefix of the segment.
+template <CacheElem kElem>
+void AttendShared(const AttentionProblem& p, const internal::SharedItem& w, float* states,
+                  internal::Scratch* scratch) {
+  const int vectors = p.group_size * w.num_readers;
+  const ItemScratch s = ItemScratch::Carve(PaddedVectors(vectors), p, scratch);
+  MakeSharedRows(p, w, s.rows);
+  const internal::SlotMap segment = SegmentSlots(w);
   AttendTiledCore<kElem>(p, vectors, TiledKeys{&segment, 0, w.kv_head, w.key_begin, w.key_end}, s);
   WriteStates(p, w.state_index, vectors, s.states, states);
 }

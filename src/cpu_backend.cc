@@ -148,11 +148,13 @@ Status RunUnified(const BackendKernels& row, const AttentionProblem& problem,
   const int64_t work =
       CappedWork(problem, plan.request_items, CappedWork(problem, plan.shared_items));
   // Shared items first: they are the largest (a segment chunk for up to kSharedReaders tokens).
+  const AttendSharedFn attend_shared =
+      row.cpu.attend_shared_fast != nullptr ? row.cpu.attend_shared_fast : row.cpu.attend_shared;
   context->ParallelFor(
       items,
       [&](int64_t i, Scratch* scratch) {
         if (i < shared) {
-          row.cpu.attend_shared(problem, plan.shared_items[i], states, scratch);
+          attend_shared(problem, plan.shared_items[i], states, scratch);
         } else {
           AttendItem(row.cpu, problem, plan.request_items[i - shared], states, scratch);
         }

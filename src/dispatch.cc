@@ -23,16 +23,16 @@ constexpr CpuFormat kCpuFormats[] = {
 #undef DYNATTN_CPU_FORMAT
 };
 
-/// The formats with a fast-tier kernel, and its getter (resolved like the exact ones).
+/// The formats with fast-tier kernels, and their getter (resolved like the exact ones).
 struct FastFormat {
   CacheElem elem;
-  AttendFastFn (*attend)();
+  FastKernels (*kernels)();
 };
 constexpr FastFormat kFastFormats[] = {
-    {CacheElem::kInt8, &CpuFastAttendInt8},
-    {CacheElem::kInt4, &CpuFastAttendInt4},
-    {CacheElem::kF16, &CpuFastAttendF16},
-    {CacheElem::kBF16, &CpuFastAttendBf16},
+    {CacheElem::kInt8, &CpuFastKernelsInt8},
+    {CacheElem::kInt4, &CpuFastKernelsInt4},
+    {CacheElem::kF16, &CpuFastKernelsF16},
+    {CacheElem::kBF16, &CpuFastKernelsBf16},
 };
 
 /// The exact rows, one per format, and the fast rows of the formats in kFastFormats whose getter
@@ -49,15 +49,16 @@ void FillCpuRows(CpuRows* rows) {
     rows->exact[i].target = CpuTargetName();
   }
   for (size_t f = 0; f < std::size(kFastFormats); ++f) {
-    const AttendFastFn attend = kFastFormats[f].attend();
+    const FastKernels kernels = kFastFormats[f].kernels();
     for (BackendKernels& row : rows->exact) {
       if (row.elem != kFastFormats[f].elem) continue;
       row.fast = nullptr;
-      if (attend == nullptr) continue;  // e.g. bf16 dot products on a CPU without them
+      if (kernels.attend == nullptr) continue;  // e.g. bf16 dot products on a CPU without them
       BackendKernels& fast = rows->fast[f];
       fast = row;
       fast.precision = Precision::kFast;
-      fast.cpu.attend_fast = attend;
+      fast.cpu.attend_fast = kernels.attend;
+      fast.cpu.attend_shared_fast = kernels.attend_shared;
       row.fast = &fast;
     }
   }

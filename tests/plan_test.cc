@@ -451,10 +451,11 @@ TEST_SUITE("plan") {
         REQUIRE(PlanLayer(exact, &exact_layer, &exact_plan).ok());
         REQUIRE(PlanLayer(fast, &layer, &plan).ok());
         CHECK(exact_plan.precision() == dynattn::Precision::kExact);
-        // A unified step with shared prefixes (path "s") runs the exact tier.
+        // A unified step with shared prefixes (path "s") runs the exact tier over int8 and int4
+        // caches (their fast kernel is the decode's); fp16 and bf16 ones share bf16 tiles.
         const bool shared = plan.unified_summary() != nullptr &&
                             plan.unified_summary()->phase.find('s') != std::string::npos;
-        const bool fast_runs = covered && !shared;
+        const bool fast_runs = covered && (!shared || halves);
         CHECK(plan.precision() ==
               (fast_runs ? dynattn::Precision::kFast : dynattn::Precision::kExact));
         CHECK(std::string(plan.backend()) == exact_plan.backend());

@@ -90,9 +90,11 @@ struct OpTraits<UnifiedAttentionArgs>
     if (attrs.value_from_key) s->cache.values_from_keys = ValueDimOf(attrs);
     if (call.sharded) return PlanShard(work, s, args.cache->cache);
     work->plan = PlanUnified(work->step);
-    // Shared prefixes run through the exact kernels (shared items are many query vectors), and a
-    // token must not merge parts of both tiers: a step that has them runs the exact tier.
-    if (!work->plan.shared_items.empty() && s->kernels->precision == Precision::kFast) {
+    // A token must not merge parts of both tiers: a step with shared prefixes runs the exact tier
+    // where the fast row has no shared-path kernel (int8 and int4 caches: their fast kernel is
+    // the decode's, and shared items are many query vectors).
+    if (!work->plan.shared_items.empty() && s->kernels->precision == Precision::kFast &&
+        s->kernels->cpu.attend_shared_fast == nullptr) {
       s->kernels = KernelsFor(s->kernels->device, s->kernels->elem);
     }
 #ifndef NDEBUG
