@@ -1,8 +1,8 @@
 // Copyright 2026 The libdynattn Authors. SPDX-License-Identifier: Apache-2.0
 //
-// Kernel family: the fast tier's tiled attention (prompts and prefill chunks: many query vectors
-// per work item) over fp16 and bf16 caches, in bf16 dot products (Precision::kFast), on the
-// AVX-512 targets of CPUs with AVX512_BF16.
+// Kernel family: the fast tier's tiled attention (prompts, prefill chunks and unified attention's
+// shared segments: many query vectors per work item) over fp16 and bf16 caches, in bf16 dot
+// products (Precision::kFast), on the AVX-512 targets of CPUs with AVX512_BF16.
 //
 // Why it looks like this:
 // * It is the exact tiled path (prefill-inl.h) with its two fp32 multiply-add loops replaced by
@@ -12,9 +12,11 @@
 //   keys (values: keys 2m and 2m + 1 of 16 output elements). Twice the work per instruction of
 //   the fp32 loops, with the same register blocking, loads and broadcasts. The tile loop, the
 //   softmax, the masks and the running states are the exact path's.
-// * The operands are laid out in those pairs once, rounded to bf16 (nearest even): the queries
-//   once per work item, the key and value tiles once per tile (decoded by the exact rule first),
-//   the weights once per block of query vectors.
+// * The operands are laid out in those pairs once, rounded to bf16 (nearest even) where they are
+//   not bf16 already: the queries once per work item, the key and value tiles once per tile,
+//   straight from the cache's rows (a key row's 32-bit words are its dimension pairs, moved across
+//   lanes by a 16 x 16 transpose; value rows are interleaved two at a time), the weights once per
+//   block of query vectors.
 // * A hidden key's weight is -0, which adds nothing to a sum when its value is finite: a tile
 //   whose values (as bf16) are all finite takes the pair loop over every visible key, causal
 //   diagonal included; a tile with an infinite or NaN value takes the exact value loops, whose
@@ -30,7 +32,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/codec.h"
 #include "cpu/bf16_dots-inl.h"
 #include "cpu/prefill-inl.h"
 #include "cpu/softmax-inl.h"
@@ -55,16 +56,6 @@ HWY_INLINE int64_t KeyPairIndex(int pairs, int i, int j) {
 /// elements, each the tile's key pairs in order.
 HWY_INLINE int64_t ValuePairIndex(int e, int m) {
   return static_cast<int64_t>(e / 16) * (kKeyTile / 2) * 16 + m * 16 + e % 16;
-}
-
-/// The pairs (a[l], b[l]) of two vectors of 16 floats rounded to bf16 (nearest even), a[l] in the
-/// low half of lane l.
-DYNATTN_BF16_DOTS HWY_INLINE __m512i RoundPairs(__m512 a, __m512 b) {
-  alignas(64) static constexpr uint16_t kPairLanes[32] = {
-      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const __m512i halves = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));  // a's, then b's
-  return _mm512_permutexvar_epi16(_mm512_load_si512(kPairLanes), halves);
 }
 
 /// The query vectors (rows of `queries`, zero-padded to padded_dim, a multiple of 16) rounded to
