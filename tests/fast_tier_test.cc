@@ -244,7 +244,8 @@ TEST_SUITE("fast") {
   // that do not see its key; the rows that do see it get NaN in that element alone.
   TEST_CASE("a NaN value in a fast prefill reaches only the rows that see its key") {
     int planted = 0;
-    for (const int elem : {1, 4}) {
+    for (int attempt = 0; attempt < 40 && planted < 2; ++attempt) {  // steps of 4 rows or more
+      const int elem = planted == 0 ? 1 : 4;  // one fp16 step, then one bf16 step
       dynattn_ref::GenOptions options;
       options.max_batch = 1;
       options.max_seqlen = 90;
@@ -257,7 +258,7 @@ TEST_SUITE("fast") {
       options.pins.precision = 1;
       options.pins.alibi = 0;
       options.pins.mask_rank = 0;
-      const uint64_t seed = BaseSeed() + 3080000 + elem;
+      const uint64_t seed = BaseSeed() + 3080000 + attempt;
       Case c = dynattn_ref::RandomCase("multi_head_cache_attention", seed, options);
       const dynattn_ref::Array& starts = c.inputs.at("seqstarts");
       const int64_t rows = static_cast<int64_t>(dynattn_ref::LoadAsDouble(starts, 1));
@@ -286,7 +287,7 @@ TEST_SUITE("fast") {
         }
       });
     }
-    CHECK(planted > 0);
+    CHECK(planted == 2);
   }
 
   TEST_CASE("sharp softmaxes and long contexts keep the fast answer and its bound") {
