@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 
 #include "hwy/targets.h"
 #include "src/dispatch.h"
@@ -68,6 +69,19 @@ void PrintBaseSeed() {
               static_cast<unsigned long long>(BaseSeed()),
               static_cast<unsigned long long>(BaseSeed()));
   std::fflush(stdout);
+}
+
+int64_t TargetFromEnvironment() {
+  const char* name = std::getenv("DYNATTN_TEST_TARGET");
+  if (name == nullptr || *name == '\0') return 0;
+  std::string known;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    if (std::string(hwy::TargetName(target)) == name) return target;
+    known += std::string(known.empty() ? "" : ", ") + hwy::TargetName(target);
+  }
+  std::fprintf(stderr, "DYNATTN_TEST_TARGET=%s: not a target compiled in and supported here (%s)\n",
+               name, known.c_str());
+  std::exit(2);
 }
 
 void SkipTest(const std::string& why) {

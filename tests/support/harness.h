@@ -21,6 +21,12 @@ uint64_t BaseSeed();
 /// Prints the base seed and how to replay it; each binary calls it once at start.
 void PrintBaseSeed();
 
+/// The Highway target named by DYNATTN_TEST_TARGET ("AVX2", "AVX3", ...), 0 when unset. main
+/// forces it for the whole run, so that a failure of the sanitizer build (AVX2 kernels only)
+/// replays on a release build; tests that loop over every target still do. An unknown or
+/// unsupported name is an error naming the targets there are.
+int64_t TargetFromEnvironment();
+
 /// Marks the running test case as skipped, saying why; the caller returns right after. A binary
 /// whose test cases were all skipped exits kExitSkipped (see ExitStatus), so a check that cannot
 /// run here is counted as skipped rather than passed. Keep such cases in a doctest suite (and a

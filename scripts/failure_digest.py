@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""The lines that say why a meson test run failed, short enough to read at the end of CI's log.
+
+Usage: failure_digest.py BUILD/meson-logs/testlog.json -> prints, for each failed or timed-out
+test, its name and the lines of its output that name the failure: doctest's test case, error,
+values and logged context (the random seed with it), the sanitizers' reports, the base seed.
+Prints nothing when every test passed. CI shows only the end of its output; the full logs stay in
+BUILD/meson-logs.
+"""
+import json
+import re
+import sys
+
+KEEP = re.compile(r"TEST CASE:|ERROR:|values:|logged:|runtime error:|Sanitizer|SUMMARY:|base seed|"
+                  r"DYNATTN_TEST_SEED|Assertion|terminate called|what\(\):")
+MAX_LINES = 24  # per failed test
+
+
+def digest(output):
+    """The failure lines of one test's output, each logged context with its next line."""
+    lines = output.splitlines()
+    kept = []
+    for i, line in enumerate(lines):
+        if KEEP.search(line):
+            kept.append(line.rstrip())
+            if "logged:" in line and i + 1 < len(lines):
+                kept.append(lines[i + 1].rstrip())
+    unique = list(dict.fromkeys(kept))  # the same context repeats for every failed check
+    if len(unique) > MAX_LINES:
+        unique = unique[:MAX_LINES] + ["  ... (%d more lines)" % (len(unique) - MAX_LINES)]
+    return unique
+
+
+def main():
+    with open(sys.argv[1]) as log:
+        for line in log:
+            test = json.loads(line)
+            if test["result"] not in ("FAIL", "TIMEOUT", "UNEXPECTEDPASS"):
+                continue
+            print("failed: %s (%s)" % (test["name"], test["result"]))
+            output = (test.get("stdout") or "") + "\n" + (test.get("stderr") or "")
+            for kept in digest(output):
+                print("  " + kept[:300])
+
+
+if __name__ == "__main__":
+    main()
