@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <string>
 
+#include "dynattn/dynattn.h"
 #include "hwy/targets.h"
 #include "src/dispatch.h"
 
@@ -74,14 +74,12 @@ void PrintBaseSeed() {
 int64_t TargetFromEnvironment() {
   const char* name = std::getenv("DYNATTN_TEST_TARGET");
   if (name == nullptr || *name == '\0') return 0;
-  std::string known;
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    if (std::string(hwy::TargetName(target)) == name) return target;
-    known += std::string(known.empty() ? "" : ", ") + hwy::TargetName(target);
+  const dynattn::Status status = dynattn::ForceCpuTarget(name);  // the library's name rules
+  if (!status.ok()) {
+    std::fprintf(stderr, "DYNATTN_TEST_TARGET: %s\n", status.message().c_str());
+    std::exit(2);
   }
-  std::fprintf(stderr, "DYNATTN_TEST_TARGET=%s: not a target compiled in and supported here (%s)\n",
-               name, known.c_str());
-  std::exit(2);
+  return hwy::SupportedTargets();  // the one target just forced
 }
 
 void SkipTest(const std::string& why) {

@@ -23,8 +23,9 @@ void PrintBaseSeed();
 
 /// The Highway target named by DYNATTN_TEST_TARGET ("AVX2", "AVX3", ...), 0 when unset. main
 /// forces it for the whole run, so that a failure of the sanitizer build (AVX2 kernels only)
-/// replays on a release build; tests that loop over every target still do. An unknown or
-/// unsupported name is an error naming the targets there are.
+/// replays on a release build; tests that loop over every target still do. Names as
+/// dynattn::ForceCpuTarget takes them; an unknown or unsupported one ends the run (exit 2) with
+/// its error, which names the targets there are.
 int64_t TargetFromEnvironment();
 
 /// Marks the running test case as skipped, saying why; the caller returns right after. A binary
