@@ -12,11 +12,12 @@ import json
 import re
 import sys
 
-KEEP = re.compile(r"TEST CASE:|ERROR:|values:|logged:|runtime error:|Sanitizer|SUMMARY:|"
-                  r"DYNATTN_TEST_SEED|Assertion|terminate called|what\(\):|^\s+#[0-3] |"
-                  r"^E   |^FAILED ")
+# Lines that report a failure; a doctest block (or the output's tail) with one of them is kept.
 FAILED = re.compile(r"ERROR:|runtime error:|Sanitizer|Assertion|terminate called|what\(\):|"
                     r"^E   |^FAILED ", re.M)
+# Lines of a failed block that say where and with what: its test case, values, logged context
+# (the seed), the sanitizer's summary and first stack frames, the replay line.
+CONTEXT = re.compile(r"TEST CASE:|values:|logged:|SUMMARY:|DYNATTN_TEST_SEED|^\s+#[0-3] ")
 MAX_LINES = 24  # per failed test
 
 
@@ -31,7 +32,7 @@ def digest(output):
             continue
         lines = block.splitlines()
         for i, line in enumerate(lines):
-            if KEEP.search(line):
+            if FAILED.search(line) or CONTEXT.search(line):
                 kept.append(line.rstrip())
                 if "logged:" in line and i + 1 < len(lines):
                     kept.append(lines[i + 1].rstrip())
